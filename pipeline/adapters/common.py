@@ -1,0 +1,72 @@
+"""Small helpers shared by the adapters: file reading, fingerprints, query slicing."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.dataset import Dataset
+from pipeline.errors import DataError
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def require_file(path: str | Path, what: str) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(str(p), f"{what} not found", "check data.path (e.g. data.path=../shared/data/...)")
+    return p
+
+
+def read_text(path: str | Path) -> str:
+    """UTF-8 text of a plain or ``.gz`` file; invalid UTF-8 is a DataError."""
+    p = Path(path)
+    raw = gzip.open(p, "rb").read() if p.suffix == ".gz" else p.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(str(p), f"not valid UTF-8 at byte {exc.start}", "re-save the file as UTF-8") from None
+
+
+def read_json(path: str | Path):
+    p = Path(path)
+    try:
+        return json.loads(read_text(p))
+    except json.JSONDecodeError as exc:
+        raise DataError(str(p), f"invalid JSON ({exc.msg})", "fix the JSON syntax",
+                        row=f"line {exc.lineno}") from None
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    p = Path(path)
+    rows = []
+    for i, line in enumerate(read_text(p).splitlines()):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(str(p), f"invalid JSON ({exc.msg})", "fix that line", row=f"line {i + 1}") from None
+        if not isinstance(obj, dict):
+            raise DataError(str(p), "expected a JSON object", "write one object per line", row=f"line {i + 1}")
+        rows.append(obj)
+    return rows
+
+
+def slice_queries(ds: Dataset, limit: int | None) -> Dataset:
+    """Keep the first ``limit`` queries (and their qrels); for tests and quick looks."""
+    if limit is None or limit >= ds.queries.height:
+        return ds
+    ds.queries = ds.queries.head(int(limit))
+    if ds.qrels is not None:
+        ds.qrels = ds.qrels.filter(pl.col("query_id").is_in(ds.queries["query_id"].implode()))
+    return ds

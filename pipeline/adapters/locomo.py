@@ -1,0 +1,124 @@
+"""LoCoMo adapter: dialog turns as nodes, sessions as docs, QA evidence (``dia_id``) as qrels.
+
+Input is a LoCoMo JSON(.gz) file: a list of conversations with ``sample_id``, ``conversation``
+(``session_N`` turn lists and ``session_N_date_time``) and ``qa``. Malformed evidence strings
+(``'D8:6; D9:17'``, ``'D30:05'``, ``'D:11:26'``, ``'D'``) are split and normalised.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter
+
+import polars as pl
+
+from pipeline import schema
+from pipeline.adapters.common import read_json, require_file, sha256_file, slice_queries
+from pipeline.dataset import Dataset
+from pipeline.errors import DataError
+
+_SESSION = re.compile(r"session_(\d+)")
+_EVIDENCE = re.compile(r"D:?0*(\d+):0*(\d+)")
+
+
+def _when(value: object, where: str, row: str, field: str) -> dt.datetime | None:
+    """Parse LoCoMo's '1:56 pm on 8 May, 2023' (read as UTC); ISO strings are accepted too."""
+    if value is None:
+        return None
+    try:
+        return dt.datetime.strptime(str(value).strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        return schema.parse_timestamp(value, where, row, field)
+
+
+def evidence_ids(evidence: list[str], skipped: Counter) -> list[str]:
+    """Normalised, deduplicated ``D<session>:<turn>`` ids; unparseable tokens are counted and dropped."""
+    out: list[str] = []
+    for raw in evidence:
+        for tok in re.split(r"[;\s]+", str(raw).strip()):
+            m = _EVIDENCE.fullmatch(tok)
+            if not m:
+                if tok:
+                    skipped["evidence_token_malformed"] += 1
+                continue
+            dia = f"D{int(m.group(1))}:{int(m.group(2))}"
+            if dia not in out:
+                out.append(dia)
+    return out
+
+
+def _need(obj: dict, key: str, kind: type, where: str, row: str):
+    if not isinstance(obj, dict) or not isinstance(obj.get(key), kind):
+        raise DataError(where, f"missing or not a {kind.__name__}", f"give it a '{key}'", row=row, field=key)
+    return obj[key]
+
+
+def load(path: str, *, name: str = "locomo", conversations: list[str] | None = None,
+         limit_queries: int | None = None) -> Dataset:
+    """Load a LoCoMo file; ``conversations`` keeps only those ``sample_id``s."""
+    p = require_file(path, "LoCoMo file")
+    where = str(p)
+    data = read_json(p)
+    if not isinstance(data, list):
+        raise DataError(where, "expected a JSON list of conversations", "pass locomo10.json or a slice of it")
+    skipped: Counter = Counter()
+    ids = [_need(c, "sample_id", str, where, f"[{i}]") for i, c in enumerate(data)]
+    if conversations is not None:
+        missing = sorted(set(conversations) - set(ids))
+        if missing:
+            raise DataError(where, f"no conversation {missing} (have {ids})", "fix data.conversations",
+                            field="sample_id")
+    nodes: list[dict] = []
+    edges: list[dict] = []
+    queries: list[dict] = []
+    qrels: list[dict] = []
+    for conv, sid in zip(data, ids):
+        if conversations is not None and sid not in conversations:
+            continue
+        turns = _need(conv, "conversation", dict, where, sid)
+        sessions = sorted(int(m.group(1)) for k in turns if (m := _SESSION.fullmatch(k)))
+        seq, prev, last_when, dias = 0, None, None, set()
+        for n in sessions:
+            srow = f"{sid} session_{n}"
+            when = _when(turns.get(f"session_{n}_date_time"), where, srow, f"session_{n}_date_time")
+            for j, turn in enumerate(_need(turns, f"session_{n}", list, where, sid)):
+                trow = f"{srow}[{j}]"
+                dia = _need(turn, "dia_id", str, where, trow)
+                speaker = _need(turn, "speaker", str, where, trow)
+                text = f"{speaker}: {_need(turn, 'text', str, where, trow)}"
+                if turn.get("blip_caption"):
+                    text += f" [shares image: {turn['blip_caption']}]"
+                node_id = f"{sid}:{dia}"
+                nodes.append({"node_id": node_id, "text": text, "doc_id": f"{sid}/session_{n}",
+                              "speaker": speaker, "seq": seq, "created_at": when, "title": None})
+                if prev is not None:
+                    edges.append({"src": prev, "dst": node_id, "relation": "next_turn", "weight": 1.0})
+                prev, seq, last_when = node_id, seq + 1, when
+                dias.add(dia)
+        for i, qa in enumerate(conv.get("qa") or []):
+            qrow, qid = f"{sid} qa[{i}]", f"{sid}:q{i}"
+            question = _need(qa, "question", str, where, qrow)
+            evidence = _need(qa, "evidence", list, where, qrow)
+            cat = qa.get("category")
+            queries.append({"query_id": qid, "text": question, "group": None if cat is None else str(cat),
+                            "doc_scope": [sid], "now": last_when})
+            for dia in evidence_ids(evidence, skipped):
+                if dia not in dias:
+                    skipped["evidence_turn_missing"] += 1
+                qrels.append({"query_id": qid, "node_id": f"{sid}:{dia}", "relevance": 1})
+    ts = schema.TS
+    frames = {
+        "nodes": pl.DataFrame(nodes, schema={"node_id": pl.String, "text": pl.String, "doc_id": pl.String,
+                                             "speaker": pl.String, "seq": pl.Int64, "created_at": ts,
+                                             "title": pl.String}),
+        "edges": pl.DataFrame(edges, schema={"src": pl.String, "dst": pl.String, "relation": pl.String,
+                                             "weight": pl.Float32}),
+        "queries": pl.DataFrame(queries, schema={"query_id": pl.String, "text": pl.String, "group": pl.String,
+                                                 "doc_scope": pl.List(pl.String), "now": ts}),
+        "qrels": pl.DataFrame(qrels, schema={"query_id": pl.String, "node_id": pl.String,
+                                             "relevance": pl.Int32}),
+    }
+    frames = {t: schema.conform(df, t, where=where) for t, df in frames.items()}
+    ds = Dataset(name=name, nodes=frames["nodes"], queries=frames["queries"], edges=frames["edges"],
+                 qrels=frames["qrels"], fingerprints={where: sha256_file(p)}, skipped=skipped)
+    return slice_queries(ds, limit_queries)

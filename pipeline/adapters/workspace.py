@@ -1,0 +1,189 @@
+"""Workspace adapter: a folder of markdown notes (ReMe/OKS style) → nodes, wikilink edges.
+
+One node per heading section (``node_id = "<relative path>#<heading slug>"``, ``doc_id`` = the
+relative path), with front matter (name, description, tags, type, importance, created, status,
+archived, pinned, visibility) copied onto every section. Symlinks are refused; wikilinks that leave
+the root or point nowhere are skipped and counted.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.adapters.common import read_jsonl, read_text, require_file, sha256_file, slice_queries
+from pipeline.adapters.markdown import parse_sections, slugify, split_front_matter
+from pipeline.dataset import Dataset
+from pipeline.errors import DataError
+from pipeline.schema import conform, parse_timestamp
+
+
+def _list(value, where: str, field: str) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    raise DataError(where, f"'{field}' is a {type(value).__name__}", "write a list or a comma-separated string",
+                    field=field)
+
+
+def _number(value, where: str, field: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise DataError(where, f"'{field}' value {value!r} is not a number", f"write {field}: 5", field=field) from None
+    if x != x or x in (float("inf"), float("-inf")):
+        raise DataError(where, f"'{field}' is not finite", f"write a finite {field}", field=field)
+    return x
+
+
+def _bool(value, where: str, field: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "yes", "1"):
+        return True
+    if str(value).lower() in ("false", "no", "0"):
+        return False
+    raise DataError(where, f"'{field}' value {value!r} is not true/false", f"write {field}: true", field=field)
+
+
+def list_notes(root: Path) -> list[Path]:
+    """Every ``*.md`` under ``root`` in sorted order; a symlink anywhere is a DataError."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                raise DataError(str(p), "is a symbolic link; the workspace adapter refuses symlinks",
+                                "replace it with the real file or folder")
+        found += [Path(dirpath) / f for f in filenames if f.endswith(".md")]
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def _note_rows(root: Path, path: Path, skipped: Counter) -> tuple[list[dict], list[tuple]]:
+    rel = path.relative_to(root).as_posix()
+    where = str(path)
+    meta, body, used = split_front_matter(read_text(path), where)
+    title = str(meta.get("name") or meta.get("title") or path.stem)
+    common = {
+        "doc_id": rel, "title": title,
+        "description": None if meta.get("description") is None else str(meta["description"]),
+        "tags": _list(meta.get("tags"), where, "tags"), "type": None if meta.get("type") is None else str(meta["type"]),
+        "importance": _number(meta.get("importance"), where, "importance"),
+        "created_at": parse_timestamp(meta.get("created"), where, None, "created"),
+        "status": None if meta.get("status") is None else str(meta["status"]),
+        "archived": _bool(meta.get("archived"), where, "archived"), "pinned": _bool(meta.get("pinned"), where, "pinned"),
+        "visibility": _list(meta.get("visibility"), where, "visibility"),
+    }
+    rows, links = [], []
+    for seq, s in enumerate(parse_sections(body, used, title)):
+        if not s.text and not s.code:
+            skipped["empty_section"] += 1
+            continue
+        node_id = f"{rel}#{s.slug}"
+        rows.append({"node_id": node_id, "text": s.text, "code": s.code or None, "seq": seq,
+                     "start_line": s.start_line, "end_line": s.end_line, **common})
+        links += [(node_id, rel, target, anchor) for target, anchor in s.links]
+    return rows, links
+
+
+def _resolve_links(links, node_ids: set[str], first_node: dict[str, str], stems: dict[str, list[str]],
+                   skipped: Counter) -> list[dict]:
+    edges = []
+    for src, rel, target, anchor in links:
+        if not target:  # [[#anchor]]: a link inside the same note
+            doc = rel
+        else:
+            t = target if target.endswith(".md") else target + ".md"
+            doc = posixpath.normpath(t)
+            if doc.startswith("../") or doc.startswith("/") or doc == "..":
+                skipped["wikilink_outside_root"] += 1
+                continue
+            if doc not in first_node:
+                cands = stems.get(posixpath.basename(doc)[:-3], [])
+                if len(cands) != 1:
+                    skipped["wikilink_broken"] += 1
+                    continue
+                doc = cands[0]
+        dst = f"{doc}#{slugify(anchor)}" if anchor else first_node[doc]
+        if dst not in node_ids:
+            dst = first_node[doc]
+        if dst == src:
+            skipped["wikilink_self"] += 1
+            continue
+        edges.append({"src": src, "dst": dst, "relation": "wikilink", "weight": 1.0})
+    return edges
+
+
+def load_queries(path: str | Path) -> pl.DataFrame:
+    """Queries from JSON lines: query_id, text, and the optional contract columns."""
+    where = str(path)
+    rows = read_jsonl(require_file(path, "queries file"))
+    out = []
+    for i, r in enumerate(rows):
+        row = {k: r.get(k) for k in ("query_id", "text", "context", "viewer", "doc_scope", "group", "query_rewrite")}
+        row["query_id"] = None if row["query_id"] is None else str(row["query_id"])
+        row["now"] = parse_timestamp(r.get("now"), where, i, "now")
+        for key in ("context", "doc_scope"):
+            if row[key] is not None and not isinstance(row[key], list):
+                raise DataError(where, f"'{key}' must be a list of strings", f'write "{key}": ["..."]', row=i, field=key)
+        out.append(row)
+    schema = {"query_id": pl.String, "text": pl.String, "context": pl.List(pl.String), "viewer": pl.String,
+              "doc_scope": pl.List(pl.String), "group": pl.String, "query_rewrite": pl.String,
+              "now": pl.Datetime("us", "UTC")}
+    df = pl.DataFrame(out, schema=schema)
+    return conform(df.drop([c for c in df.columns if df[c].null_count() == df.height and c not in ("query_id", "text")]),
+                   "queries", where)
+
+
+def load_qrels(path: str | Path) -> pl.DataFrame:
+    """Qrels from a TSV with a header: query_id, node_id or doc_id, relevance."""
+    where = str(require_file(path, "qrels file"))
+    try:
+        df = pl.read_csv(path, separator="\t", infer_schema=False)
+    except Exception as exc:
+        raise DataError(where, f"cannot read as TSV ({str(exc).splitlines()[0]})", "write tab-separated columns") from None
+    return conform(df, "qrels", where)
+
+
+def load(path: str, *, name: str = "workspace", queries: str | None = None, qrels: str | None = None,
+         limit_queries: int | None = None) -> Dataset:
+    root = Path(path)
+    if not root.is_dir():
+        raise DataError(str(root), "workspace folder not found", "point data.path at a folder of .md notes")
+    if root.is_symlink():
+        raise DataError(str(root), "workspace root is a symbolic link", "pass the real folder")
+    skipped: Counter = Counter()
+    files = list_notes(root)
+    rows, links = [], []
+    for f in files:
+        r, l = _note_rows(root, f, skipped)
+        rows += r
+        links += l
+    if not rows:
+        raise DataError(str(root), "no markdown notes with text found", "add .md files to the workspace")
+    nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
+    first_node = {}
+    for r in rows:
+        first_node.setdefault(r["doc_id"], r["node_id"])
+    stems: dict[str, list[str]] = {}
+    for doc in first_node:
+        stems.setdefault(posixpath.basename(doc)[:-3], []).append(doc)
+    edge_rows = _resolve_links(links, set(nodes["node_id"]), first_node, stems, skipped)
+    edges = conform(pl.DataFrame(edge_rows, schema={"src": pl.String, "dst": pl.String, "relation": pl.String,
+                                                    "weight": pl.Float32}), "edges", str(root))
+    fingerprints = {str(f): sha256_file(f) for f in files}
+    q = load_queries(queries) if queries else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    qr = load_qrels(qrels) if qrels else None
+    for extra in (queries, qrels):
+        if extra:
+            fingerprints[str(extra)] = sha256_file(extra)
+    ds = Dataset(name=name, nodes=nodes, edges=edges, queries=q, qrels=qr, fingerprints=fingerprints, skipped=skipped)
+    return slice_queries(ds, limit_queries)

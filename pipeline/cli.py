@@ -1,0 +1,83 @@
+"""The ``recall`` command: ``recall run [hydra overrides]`` (``--multirun`` sweeps too).
+
+User errors (bad data, bad options) print one line naming the file/field and the fix, exit 2.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from pipeline.errors import UserError, choose
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+COMMANDS = {"run": "run recall for every query of a dataset and write a run directory"}
+USAGE = """usage: recall <command> [overrides]
+
+commands:
+  run        {run}
+
+common overrides (Hydra syntax, any config key works):
+  data=sample|workspace|locomo|beir|scifact|musique   data.path=<file or folder>
+  preset=best|dense|bm25|reme                          k=50   device=auto|cpu|cuda
+  out_dir=<dir>   data.limit_queries=<n>   embed=minilm|hashing   cache_dir=<dir>
+  --multirun preset=dense,bm25,best                    (a sweep; one run dir per job)
+  --cfg job                                            (print the composed config)
+
+example: recall run data=locomo preset=best out_dir=runs/locomo-best
+""".format(run=COMMANDS["run"])
+
+log = logging.getLogger("pipeline")
+
+
+def summary_table(metrics: dict | None, out_dir: str) -> str:
+    lines = []
+    if metrics:
+        names = [m for m in metrics if m not in ("by_group", "n_queries")]
+        head = f"{'group':<14}{'n':>6}" + "".join(f"{m:>11}" for m in names)
+        lines += [head, "-" * len(head)]
+        rows = [("all", metrics)] + sorted(metrics["by_group"].items())
+        for g, m in rows:
+            lines.append(f"{str(g)[:13]:<14}{m['n_queries']:>6}" + "".join(f"{m[x]:>11.4f}" for x in names))
+    lines.append(f"run directory: {out_dir}")
+    return "\n".join(lines)
+
+
+@hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
+def _run(cfg: DictConfig) -> None:
+    from pipeline import runner
+
+    out_dir = HydraConfig.get().runtime.output_dir
+    try:
+        result = runner.run(cfg, out_dir)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    print(summary_table(result["metrics"], result["out_dir"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    try:
+        choose("command", cmd, COMMANDS)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if rest and rest[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    sys.argv = [f"recall {cmd}", *rest]
+    _run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""The in-memory form of the data contract: nodes, edges, queries and qrels as polars frames."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import polars as pl
+
+
+@dataclass
+class Dataset:
+    """What every adapter returns (``DESIGN.md`` §2). Frames are validated by ``pipeline.schema``.
+
+    ``qrels`` has ``query_id``, ``relevance`` and exactly one of ``node_id`` (unit-level judgements)
+    or ``doc_id`` (judgements on the document a unit belongs to). ``fingerprints`` maps each input
+    file to its sha256; ``skipped`` counts input items dropped on purpose, by reason.
+    """
+
+    name: str
+    nodes: pl.DataFrame
+    queries: pl.DataFrame
+    edges: pl.DataFrame | None = None
+    qrels: pl.DataFrame | None = None
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    skipped: Counter = field(default_factory=Counter)
+
+    @property
+    def qrels_level(self) -> str | None:
+        if self.qrels is None:
+            return None
+        return "doc_id" if "doc_id" in self.qrels.columns else "node_id"

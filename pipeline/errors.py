@@ -1,0 +1,38 @@
+"""User-facing errors: each names the file, the row or field, and the fix."""
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """An error caused by the user's input or config; the CLI prints it on one line and exits 2."""
+
+    exit_code = 2
+
+
+class DataError(UserError):
+    """Bad input data. ``where`` is a file path; ``row`` and ``field`` locate the problem."""
+
+    def __init__(self, where: str, problem: str, fix: str, *, row: int | str | None = None,
+                 field: str | None = None) -> None:
+        self.where, self.problem, self.fix, self.row, self.field = where, problem, fix, row, field
+        loc = str(where)
+        if row is not None:
+            loc += f", row {row}"
+        if field is not None:
+            loc += f", field '{field}'"
+        super().__init__(f"{loc}: {problem}; fix: {fix}")
+
+
+class ConfigError(UserError):
+    """A bad config value or option name."""
+
+
+def choose(name: str, value: str, options) -> None:
+    """Raise a ConfigError listing ``options`` (and the closest one) if ``value`` is not among them."""
+    import difflib
+
+    opts = sorted(options)
+    if value in opts:
+        return
+    close = difflib.get_close_matches(str(value), opts, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ConfigError(f"{name}={value!r} is not valid{hint}; choose from {opts}")

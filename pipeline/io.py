@@ -1,0 +1,42 @@
+"""Atomic, deterministic writes: temp file in the same folder, fsync, rename. Manifest last."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | Path, obj) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def write_parquet(path: str | Path, df: pl.DataFrame) -> None:
+    """Parquet with fixed settings (zstd, statistics on) so the same frame gives the same bytes."""
+    import io
+
+    buf = io.BytesIO()
+    df.write_parquet(buf, compression="zstd", compression_level=3, statistics=True, row_group_size=1 << 20)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def config_hash(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -1,0 +1,1 @@
+"""Shared array primitives: no I/O, no config."""

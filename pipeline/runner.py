@@ -1,0 +1,151 @@
+"""Run the stages in order, time them, write recall.parquet, metrics.json and (last) manifest.json."""
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import logging
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline import backend, io
+from pipeline.errors import ConfigError
+from pipeline.stages import channels, evaluate, fuse
+from pipeline.stages.embed import EmbeddingCache, embed_cached
+
+log = logging.getLogger(__name__)
+VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu", "bm25s", "ranx",
+            "sentence-transformers", "hydra-core")
+
+
+def call_target(spec: DictConfig | dict, **extra):
+    """Call ``spec._target_`` (which must live in ``pipeline.``) with the remaining keys as kwargs."""
+    from hydra.utils import get_method
+
+    spec = OmegaConf.to_container(spec, resolve=True) if isinstance(spec, DictConfig) else dict(spec)
+    target = spec.pop("_target_", None)
+    if not isinstance(target, str) or not target.startswith("pipeline."):
+        raise ConfigError(f"_target_={target!r}: only targets inside the 'pipeline.' package are allowed")
+    return get_method(target)(**spec, **extra)
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for name in VERSIONS:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.rows: dict[str, int] = {}
+
+    @contextmanager
+    def stage(self, name: str):
+        t0 = time.perf_counter()
+        log.info("stage %s ...", name)
+        yield
+        self.seconds[name] = round(time.perf_counter() - t0, 4)
+
+
+def embed_texts(nodes: pl.DataFrame, include_title: bool) -> list[str]:
+    texts = nodes["text"].to_list()
+    if not include_title or "title" not in nodes.columns:
+        return texts
+    return [t if not ti or t.startswith(ti) else f"{ti}\n{t}" for t, ti in zip(texts, nodes["title"].to_list())]
+
+
+def select(cand: pl.DataFrame, k: int) -> pl.DataFrame:
+    """Top ``k`` per query by fused score; ties by node index (= node_id order)."""
+    return (cand.sort(["query_idx", "fused", "node_idx"], descending=[False, True, False])
+            .with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
+            .filter(pl.col("rank") <= k))
+
+
+def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str]) -> pl.DataFrame:
+    found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]
+    out = sel.with_columns(
+        query_id=pl.Series(queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String),
+        node_id=pl.Series(ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String),
+        score=pl.col("fused"),
+        channel=pl.concat_str(found, separator="+", ignore_nulls=True),
+    )
+    cols = ["query_id", "rank", "node_id", "score", "channel", *enabled, "fused"]
+    if "doc_id" in ds_nodes.columns:
+        out = out.with_columns(doc_id=pl.Series(ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String))
+        cols.insert(3, "doc_id")
+    return out.select(cols)
+
+
+def run(cfg: DictConfig, out_dir: str | Path) -> dict:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "manifest.json").unlink(missing_ok=True)  # no stale "finished" marker while we work
+    timer = Timer()
+    device = backend.resolve_device(cfg.device)
+    enabled = list(cfg.channels)
+
+    with timer.stage("ingest"):
+        ds = call_target(cfg.data)
+        nodes = ds.nodes.sort("node_id")
+        queries = ds.queries
+    timer.rows |= {"nodes": nodes.height, "queries": queries.height,
+                   "edges": 0 if ds.edges is None else ds.edges.height}
+    if queries.height == 0:
+        raise ConfigError(f"data={cfg.data.name}: the dataset has no queries; give it a queries file")
+
+    xb = xq = None
+    n_embedded = 0
+    if "dense" in enabled:
+        with timer.stage("embed"):
+            encoder = call_target(cfg.embed.encoder)
+            cache = EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim) \
+                if cfg.embed.cache else None
+            xb, n1 = embed_cached(encoder, embed_texts(nodes, cfg.embed.include_title), cache, device)
+            qtext = queries["text"]
+            if "query_rewrite" in queries.columns:
+                qtext = queries["query_rewrite"].fill_null(queries["text"])
+            xq, n2 = embed_cached(encoder, qtext.to_list(), cache, device)
+            n_embedded = n1 + n2
+
+    with timer.stage("channels"):
+        cand = channels.generate(nodes, queries, enabled, xb, xq, channels.DenseParams(**cfg.dense),
+                                 channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device, cfg.seed)
+    timer.rows["candidates"] = cand.height
+
+    with timer.stage("fuse"):
+        params = OmegaConf.to_container(cfg.fusion, resolve=True)
+        cand = fuse.fuse(cand, enabled, params.pop("method"), **params)
+
+    with timer.stage("select"):
+        recall = to_recall(select(cand, int(cfg.k)), nodes, queries, enabled)
+    timer.rows["recall"] = recall.height
+
+    with timer.stage("export"):
+        io.write_parquet(out_dir / "recall.parquet", recall)
+
+    metrics = None
+    if ds.qrels is not None and ds.qrels.height:
+        with timer.stage("evaluate"):
+            metrics = evaluate.evaluate_run(recall, ds.qrels, queries, ds.qrels_level, list(cfg.eval.metrics))
+            io.write_json(out_dir / "metrics.json", metrics)
+
+    container = OmegaConf.to_container(cfg, resolve=True)
+    manifest = {
+        "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "config": container, "config_hash": io.config_hash(container),
+        "dataset": ds.name, "inputs": ds.fingerprints, "versions": versions(),
+        "device": device, "timings_s": timer.seconds, "rows": timer.rows,
+        "skipped": dict(ds.skipped), "embedded_texts": n_embedded,
+        "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
+    }
+    io.write_json(out_dir / "manifest.json", manifest)
+    return {"out_dir": str(out_dir), "metrics": metrics, "manifest": manifest}

@@ -1,0 +1,105 @@
+"""Candidate generation: dense (FAISS) and lexical (BM25) channels, per ``doc_scope`` group.
+
+For every query, each enabled channel contributes its top ``candidates`` nodes; the union is then
+scored exactly by every channel (so a node found only by BM25 still has its cosine), and each
+channel's list rank is kept for rank-based fusion. Output: one row per (query, node) candidate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from pipeline.errors import ConfigError
+from pipeline.ops.scope import scope_groups
+from pipeline.ops.topk import topk_dense, topk_sparse
+from pipeline.stages import dense, lexical
+
+CHANNELS = ("dense", "lexical")
+
+
+@dataclass
+class DenseParams:
+    index: str = "flat"
+    candidates: int = 100
+    nlist: int = 1024
+    nprobe: int = 16
+    hnsw_m: int = 32
+    ef_search: int = 128
+
+
+@dataclass
+class LexicalParams:
+    candidates: int = 100
+    k1: float = 1.5
+    b: float = 0.75
+    stopwords: str | None = "en"
+    stemmer: str | None = None
+    dedupe_query_terms: bool = False
+    field_weights: dict = field(default_factory=lambda: {"title": 5.0, "tags": 3.0, "body": 1.0, "code": 0.5})
+
+
+def node_fields(nodes: pl.DataFrame) -> dict[str, list[str]]:
+    """The text of each BM25 field per node ("" where a node lacks the field)."""
+    def col(name: str) -> list[str]:
+        if name not in nodes.columns:
+            return [""] * nodes.height
+        c = nodes[name]
+        if c.dtype == pl.List(pl.String):
+            c = c.list.join(" ")
+        return c.fill_null("").to_list()
+
+    return {"title": col("title"), "tags": col("tags"), "body": col("text"), "code": col("code")}
+
+
+def _long(qs: np.ndarray, nodes: np.ndarray, res: tuple, name: str) -> pl.DataFrame:
+    qi, di, sc, rank = res
+    return pl.DataFrame({"query_idx": qs[qi], "node_idx": nodes[di], f"{name}_rank": rank})
+
+
+def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb: np.ndarray | None,
+             xq: np.ndarray | None, dense_p: DenseParams, lex_p: LexicalParams, device: str = "cpu",
+             seed: int = 13) -> pl.DataFrame:
+    """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel."""
+    bad = set(enabled) - set(CHANNELS)
+    if bad or not enabled:
+        raise ConfigError(f"channels={list(enabled)}; choose one or more of {list(CHANNELS)}")
+    doc_ids = nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
+    scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None] * queries.height
+    use_lex = "lexical" in enabled
+    if use_lex:
+        tok = lexical.make_tokenizer(lex_p.stopwords, lex_p.stemmer)
+        tokens = lexical.tokenize_fields(tok, node_fields(nodes))
+        q_terms = lexical.tokenize_queries(tok, queries["text"].to_list(), tokens.vocab, lex_p.dedupe_query_terms)
+    parts = []
+    for _scope, nodes_s, qs in scope_groups(nodes.height, doc_ids, scopes):
+        if len(nodes_s) == 0:
+            continue
+        lists = []
+        if "dense" in enabled:
+            index = dense.build_index(xb[nodes_s], dense_p.index, nlist=dense_p.nlist, nprobe=dense_p.nprobe,
+                                      hnsw_m=dense_p.hnsw_m, ef_search=dense_p.ef_search, seed=seed, device=device)
+            D, I = dense.search(index, xq[qs], dense_p.candidates)
+            lists.append(_long(qs, nodes_s, topk_dense(D, I, dense_p.candidates), "dense"))
+        if use_lex:
+            s_mat = lexical.bm25_matrix(tokens, lex_p.field_weights, nodes_s, lex_p.k1, lex_p.b)
+            r = lexical.score(q_terms[qs], s_mat)
+            lists.append(_long(qs, nodes_s, topk_sparse(r, lex_p.candidates), "lexical"))
+        cand = lists[0]
+        for other in lists[1:]:
+            cand = cand.join(other, on=["query_idx", "node_idx"], how="full", coalesce=True)
+        qi, ni = cand["query_idx"].to_numpy(), cand["node_idx"].to_numpy()
+        if "dense" in enabled:
+            cand = cand.with_columns(dense=pl.Series(dense.pair_scores(xq, xb, qi, ni)))
+        if use_lex:
+            local = np.searchsorted(nodes_s, ni)
+            q_local = np.searchsorted(qs, qi)
+            cand = cand.with_columns(lexical=pl.Series(lexical.pair_scores(q_terms[qs], s_mat, q_local, local)))
+        parts.append(cand)
+    cols = {"query_idx": pl.Int64, "node_idx": pl.Int64}
+    for ch in enabled:
+        cols |= {f"{ch}_rank": pl.Int32, ch: pl.Float32}
+    if not parts:
+        return pl.DataFrame(schema=cols)
+    return pl.concat([p.select(list(cols)).cast(cols) for p in parts]).sort(["query_idx", "node_idx"])

@@ -1,0 +1,60 @@
+"""Dense channel: exact (flat) or approximate (IVF, HNSW) inner-product search with FAISS.
+
+Embeddings are L2-normalised, so inner product = cosine. A GPU index is used when ``device`` is
+``cuda`` and faiss reports GPUs; otherwise the CPU index (the same results for ``flat``).
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from pipeline import backend
+from pipeline.errors import choose
+
+log = logging.getLogger(__name__)
+INDEXES = ("flat", "ivf", "hnsw")
+
+
+def build_index(xb: np.ndarray, kind: str = "flat", *, nlist: int = 1024, nprobe: int = 16, hnsw_m: int = 32,
+                ef_search: int = 128, seed: int = 13, device: str = "cpu"):
+    """xb: (n, d) float32 → a FAISS index over it (inner product)."""
+    import faiss
+
+    choose("dense.index", kind, INDEXES)
+    n, d = xb.shape
+    xb = np.ascontiguousarray(xb, dtype=np.float32)
+    if kind == "flat" or (kind == "ivf" and n < 4 * 39):
+        index = faiss.IndexFlatIP(d)
+    elif kind == "ivf":
+        nl = max(1, min(nlist, n // 39))
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nl, faiss.METRIC_INNER_PRODUCT)
+        index.cp.seed = seed
+        index.train(xb)
+        index.nprobe = min(nprobe, nl)
+    else:
+        index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efSearch = ef_search
+    if device == "cuda" and backend.faiss_gpus() > 0 and kind != "hnsw":
+        index = faiss.index_cpu_to_all_gpus(index)
+    elif device == "cuda":
+        log.info("faiss reports no GPU (faiss-gpu not installed?); dense search on cpu")
+    index.add(xb)
+    return index
+
+
+def search(index, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """xq: (nq, d) → (D, I): (nq, k) scores and ids (−1 where fewer than k items)."""
+    k = min(k, index.ntotal)
+    if k <= 0 or len(xq) == 0:
+        return np.zeros((len(xq), 0), np.float32), np.zeros((len(xq), 0), np.int64)
+    return index.search(np.ascontiguousarray(xq, dtype=np.float32), k)
+
+
+def pair_scores(xq: np.ndarray, xb: np.ndarray, qi: np.ndarray, di: np.ndarray, block: int = 1 << 16) -> np.ndarray:
+    """Cosine of each (query qi[j], item di[j]) pair, in blocks."""
+    out = np.empty(len(qi), np.float32)
+    for s in range(0, len(qi), block):
+        e = s + block
+        out[s:e] = np.einsum("ij,ij->i", xq[qi[s:e]], xb[di[s:e]])
+    return out

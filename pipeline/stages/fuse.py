@@ -1,0 +1,65 @@
+"""Fusion of channel candidates into one score per (query, node), vectorised over all queries.
+
+- ``rrf``: weighted reciprocal rank fusion (ReMe): ``Σ_c w_c / (K + rank_c)`` over the channels whose
+  list holds the node. ``single_branch_raw`` keeps ReMe's quirk: a query for which only one channel
+  returned anything gets that channel's raw scores.
+- ``wsum``: weighted sum of per-query normalised channel scores (``max``, ``minmax`` or ``none``).
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from pipeline.errors import ConfigError, choose
+
+NORMS = ("max", "minmax", "none")
+
+
+def _norm(col: str, how: str) -> pl.Expr:
+    choose(f"fusion.norm.{col}", how, NORMS)
+    x = pl.col(col).fill_null(0.0).cast(pl.Float64)
+    if how == "none":
+        return x
+    mx = x.max().over("query_idx")
+    if how == "max":
+        return pl.when(mx > 0).then(x / mx).otherwise(0.0)
+    mn = x.min().over("query_idx")
+    return pl.when(mx > mn).then((x - mn) / (mx - mn)).otherwise(pl.when(mx > 0).then(1.0).otherwise(0.0))
+
+
+def _weights(weights: dict, channels: list[str]) -> dict[str, float]:
+    unknown = set(weights) - set(channels)
+    if unknown:
+        raise ConfigError(f"fusion.weights names {sorted(unknown)} but channels are {channels}; "
+                          f"drop those weights or enable the channels")
+    return {c: float(weights.get(c, 0.0)) for c in channels}
+
+
+def rrf(cand: pl.DataFrame, channels: list[str], weights: dict, k: int = 60,
+        single_branch_raw: bool = False) -> pl.DataFrame:
+    w = _weights(weights, channels)
+    terms = [pl.lit(w[c]) / (k + pl.col(f"{c}_rank").cast(pl.Float64)) for c in channels]
+    fused = pl.sum_horizontal([t.fill_null(0.0) for t in terms])
+    out = cand.with_columns(fused=fused)
+    if single_branch_raw and len(channels) > 1:
+        n_lists = {c: pl.col(f"{c}_rank").is_not_null().any().over("query_idx") for c in channels}
+        expr = pl.col("fused")
+        for c in channels:
+            only_c = n_lists[c] & ~pl.any_horizontal([n_lists[o] for o in channels if o != c])
+            expr = pl.when(only_c).then(pl.col(c).cast(pl.Float64)).otherwise(expr)
+        out = out.with_columns(fused=expr)
+    return out
+
+
+def wsum(cand: pl.DataFrame, channels: list[str], weights: dict, norm: dict | str = "max") -> pl.DataFrame:
+    w = _weights(weights, channels)
+    how = {c: (norm if isinstance(norm, str) else norm.get(c, "max")) for c in channels}
+    return cand.with_columns(fused=pl.sum_horizontal([w[c] * _norm(c, how[c]) for c in channels]))
+
+
+METHODS = {"rrf": rrf, "wsum": wsum}
+
+
+def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.DataFrame:
+    """Adds a ``fused`` column (float64) to the candidates."""
+    choose("fusion.method", method, METHODS)
+    return METHODS[method](cand, channels, **params)
