@@ -27,11 +27,11 @@ def _norm(col: str, how: str) -> pl.Expr:
 
 
 def _weights(weights: dict, channels: list[str]) -> dict[str, float]:
-    unknown = set(weights) - set(channels)
-    if unknown:
-        raise ConfigError(f"fusion.weights names {sorted(unknown)} but channels are {channels}; "
-                          f"drop those weights or enable the channels")
-    return {c: float(weights.get(c, 0.0)) for c in channels}
+    """Weights of the enabled channels (weights of disabled channels are ignored)."""
+    missing = [c for c in channels if c not in weights]
+    if missing:
+        raise ConfigError(f"fusion.weights has no weight for channels {missing}; add e.g. fusion.weights.{missing[0]}=0.5")
+    return {c: float(weights[c]) for c in channels}
 
 
 def rrf(cand: pl.DataFrame, channels: list[str], weights: dict, k: int = 60,

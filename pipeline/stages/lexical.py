@@ -55,11 +55,9 @@ def tokenize_fields(tokenizer, fields: dict[str, list[str]]) -> Tokens:
     empty = vocab.get("")
     out = {}
     for name, rows in ids.items():
-        m = _counts(rows, len(vocab))
         if empty is not None:
-            m[:, empty] = 0
-            m.eliminate_zeros()
-        out[name] = m
+            rows = [[t for t in row if t != empty] for row in rows]
+        out[name] = _counts(rows, len(vocab))
     return Tokens(out, vocab)
 
 

@@ -1,0 +1,97 @@
+"""End-to-end: `recall run` on the bundled sample and on a real LoCoMo slice."""
+import json
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from conftest import SHARED_DATA, needs_shared, tiny_ws_overrides
+from pipeline import runner
+
+RECALL_COLUMNS = ["query_id", "rank", "node_id", "doc_id", "score", "channel", "dense", "lexical", "fused"]
+
+
+def _run(compose, tmp_path, overrides, name="run"):
+    cfg = compose([*overrides, f"out_dir={tmp_path / name}"])
+    return runner.run(cfg, tmp_path / name)
+
+
+def test_sample_best_run_outputs_and_pinned_metrics(compose, tmp_path):
+    res = _run(compose, tmp_path, ["preset=best"])
+    out = tmp_path / "run"
+    recall = pl.read_parquet(out / "recall.parquet")
+    assert recall.columns == RECALL_COLUMNS
+    assert recall.group_by("query_id").len()["len"].max() == 50 and recall["query_id"].n_unique() == 30
+    first = recall.filter(pl.col("query_id") == "q01")
+    assert first["rank"].to_list() == list(range(1, 51))
+    assert first["score"].to_list() == sorted(first["score"].to_list(), reverse=True)
+    assert set(recall["channel"].unique()) <= {"dense", "lexical", "dense+lexical"}
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in ("recall@1", "recall@2", "recall@5", "recall@10", "recall@25", "recall@50", "ndcg@10", "mrr", "p@5"):
+        assert 0.0 <= metrics[key] <= 1.0
+    assert metrics["n_queries"] == 30 and set(metrics["by_group"]) == {"multi-hop", "preference", "single-hop", "temporal"}
+    assert metrics["recall@5"] == pytest.approx(PINNED_BEST["recall@5"], abs=1e-4)
+    assert metrics["ndcg@10"] == pytest.approx(PINNED_BEST["ndcg@10"], abs=1e-4)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["rows"]["recall"] == recall.height and manifest["device"] == "cpu"
+    assert set(manifest["timings_s"]) >= {"ingest", "embed", "channels", "fuse", "select", "export", "evaluate"}
+    assert len(manifest["config_hash"]) == 16 and manifest["inputs"] and manifest["versions"]["polars"]
+    assert res["metrics"] == metrics
+
+
+PINNED_BEST = {"recall@5": 0.7222, "ndcg@10": 0.6986}
+
+
+def test_same_inputs_give_identical_bytes_and_rerun_embeds_nothing(compose, tmp_path):
+    a = _run(compose, tmp_path, ["preset=reme"], "a")
+    b = _run(compose, tmp_path, ["preset=reme"], "b")
+    assert (tmp_path / "a" / "recall.parquet").read_bytes() == (tmp_path / "b" / "recall.parquet").read_bytes()
+    assert b["manifest"]["embedded_texts"] == 0 <= a["manifest"]["embedded_texts"]
+
+
+def test_bm25_only_run_has_no_dense_column(compose, tmp_path):
+    _run(compose, tmp_path, ["preset=bm25", *tiny_ws_overrides(), "k=3"])
+    recall = pl.read_parquet(tmp_path / "run" / "recall.parquet")
+    assert "dense" not in recall.columns and set(recall["channel"]) == {"lexical"}
+    top = recall.filter(pl.col("query_id") == "q2").row(0, named=True)
+    assert top["node_id"] == "projects/farm.md#budget"
+
+
+@needs_shared(SHARED_DATA / "locomo")
+def test_locomo_slice_is_scoped_and_matches_pinned_recall(compose, tmp_path):
+    res = _run(compose, tmp_path, ["data=locomo", "data.conversations=[conv-26]", "preset=bm25"])
+    recall = pl.read_parquet(tmp_path / "run" / "recall.parquet")
+    assert recall["node_id"].str.starts_with("conv-26:").all()
+    assert res["metrics"]["n_queries"] == 197
+    assert res["metrics"]["recall@10"] == pytest.approx(PINNED_LOCOMO_CONV26_BM25_R10, abs=1e-4)
+
+
+PINNED_LOCOMO_CONV26_BM25_R10 = 0.5347
+
+
+def _cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_user_error_is_one_line_exit_2(tmp_path):
+    p = _cli("run", "data=workspace", f"data.path={tmp_path / 'nope'}", f"out_dir={tmp_path / 'o'}", "embed=hashing")
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr
+    err = [l for l in p.stderr.splitlines() if l.startswith("error:")]
+    assert len(err) == 1 and "nope" in err[0] and "fix:" in err[0]
+    assert not (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_cli_multirun_sweeps_presets(tmp_path):
+    p = _cli("run", "--multirun", "preset=bm25,reme", "embed=hashing", *tiny_ws_overrides(),
+             f"out_dir={tmp_path / 'sweep'}", f"cache_dir={tmp_path / 'c'}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    manifests = sorted((tmp_path / "sweep").glob("*/manifest.json"))
+    assert [json.loads(m.read_text())["config"]["preset_name"] for m in manifests] == ["bm25", "reme"]
+
+
+def test_cli_help_and_unknown_command():
+    assert "recall <command>" in _cli("--help").stdout
+    p = _cli("rnu")
+    assert p.returncode == 2 and "did you mean 'run'" in p.stderr

@@ -1,0 +1,80 @@
+"""BM25: hand-computed field weighting, and parity with bm25s on a single body field."""
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.stages import lexical
+
+IDF_APPLE = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))  # N=3 docs, df(apple)=2 → ln 1.6
+
+
+def _index(fields, weights, **kw):
+    tok = lexical.make_tokenizer("en")
+    tokens = lexical.tokenize_fields(tok, fields)
+    s = lexical.bm25_matrix(tokens, weights, **kw)
+    return tok, tokens, s
+
+
+def _scores(tok, tokens, s, query, **kw):
+    q = lexical.tokenize_queries(tok, [query], tokens.vocab, **kw)
+    return lexical.score(q, s).toarray()[0]
+
+
+def test_body_only_matches_hand_computed_lucene_bm25():
+    fields = {"body": ["apple banana", "apple apple cherry", "durian"]}
+    tok, tokens, s = _index(fields, {"body": 1.0})
+    got = _scores(tok, tokens, s, "apple")
+    # avgdl = 2; d0: tf 1, |d| 2 → 1/(1+1.5); d1: tf 2, |d| 3 → 2/(2+1.5·(0.25+0.75·1.5))
+    assert got == pytest.approx([IDF_APPLE * 0.4, IDF_APPLE * 2 / 4.0625, 0.0], rel=1e-6)
+
+
+def test_title_weight_multiplies_term_frequency_not_length():
+    fields = {"title": ["apple", "", ""], "body": ["banana", "apple apple cherry", "durian"]}
+    tok, tokens, s = _index(fields, {"title": 5.0, "body": 1.0})
+    got = _scores(tok, tokens, s, "apple")
+    # d0: tf = 5·1 = 5, |d| = 2 tokens over all fields → 5/(5+1.5); d1 unchanged
+    assert got == pytest.approx([IDF_APPLE * 5 / 6.5, IDF_APPLE * 2 / 4.0625, 0.0], rel=1e-6)
+    assert got[0] > got[1]  # the title hit now outranks the body-only hit
+
+
+def test_zero_weight_field_is_ignored_and_unknown_field_rejected():
+    fields = {"title": ["zebra", ""], "body": ["apple", "zebra"]}
+    tok, tokens, s = _index(fields, {"title": 0.0, "body": 1.0})
+    assert _scores(tok, tokens, s, "zebra")[0] == 0.0
+    with pytest.raises(Exception, match="unknown fields"):
+        lexical.bm25_matrix(tokens, {"abstract": 1.0})
+
+
+def test_query_term_multiplicity_and_dedupe():
+    fields = {"body": ["apple banana", "apple apple cherry", "durian"]}
+    tok, tokens, s = _index(fields, {"body": 1.0})
+    once = _scores(tok, tokens, s, "apple")
+    assert _scores(tok, tokens, s, "apple apple") == pytest.approx(2 * once)
+    assert _scores(tok, tokens, s, "apple apple", dedupe=True) == pytest.approx(once)
+    assert _scores(tok, tokens, s, "unknownword").sum() == 0.0
+
+
+def test_parity_with_bm25s_on_random_corpus():
+    import bm25s
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    corpus = [" ".join(rng.choice(words, size=rng.integers(3, 30))) for _ in range(60)]
+    queries = [" ".join(rng.choice(words, size=rng.integers(1, 5))) for _ in range(10)]
+    tok, tokens, s = _index({"body": corpus}, {"body": 1.0})
+    ref = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    ref.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
+    for q in queries:
+        expect = ref.get_scores(bm25s.tokenize([q], stopwords="en", return_ids=False, show_progress=False)[0])
+        assert _scores(tok, tokens, s, q) == pytest.approx(expect, rel=1e-5, abs=1e-6)
+
+
+def test_idf_is_computed_over_the_scoped_rows_only():
+    fields = {"body": ["apple banana", "apple apple cherry", "durian", "apple"]}
+    tok, tokens, s_all = _index(fields, {"body": 1.0})
+    s_sub = lexical.bm25_matrix(tokens, {"body": 1.0}, rows=np.array([0, 1, 2]))
+    q = lexical.tokenize_queries(tok, ["apple"], tokens.vocab)
+    assert lexical.score(q, s_sub).toarray()[0] == pytest.approx([IDF_APPLE * 0.4, IDF_APPLE * 2 / 4.0625, 0.0])
+    pairs = lexical.pair_scores(q, s_sub, np.array([0, 0]), np.array([1, 2]))
+    assert pairs == pytest.approx([IDF_APPLE * 2 / 4.0625, 0.0])
