@@ -8,13 +8,12 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io
 from pipeline.errors import ConfigError
-from pipeline.stages import channels, evaluate, fuse
+from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
 log = logging.getLogger(__name__)
@@ -64,25 +63,48 @@ def embed_texts(nodes: pl.DataFrame, include_title: bool) -> list[str]:
 
 
 def select(cand: pl.DataFrame, k: int) -> pl.DataFrame:
-    """Top ``k`` per query by fused score; ties by node index (= node_id order)."""
-    return (cand.sort(["query_idx", "fused", "node_idx"], descending=[False, True, False])
+    """Top ``k`` per query by ``score``; ties by node index (= node_id order)."""
+    return (cand.sort(["query_idx", "score", "node_idx"], descending=[False, True, False])
             .with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
             .filter(pl.col("rank") <= k))
 
 
 def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str]) -> pl.DataFrame:
     found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]
+    if "graph" in sel.columns:
+        found.append(pl.when(pl.col("graph") > 0).then(pl.lit("graph")))
     out = sel.with_columns(
         query_id=pl.Series(queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String),
         node_id=pl.Series(ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String),
-        score=pl.col("fused"),
         channel=pl.concat_str(found, separator="+", ignore_nulls=True),
     )
-    cols = ["query_id", "rank", "node_id", "score", "channel", *enabled, "fused"]
+    cols = ["query_id", "rank", "node_id", "score", "channel", *enabled, "fused",
+            *(["graph"] if "graph" in sel.columns else [])]
     if "doc_id" in ds_nodes.columns:
         out = out.with_columns(doc_id=pl.Series(ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String))
         cols.insert(3, "doc_id")
     return out.select(cols)
+
+
+def add_graph(cand: pl.DataFrame, g: pl.DataFrame, enabled: list[str], xb, xq, fusion: dict) -> pl.DataFrame:
+    """Join graph energies onto the candidates; nodes reached only by diffusion get their exact
+    cosine (when the dense channel is on) and are fused again with the other components at 0."""
+    out = cand.join(g, on=["query_idx", "node_idx"], how="full", coalesce=True)
+    if "dense" in enabled:
+        new = out["dense"].is_null().to_numpy()
+        if new.any():
+            qi, ni = out["query_idx"].to_numpy()[new], out["node_idx"].to_numpy()[new]
+            d = out["dense"].to_numpy().copy()
+            d[new] = dense.pair_scores(xq, xb, qi, ni)
+            out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
+    out = fuse.fuse(out.drop("fused"), enabled, fusion["method"], **{k: v for k, v in fusion.items() if k != "method"})
+    return out.with_columns(pl.col("graph").fill_null(0.0))
+
+
+def score_expr(terms: dict, columns: list[str]) -> pl.Expr:
+    """The final score: Σ weight·column over the configured terms present (``fused`` at least)."""
+    parts = [float(w) * pl.col(c).fill_null(0.0).cast(pl.Float64) for c, w in terms.items() if c in columns and w]
+    return pl.sum_horizontal(parts) if parts else pl.col("fused")
 
 
 def run(cfg: DictConfig, out_dir: str | Path) -> dict:
@@ -123,9 +145,22 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict:
 
     with timer.stage("fuse"):
         params = OmegaConf.to_container(cfg.fusion, resolve=True)
-        cand = fuse.fuse(cand, enabled, params.pop("method"), **params)
+        cand = fuse.fuse(cand, enabled, params["method"], **{k: v for k, v in params.items() if k != "method"})
+
+    if cfg.diffuse.method != "none":
+        with timer.stage("graph"):
+            edges = graph.build(nodes, ds.edges, graph.GraphParams(**OmegaConf.to_container(cfg.graph)), xb, ds.skipped)
+        timer.rows["graph_edges"] = edges.height
+        with timer.stage("diffuse"):
+            dp = diffuse.DiffusionParams(**cfg.diffuse)
+            doc_ids = nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
+            scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None] * queries.height
+            g = diffuse.run(cand, nodes.height, doc_ids, scopes, edges, dp, device)
+            cand = add_graph(cand, g, enabled, xb, xq, params)
+        timer.rows["graph_hits"] = g.height
 
     with timer.stage("select"):
+        cand = cand.with_columns(score=score_expr(cfg.score.terms, cand.columns))
         recall = to_recall(select(cand, int(cfg.k)), nodes, queries, enabled)
     timer.rows["recall"] = recall.height
 

@@ -2,7 +2,7 @@
 
 Both main rows use the default float64; "batched float32" is shown for reference only (not in the ratio).
 
-Usage: python scripts/bench_dpp.py [--B 2000] [--P 60] [--d 384] [--k 20] [--device cpu]
+Usage: python scripts/bench_dpp.py [--B 2000] [--P 60] [--d 384] [--k 20] [--device cpu] [--threads N]
 """
 from __future__ import annotations
 
@@ -33,7 +33,10 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=20)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
 
     g = torch.Generator().manual_seed(a.seed)
     quality = torch.rand(a.B, a.P, generator=g).to(a.device)  # quality: (B, P)

@@ -42,7 +42,8 @@ def main(overrides: list[str]) -> None:
     for lw, dn, ln in itertools.product(*GRID.values()):
         fused = fuse.fuse(cand, ["dense", "lexical"], "wsum", weights={"dense": 1 - lw, "lexical": lw},
                           norm={"dense": dn, "lexical": ln})
-        rec = runner.to_recall(runner.select(fused, int(cfg.k)), nodes, queries, ["dense", "lexical"])
+        rec = runner.to_recall(runner.select(fused.with_columns(score=fused["fused"]), int(cfg.k)), nodes, queries,
+                              ["dense", "lexical"])
         m = evaluate.evaluate_run(rec, ds.qrels, queries.drop("group", strict=False), ds.qrels_level, METRICS)
         rows.append((sum(m[x] for x in METRICS) / len(METRICS), lw, dn, ln, m))
     for score, lw, dn, ln, m in sorted(rows, key=lambda r: -r[0]):

@@ -33,3 +33,28 @@ def test_full_run_cuda_matches_cpu(compose, tmp_path):
 
 def test_explicit_cuda_resolves_and_auto_picks_gpu():
     assert backend.resolve_device("cuda") == "cuda" and backend.resolve_device("auto") == "cuda"
+
+
+@pytest.mark.skipif(not backend.has_cupy(), reason="needs CuPy with a CUDA GPU")
+def test_pedsa_and_ppr_cupy_match_scipy():
+    import cupy
+    import cupyx.scipy.sparse as cusp
+    import scipy.sparse as sp
+
+    from pipeline.ops.diffusion import pedsa, ppr
+
+    rng = np.random.default_rng(3)
+    n, m, b = 500, 3000, 16
+    r, c = rng.integers(0, n, m), rng.integers(0, n, m)
+    w = rng.uniform(0.1, 1.0, m).astype(np.float32)
+    adj = sp.coo_matrix((np.r_[w, w], (np.r_[r, c], np.r_[c, r])), shape=(n, n)).tocsr()
+    inh = sp.csr_matrix((n, n), dtype=np.float32)
+    e0 = np.zeros((n, b), np.float32)
+    e0[rng.integers(0, n, 40), rng.integers(0, b, 40)] = 1.0
+    cpu = pedsa(adj, inh, e0)
+    gpu = pedsa(cusp.csr_matrix(adj), cusp.csr_matrix(inh), cupy.asarray(e0)).get()
+    assert np.abs(cpu - gpu).max() < 1e-5
+    pers = e0 / np.maximum(e0.sum(axis=0), 1)
+    pc, _ = ppr(adj, pers)
+    pg, _ = ppr(cusp.csr_matrix(adj), cupy.asarray(pers))
+    assert np.abs(pc - pg.get()).max() < 1e-6

@@ -30,9 +30,10 @@ def _check(scores: Tensor, emb: Tensor, k: int, valid: Tensor | None, name: str)
         raise ValueError(f"emb is on {emb.device} but {name} on {scores.device}; move both to one device")
     if valid is None:
         return torch.ones(scores.shape, dtype=torch.bool, device=scores.device)
-    if valid.dtype != torch.bool or tuple(valid.shape) != tuple(scores.shape) or valid.device != scores.device:
+    if (not isinstance(valid, Tensor) or valid.dtype != torch.bool or tuple(valid.shape) != tuple(scores.shape)
+            or valid.device != scores.device):
         raise ValueError(f"valid must be a bool tensor of shape {tuple(scores.shape)} on {scores.device}; "
-                         f"got {valid.dtype} {tuple(valid.shape)} on {valid.device}")
+                         f"got {type(valid).__name__} {getattr(valid, 'dtype', '')} {getattr(valid, 'shape', '')}")
     return valid
 
 

@@ -101,23 +101,26 @@ def nmf_batched(V: torch.Tensor, m: torch.Tensor, k: torch.Tensor | None = None,
     mean_v = V.sum((1, 2), dtype=torch.float64) / (m * d).clamp_min(1)
     W, H = (x.to(V.dtype) for x in _init_batched(m, k, d, mean_v, m_max, k_max))
     v2 = (V * V).sum((1, 2))
-    W_out, H_out = W.clone(), H.clone()
+    W_out, H_out = torch.empty_like(W), torch.empty_like(H)  # every problem is written below
     n_iter = torch.full((B,), max_iter, dtype=torch.long, device=V.device)
     converged = torch.zeros(B, dtype=torch.bool, device=V.device)
     idx, Va, v2a = torch.arange(B, device=V.device), V, v2
+    Vt = V.transpose(1, 2).contiguous()  # V Hᵀ as (H Vᵀ)ᵀ: a plain NN product, ~2x faster bmm on CPU
+    eps_t = V.new_full((1, 1, 1), eps)
     for it in range(max_iter):
-        Wt = W.transpose(1, 2)
-        H = H * (Wt @ Va) / (Wt @ W @ H + eps)
-        Ht = H.transpose(1, 2)
-        W = W * (Va @ Ht) / (W @ (H @ Ht) + eps)
+        Wt = W.transpose(1, 2)  # in-place updates keep the elementwise part cache-resident
+        den = torch.baddbmm(eps_t, torch.bmm(Wt, W), H)
+        H.mul_(torch.bmm(Wt, Va)).div_(den)
+        den = torch.baddbmm(eps_t, W, torch.bmm(H, H.transpose(1, 2)))
+        W.mul_(torch.bmm(H, Vt).transpose(1, 2)).div_(den)
         if it % 10 == 9:
-            err2 = ((Va - W @ H) ** 2).sum((1, 2))
+            err2 = torch.baddbmm(Va, W, H, alpha=-1).square_().sum((1, 2))
             stop = (v2a > 0) & (torch.sqrt(err2 / v2a.clamp_min(eps)) < tol)
             if bool(stop.any()):
                 done = idx[stop]
                 W_out[done], H_out[done], n_iter[done], converged[done] = W[stop], H[stop], it + 1, True
                 keep = ~stop
-                idx, Va, v2a, W, H = idx[keep], Va[keep], v2a[keep], W[keep], H[keep]
+                idx, Va, Vt, v2a, W, H = idx[keep], Va[keep], Vt[keep], v2a[keep], W[keep], H[keep]
                 if idx.numel() == 0:
                     break
     W_out[idx], H_out[idx] = W, H

@@ -1,0 +1,180 @@
+"""Graph construction: explicit edges plus derived temporal-chain, title-mention and kNN edges.
+
+Output is an index-based edge frame (``src``, ``dst`` node indices, ``weight``, ``inhibit``,
+``relation``, optional ``valid_from``/``valid_to``), and ``adjacency`` turns it into the symmetric
+sparse matrices diffusion uses (BME: every edge counts in both directions, parallel edges add).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import scipy.sparse as sp
+
+EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit": pl.Boolean,
+               "relation": pl.String}
+
+
+@dataclass
+class GraphParams:
+    relation_weights: dict = field(default_factory=dict)  # multiplier per explicit relation (default 1)
+    temporal: bool = True
+    temporal_weight: float = 0.2  # BME temporalLinkStrength
+    temporal_key: str = "doc_id"  # consecutive `seq` within the same value of this column
+    temporal_same_type: bool = False  # BME links only nodes of the same type
+    mentions: bool = False
+    mention_weight: float = 1.0
+    mention_min_len: int = 3
+    mention_case_sensitive: bool = True
+    knn_k: int = 0
+    knn_threshold: float = 0.8
+    knn_weight: float = 1.0
+
+
+def explicit_edges(edges: pl.DataFrame | None, node_ids: pl.Series, rel_w: dict, skipped: Counter) -> pl.DataFrame:
+    if edges is None or edges.height == 0:
+        return pl.DataFrame(schema=EDGE_SCHEMA)
+    idx = pl.DataFrame({"node_id": node_ids, "i": pl.Series(np.arange(len(node_ids)), dtype=pl.Int64)})
+    e = edges.join(idx.rename({"node_id": "src", "i": "s"}), on="src", how="left") \
+             .join(idx.rename({"node_id": "dst", "i": "d"}), on="dst", how="left")
+    dangling = e["s"].is_null() | e["d"].is_null()
+    skipped["edge_dangling"] += int(dangling.sum())
+    e = e.filter(~dangling)
+    self_loop = e["s"] == e["d"]
+    skipped["edge_self_loop"] += int(self_loop.sum())
+    e = e.filter(~self_loop)
+    rel = e["relation"] if "relation" in e.columns else pl.Series([None] * e.height, dtype=pl.String)
+    w = e["weight"].fill_null(1.0) if "weight" in e.columns else pl.Series(np.ones(e.height, np.float32))
+    mult = rel.fill_null("").replace_strict(rel_w, default=1.0, return_dtype=pl.Float32) if rel_w else 1.0
+    out = pl.DataFrame({"src": e["s"], "dst": e["d"], "weight": (w * mult).cast(pl.Float32),
+                        "inhibit": e["inhibit"].fill_null(False) if "inhibit" in e.columns else False,
+                        "relation": rel.fill_null("edge")}).cast(EDGE_SCHEMA)
+    for col in ("valid_from", "valid_to"):
+        if col in e.columns:
+            out = out.with_columns(e[col])
+    return out
+
+
+def temporal_edges(nodes: pl.DataFrame, p: GraphParams) -> pl.DataFrame:
+    """Consecutive nodes (by seq) sharing ``temporal_key`` (and type, if asked) get one edge."""
+    if not p.temporal or "seq" not in nodes.columns or p.temporal_key not in nodes.columns:
+        return pl.DataFrame(schema=EDGE_SCHEMA)
+    keys = [p.temporal_key] + (["type"] if p.temporal_same_type and "type" in nodes.columns else [])
+    t = (nodes.with_row_index("i").filter(pl.col("seq").is_not_null() & pl.col(p.temporal_key).is_not_null())
+         .sort([*keys, "seq", "i"]).with_columns(prev=pl.col("i").shift(1).over(keys)).filter(pl.col("prev").is_not_null()))
+    return pl.DataFrame({"src": t["prev"], "dst": t["i"], "weight": p.temporal_weight, "inhibit": False,
+                         "relation": "temporal"}).cast(EDGE_SCHEMA)
+
+
+def mention_edges(nodes: pl.DataFrame, p: GraphParams) -> pl.DataFrame:
+    """Node A → node B when A's text mentions B's title as a whole word (Aho–Corasick, one pass)."""
+    if not p.mentions or "title" not in nodes.columns:
+        return pl.DataFrame(schema=EDGE_SCHEMA)
+    import ahocorasick
+
+    fold = (lambda s: s) if p.mention_case_sensitive else str.lower
+    by_title: dict[str, list[int]] = {}
+    for i, t in enumerate(nodes["title"].to_list()):
+        if t and len(t.strip()) >= p.mention_min_len:
+            by_title.setdefault(fold(t.strip()), []).append(i)
+    if not by_title:
+        return pl.DataFrame(schema=EDGE_SCHEMA)
+    auto = ahocorasick.Automaton()
+    for t in by_title:
+        auto.add_word(t, t)
+    auto.make_automaton()
+    word = re.compile(r"\w")
+    src, dst = [], []
+    for i, text in enumerate(nodes["text"].to_list()):
+        s = fold(text or "")
+        hits = set()
+        for end, t in auto.iter(s):
+            start = end - len(t) + 1
+            if (start > 0 and word.match(s[start - 1])) or (end + 1 < len(s) and word.match(s[end + 1])):
+                continue
+            hits.add(t)
+        for t in sorted(hits):
+            for j in by_title[t]:
+                if j != i:
+                    src.append(i)
+                    dst.append(j)
+    return pl.DataFrame({"src": src, "dst": dst, "weight": p.mention_weight, "inhibit": False,
+                         "relation": "mention"}, schema_overrides={"src": pl.Int64, "dst": pl.Int64}).cast(EDGE_SCHEMA)
+
+
+def knn_edges(xb: np.ndarray | None, p: GraphParams) -> pl.DataFrame:
+    """Each node → its k most similar nodes with cosine ≥ threshold (FAISS flat search)."""
+    if p.knn_k <= 0 or xb is None or len(xb) < 2:
+        return pl.DataFrame(schema=EDGE_SCHEMA)
+    from pipeline.stages import dense
+
+    D, I = dense.search(dense.build_index(xb), xb, p.knn_k + 1)
+    src = np.repeat(np.arange(len(xb)), I.shape[1])
+    keep = (I.ravel() >= 0) & (I.ravel() != src) & (D.ravel() >= p.knn_threshold)
+    return pl.DataFrame({"src": src[keep], "dst": I.ravel()[keep], "weight": p.knn_weight, "inhibit": False,
+                         "relation": "knn"}).cast(EDGE_SCHEMA)
+
+
+def build(nodes: pl.DataFrame, edges: pl.DataFrame | None, p: GraphParams, xb: np.ndarray | None = None,
+          skipped: Counter | None = None) -> pl.DataFrame:
+    skipped = Counter() if skipped is None else skipped
+    parts = [explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped), temporal_edges(nodes, p),
+             mention_edges(nodes, p), knn_edges(xb, p)]
+    return pl.concat(parts, how="diagonal_relaxed")
+
+
+def adjacency(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, now=None) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Symmetric (normal, inhibitory) CSR matrices over ``rows`` (all nodes when None).
+
+    An edge with a validity window that does not contain ``now`` is left out.
+    """
+    e = edges
+    if now is not None:
+        if "valid_from" in e.columns:
+            e = e.filter(pl.col("valid_from").is_null() | (pl.col("valid_from") <= now))
+        if "valid_to" in e.columns:
+            e = e.filter(pl.col("valid_to").is_null() | (pl.col("valid_to") > now))
+    src, dst = e["src"].to_numpy(), e["dst"].to_numpy()
+    w, inh = e["weight"].to_numpy().astype(np.float32), e["inhibit"].to_numpy()
+    size = n
+    if rows is not None:
+        local = np.full(n, -1, np.int64)
+        local[rows] = np.arange(len(rows))
+        src, dst = local[src], local[dst]
+        keep = (src >= 0) & (dst >= 0)
+        src, dst, w, inh = src[keep], dst[keep], w[keep], inh[keep]
+        size = len(rows)
+
+    def sym(mask):
+        s, d, ww = src[mask], dst[mask], w[mask]
+        m = sp.coo_matrix((np.r_[ww, ww], (np.r_[s, d], np.r_[d, s])), shape=(size, size)).tocsr()
+        m.sum_duplicates()
+        return m
+
+    return sym(~inh), sym(inh)
+
+
+def directed_topn(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, per_node: int = 10
+                  ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """(out, in) 0/1 matrices: row j holds j's first ``per_node`` out-/in-neighbours (by weight desc,
+    then node index), normal edges only; restricted to ``rows`` when given."""
+    e = edges.filter(~pl.col("inhibit"))
+    size = n
+    src, dst, w = e["src"].to_numpy(), e["dst"].to_numpy(), e["weight"].to_numpy()
+    if rows is not None:
+        local = np.full(n, -1, np.int64)
+        local[rows] = np.arange(len(rows))
+        src, dst = local[src], local[dst]
+        ok = (src >= 0) & (dst >= 0)
+        src, dst, w = src[ok], dst[ok], w[ok]
+        size = len(rows)
+
+    def cut(a, b):
+        f = (pl.DataFrame({"a": a, "b": b, "w": w}).unique(["a", "b"], keep="first")
+             .sort(["a", "w", "b"], descending=[False, True, False]).group_by("a", maintain_order=True).head(per_node))
+        return sp.csr_matrix((np.ones(f.height, np.float32), (f["a"].to_numpy(), f["b"].to_numpy())), shape=(size, size))
+
+    return cut(src, dst), cut(dst, src)

@@ -1,0 +1,221 @@
+"""Per-node maintenance signals: ReMe's designed centrality / community / recency / archived signals
+(``spec/reference-algorithms.md`` §2.e) and OKS's Memory Curve (§3.b.3).
+
+``compute`` turns the node table and the index-based edge frame (``graph.build``) into one row per
+node; ``write``/``load`` keep that table on disk with a version and ``computed_at``; a missing, stale
+or other-version file loads as ``None`` (downstream: factor 1, no filter). ``inbound_factor``,
+``same_community`` and ``recency_decay`` are the multipliers scoring applies; each is 1 where the
+signal is missing.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import scipy.sparse as sp
+
+from pipeline.io import write_parquet
+from pipeline.ops.diffusion import SolverInfo, ppr
+
+log = logging.getLogger(__name__)
+
+SIGNALS_VERSION = 1
+DAY_US = 86_400 * 1_000_000
+RECENCY_DAYS = 60.0  # ReMe: exp(-Δt / 60 d)
+ARCHIVE_BELOW = 0.15  # ReMe: archived = recency_score < 0.15
+LAMBDA = {"concept": 0.0, "strategy": 0.014, "anti-pattern": 0.010}  # OKS per-day decay
+LAMBDA_OTHER = 0.030
+TIERS = ((0.7, "hot"), (0.4, "warm"), (0.15, "cold"))  # else "evictable"
+
+
+@dataclass
+class SignalsParams:
+    enabled: bool = True
+    resolution: float = 1.0  # Leiden (RB configuration model; 1.0 = modularity)
+    seed: int = 13
+    max_age_days: float = 14.0
+    path: str | None = None  # None: compute in-run; else load a precomputed table
+
+
+def _utc(now: dt.datetime) -> dt.datetime:
+    return now.replace(tzinfo=dt.timezone.utc) if now.tzinfo is None else now.astimezone(dt.timezone.utc)
+
+
+def _col(nodes: pl.DataFrame, name: str, dtype, default) -> np.ndarray:
+    """Column as numpy with nulls (or a missing column) replaced by ``default``."""
+    if name not in nodes.columns:
+        return np.full(nodes.height, default, dtype=object if dtype is pl.String else None)
+    return nodes[name].cast(dtype).fill_null(default).to_numpy()
+
+
+def _age_days(nodes: pl.DataFrame, name: str, now: dt.datetime) -> np.ndarray:
+    """Days from ``nodes[name]`` to ``now`` (NaN where missing), never negative."""
+    if name not in nodes.columns:
+        return np.full(nodes.height, np.nan)
+    us = nodes[name].dt.epoch("us").cast(pl.Float64).to_numpy()
+    return np.maximum((_utc(now).timestamp() * 1e6 - us) / DAY_US, 0.0)
+
+
+def _live_edges(edges: pl.DataFrame, now: dt.datetime) -> pl.DataFrame:
+    """Non-inhibitory edges whose validity window (if any) contains ``now``."""
+    e = edges.filter(~pl.col("inhibit").fill_null(False)) if "inhibit" in edges.columns else edges
+    if "valid_from" in e.columns:
+        e = e.filter(pl.col("valid_from").is_null() | (pl.col("valid_from") <= now))
+    if "valid_to" in e.columns:
+        e = e.filter(pl.col("valid_to").is_null() | (pl.col("valid_to") > now))
+    return e
+
+
+def pagerank(src: np.ndarray, dst: np.ndarray, w: np.ndarray, n: int, *, damping: float = 0.85,
+             tol: float = 1e-10, max_iter: int = 1000) -> tuple[np.ndarray, SolverInfo]:
+    """Global PageRank on the weighted directed graph src→dst (parallel edges add; weights ≤ 0 dropped).
+
+    Dangling mass is spread uniformly, as in ``networkx.pagerank``. Returns ((n,) float64 summing to 1, info).
+    """
+    if n == 0:
+        return np.zeros(0), SolverInfo(0, 0.0, True)
+    keep = w > 0
+    adj = sp.csr_matrix((w[keep].astype(np.float64), (src[keep], dst[keep])), shape=(n, n))
+    x, info = ppr(adj, np.full((n, 1), 1.0 / n), damping=damping, max_iter=max_iter, tol=tol)
+    if not info.converged:
+        log.warning("pagerank did not converge in %d iterations (residual %.3g)", info.n_iter, info.residual)
+    x = x[:, 0]
+    return x / x.sum(), info
+
+
+def leiden(src: np.ndarray, dst: np.ndarray, n: int, *, resolution: float = 1.0, seed: int = 13) -> np.ndarray:
+    """Leiden communities of the undirected, unweighted simple graph (ReMe design).
+
+    Isolated nodes are their own community; ids are renumbered 0.. in order of each community's
+    smallest node index, so the result does not depend on leidenalg's labelling.
+    """
+    import igraph as ig
+    import leidenalg
+
+    if n == 0:
+        return np.zeros(0, np.int64)
+    g = ig.Graph(n=n, edges=list(zip(src.tolist(), dst.tolist())), directed=False)
+    g.simplify(multiple=True, loops=True)
+    part = leidenalg.find_partition(g, leidenalg.RBConfigurationVertexPartition, resolution_parameter=resolution,
+                                    n_iterations=-1, seed=seed)
+    raw = np.asarray(part.membership, np.int64)
+    _, first = np.unique(raw, return_index=True)  # smallest node index of each raw community
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[raw]
+
+
+def memory_score(nodes: pl.DataFrame, now: dt.datetime) -> np.ndarray:
+    """OKS Memory Curve (§3.b.3). ``importance`` > 1 is read as a 0–10 scale and divided by 10;
+    a missing ``status`` counts as active (OKS front-matter default)."""
+    imp = _col(nodes, "importance", pl.Float64, 0.5)
+    imp = np.where(imp > 1.0, imp / 10.0, imp)
+    days = np.floor(np.nan_to_num(_age_days(nodes, "created_at", now), nan=0.0))
+    lam = (nodes["type"].cast(pl.String).replace_strict(LAMBDA, default=LAMBDA_OTHER, return_dtype=pl.Float64)
+           .to_numpy() if "type" in nodes.columns else np.full(nodes.height, LAMBDA_OTHER))
+    hits = _col(nodes, "access_count", pl.Int64, 0).astype(np.float64)
+    score = imp * np.exp(-lam * days) + 0.5 * np.log1p(hits) + 0.5 * _col(nodes, "pinned", pl.Boolean, False)
+    status = _col(nodes, "status", pl.String, "active")
+    score = np.where(status == "active", score * 1.2, score)
+    return np.where(_col(nodes, "archived", pl.Boolean, False) | (status == "dropped"), 0.0, score)
+
+
+def tier(score: np.ndarray) -> np.ndarray:
+    """hot ≥ 0.7, warm ≥ 0.4, cold ≥ 0.15, else evictable."""
+    out = np.full(len(score), "evictable", dtype=object)
+    for thr, name in reversed(TIERS):
+        out[score >= thr] = name
+    return out
+
+
+def compute(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: SignalsParams) -> pl.DataFrame:
+    """One row per node (row i of ``nodes`` is node index i in ``edges``).
+
+    ``hits_30d`` is taken as ``access_count``: the node table only carries a lifetime total; a later
+    access log will give a true 30-day count.
+    """
+    n, e = nodes.height, _live_edges(edges, now)
+    src, dst = e["src"].to_numpy().astype(np.int64), e["dst"].to_numpy().astype(np.int64)
+    w = e["weight"].cast(pl.Float64).fill_null(1.0).to_numpy() if "weight" in e.columns else np.ones(len(src))
+    inbound = np.bincount(dst, minlength=n).astype(np.int64)
+    pr, _ = pagerank(src, dst, w, n)
+    age = _age_days(nodes, "updated_at", now)
+    if "created_at" in nodes.columns:
+        age = np.where(np.isnan(age), _age_days(nodes, "created_at", now), age)
+    hits = _col(nodes, "access_count", pl.Int64, 0).astype(np.float64)
+    rec = np.exp(-age / RECENCY_DAYS) * (1 + np.log1p(hits)) * (1 + np.log1p(inbound) / 10)
+    score = memory_score(nodes, now)
+    return pl.DataFrame({
+        "node_id": nodes["node_id"], "in_degree": inbound, "inbound": inbound, "pagerank": pr,
+        "community": leiden(src, dst, n, resolution=params.resolution, seed=params.seed),
+        "recency": rec, "archived_signal": rec < ARCHIVE_BELOW, "memory_score": score,
+        "tier": pl.Series(tier(score), dtype=pl.String),
+    }, nan_to_null=True).with_columns(
+        pl.when(pl.col("recency").is_null()).then(None).otherwise(pl.col("archived_signal")).alias("archived_signal"),
+        version=pl.lit(SIGNALS_VERSION, pl.Int32), computed_at=pl.lit(_utc(now), pl.Datetime("us", "UTC")))
+
+
+def write(table: pl.DataFrame, path: str | Path) -> None:
+    """Atomic Parquet write (temp file + rename)."""
+    write_parquet(path, table)
+
+
+def load(path: str | Path, now: dt.datetime, max_age_days: float = 14.0,
+         expect_version: int = SIGNALS_VERSION) -> tuple[pl.DataFrame | None, dict]:
+    """(table, freshness). A missing, stale or other-version file gives ``None`` and a warning."""
+    fresh = {"status": "missing", "computed_at": None, "age_days": None}
+    if not Path(path).is_file():
+        log.warning("signals file %s is missing; signal factors are 1 and nothing is filtered", path)
+        return None, fresh
+    table = pl.read_parquet(path)
+    if "computed_at" in table.columns and table.height:
+        fresh["computed_at"] = table["computed_at"][0]
+        fresh["age_days"] = (_utc(now) - _utc(fresh["computed_at"])).total_seconds() / 86_400
+    version = table["version"][0] if "version" in table.columns and table.height else None
+    if version != expect_version:
+        fresh["status"] = "version_mismatch"
+        log.warning("signals file %s has version %s, expected %s; ignoring it", path, version, expect_version)
+        return None, fresh
+    if fresh["age_days"] is None or fresh["age_days"] > max_age_days:
+        fresh["status"] = "stale"
+        log.warning("signals file %s is stale (computed %s, older than %s days); ignoring it",
+                    path, fresh["computed_at"], max_age_days)
+        return None, fresh
+    fresh["status"] = "fresh"
+    return table, fresh
+
+
+def resolve(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime,
+            params: SignalsParams) -> tuple[pl.DataFrame | None, dict]:
+    """The run's signals: ``None`` if disabled, computed in-run if ``path`` is None, else ``load``ed."""
+    if not params.enabled:
+        return None, {"status": "disabled", "computed_at": None, "age_days": None}
+    if params.path is None:
+        return compute(nodes, edges, now, params), {"status": "fresh", "computed_at": _utc(now), "age_days": 0.0}
+    return load(params.path, now, params.max_age_days)
+
+
+def _f64(x) -> np.ndarray:
+    return x.cast(pl.Float64).to_numpy() if isinstance(x, pl.Series) else np.asarray(x, dtype=np.float64)
+
+
+def inbound_factor(inbound) -> np.ndarray:
+    """ReMe: 1 + 0.15·ln(1 + inbound); 1 where missing (NaN/None)."""
+    x = _f64(inbound)
+    return np.where(np.isnan(x), 1.0, 1.0 + 0.15 * np.log1p(np.where(np.isnan(x), 0.0, x)))
+
+
+def same_community(candidate_comm, seed_comms) -> np.ndarray:
+    """ReMe: 1.2 where the candidate's community is one of the seed paths' communities, else 1.0."""
+    c, s = _f64(candidate_comm), _f64(list(seed_comms))
+    return np.where(np.isin(c, s[~np.isnan(s)]), 1.2, 1.0)
+
+
+def recency_decay(age_days) -> np.ndarray:
+    """ReMe: exp(−Δt / 60 d) with Δt in days (negative Δt counts as 0); 1 where missing."""
+    x = _f64(age_days)
+    return np.where(np.isnan(x), 1.0, np.exp(-np.maximum(np.nan_to_num(x), 0.0) / RECENCY_DAYS))
