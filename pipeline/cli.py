@@ -32,6 +32,7 @@ example: recall run data=locomo preset=best out_dir=runs/locomo-best
 """.format(run=COMMANDS["run"])
 
 log = logging.getLogger("pipeline")
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its AVX probing is noise to users
 
 
 def summary_table(metrics: dict | None, out_dir: str) -> str:

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io
 from pipeline.errors import ConfigError
-from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph
+from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph, signals
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,20 @@ def score_expr(terms: dict, columns: list[str]) -> pl.Expr:
     return pl.sum_horizontal(parts) if parts else pl.col("fused")
 
 
+def run_now(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> dt.datetime:
+    """The run's reference time: ``now=`` if set, else the latest query ``now``, else the latest node
+    timestamp, else 1970-01-01 — never the wall clock, so reruns give the same bytes."""
+    if cfg.get("now"):
+        from pipeline.schema import parse_timestamp
+
+        return parse_timestamp(cfg.now, "config", None, "now")
+    for frame, cols in ((queries, ["now"]), (nodes, ["updated_at", "created_at", "last_access_at"])):
+        stamps = [frame[c].max() for c in cols if c in frame.columns and frame[c].null_count() < frame.height]
+        if stamps:
+            return max(stamps)
+    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
 def run(cfg: DictConfig, out_dir: str | Path) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -147,10 +161,21 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict:
         params = OmegaConf.to_container(cfg.fusion, resolve=True)
         cand = fuse.fuse(cand, enabled, params["method"], **{k: v for k, v in params.items() if k != "method"})
 
-    if cfg.diffuse.method != "none":
+    edges = None
+    if cfg.diffuse.method != "none" or cfg.signals.enabled:
         with timer.stage("graph"):
             edges = graph.build(nodes, ds.edges, graph.GraphParams(**OmegaConf.to_container(cfg.graph)), xb, ds.skipped)
         timer.rows["graph_edges"] = edges.height
+
+    freshness = {"status": "disabled"}
+    if cfg.signals.enabled:
+        with timer.stage("signals"):
+            sig_p = signals.SignalsParams(**OmegaConf.to_container(cfg.signals, resolve=True))
+            table, freshness = signals.resolve(nodes, edges, run_now(cfg, nodes, queries), sig_p)
+            if table is not None and cfg.signals.path is None:
+                io.write_parquet(out_dir / "signals.parquet", table)
+
+    if cfg.diffuse.method != "none":
         with timer.stage("diffuse"):
             dp = diffuse.DiffusionParams(**cfg.diffuse)
             doc_ids = nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
@@ -179,7 +204,7 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict:
         "config": container, "config_hash": io.config_hash(container),
         "dataset": ds.name, "inputs": ds.fingerprints, "versions": versions(),
         "device": device, "timings_s": timer.seconds, "rows": timer.rows,
-        "skipped": dict(ds.skipped), "embedded_texts": n_embedded,
+        "skipped": dict(ds.skipped), "embedded_texts": n_embedded, "signals_freshness": freshness,
         "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
     }
     io.write_json(out_dir / "manifest.json", manifest)

@@ -105,3 +105,14 @@ def test_diffuse_none_changes_only_the_graph_term(compose, tmp_path):
     a = pl.read_parquet(tmp_path / "n" / "recall.parquet")
     assert "graph" not in a.columns and without["manifest"]["config"]["fusion"] == with_graph["manifest"]["config"]["fusion"]
     assert (a["score"] == a["fused"]).all()
+
+
+def test_signals_computed_in_run_and_missing_file_degrades(compose, tmp_path):
+    res = _run(compose, tmp_path, ["preset=best", "signals=default", "embed=hashing", *tiny_ws_overrides()], "s")
+    sig = pl.read_parquet(tmp_path / "s" / "signals.parquet")
+    assert sig.height == 6 and set(sig["version"]) == {1}
+    assert res["manifest"]["signals_freshness"]["status"] == "fresh"
+    miss = _run(compose, tmp_path, ["preset=best", "signals=default", f"signals.path={tmp_path / 'none.parquet'}",
+                                    "embed=hashing", *tiny_ws_overrides()], "m")
+    assert miss["manifest"]["signals_freshness"]["status"] == "missing"
+    assert (tmp_path / "m" / "recall.parquet").exists() and not (tmp_path / "m" / "signals.parquet").exists()

@@ -90,8 +90,9 @@ def test_nmf_batched_equals_reference_with_padding_and_early_stop():
 
 def test_nmf_error_close_to_sklearn():
     """BME-style inputs (|unit 384-d rows|, m in [2, 24], k = min(15, m)). Measured on these 20 inputs:
-    ours is better on average (mean rel. error ≈ 3% lower), mostly from BME's near-uniform init when k = m;
-    for k < m the two are within about ±6% per matrix."""
+    ours is better on average (mean rel. error 0.158 vs 0.165, mean per-matrix ratio 0.92, better on 12/20),
+    mostly from BME's near-uniform init when k = m (ratio 0.32-1.28 there); for k < m the per-matrix ratio
+    is 0.87-1.05 (mean 0.99)."""
     NMF = pytest.importorskip("sklearn.decomposition").NMF
     rng = np.random.default_rng(0)
     ours, theirs = [], []
