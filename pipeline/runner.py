@@ -121,7 +121,8 @@ def run_now(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> dt.d
     return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def run(cfg: DictConfig, out_dir: str | Path) -> dict:
+def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
+    """Run every stage; ``dataset`` (a ``Dataset``) replaces ``cfg.data`` when given (tests, API use)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "manifest.json").unlink(missing_ok=True)  # no stale "finished" marker while we work
@@ -130,7 +131,7 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict:
     enabled = list(cfg.channels)
 
     with timer.stage("ingest"):
-        ds = call_target(cfg.data)
+        ds = dataset if dataset is not None else call_target(cfg.data)
         nodes = ds.nodes.sort("node_id")
         queries = ds.queries
     timer.rows |= {"nodes": nodes.height, "queries": queries.height,
@@ -154,7 +155,8 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict:
 
     with timer.stage("channels"):
         cand = channels.generate(nodes, queries, enabled, xb, xq, channels.DenseParams(**cfg.dense),
-                                 channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device, cfg.seed)
+                                 channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device, cfg.seed,
+                                 cfg.include_archived)
     timer.rows["candidates"] = cand.height
 
     with timer.stage("fuse"):
@@ -178,9 +180,7 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict:
     if cfg.diffuse.method != "none":
         with timer.stage("diffuse"):
             dp = diffuse.DiffusionParams(**cfg.diffuse)
-            doc_ids = nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
-            scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None] * queries.height
-            g = diffuse.run(cand, nodes.height, doc_ids, scopes, edges, dp, device)
+            g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived)
             cand = add_graph(cand, g, enabled, xb, xq, params)
         timer.rows["graph_hits"] = g.height
 

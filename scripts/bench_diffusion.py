@@ -16,7 +16,7 @@ on the normal (non-inhibitory) edges only. Thread settings are left as they are.
 
 The last line printed is ``min speedup vs per-query loops: <ratio>``.
 
-Usage: python scripts/bench_diffusion.py [--quick] [--subset 100] [--pedsa-block 16] [--ppr-block 64]
+Usage: python scripts/bench_diffusion.py [--quick] [--subset 100] [--pedsa-block 8] [--ppr-block 64]
 """
 from __future__ import annotations
 
@@ -270,7 +270,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="2Wiki + 20k/200k synthetic, 200 queries, loops on 30")
     ap.add_argument("--subset", type=int, default=0, help="queries timed in the per-query loops (default 100; quick 30)")
     ap.add_argument("--literal", type=int, default=3, help="queries run through the literal test function")
-    ap.add_argument("--pedsa-block", type=int, default=16, help="queries per batched PEDSA call (capped at 2^26/N)")
+    ap.add_argument("--pedsa-block", type=int, default=8, help="queries per batched PEDSA call (capped at 2^26/N)")
     ap.add_argument("--ppr-block", type=int, default=64, help="queries per batched PPR call (capped at 2^26/N)")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--seed", type=int, default=0)

@@ -60,20 +60,18 @@ def _long(qs: np.ndarray, nodes: np.ndarray, res: tuple, name: str) -> pl.DataFr
 
 def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb: np.ndarray | None,
              xq: np.ndarray | None, dense_p: DenseParams, lex_p: LexicalParams, device: str = "cpu",
-             seed: int = 13) -> pl.DataFrame:
+             seed: int = 13, include_archived: bool = False) -> pl.DataFrame:
     """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel."""
     bad = set(enabled) - set(CHANNELS)
     if bad or not enabled:
         raise ConfigError(f"channels={list(enabled)}; choose one or more of {list(CHANNELS)}")
-    doc_ids = nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
-    scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None] * queries.height
     use_lex = "lexical" in enabled
     if use_lex:
         tok = lexical.make_tokenizer(lex_p.stopwords, lex_p.stemmer)
         tokens = lexical.tokenize_fields(tok, node_fields(nodes))
         q_terms = lexical.tokenize_queries(tok, queries["text"].to_list(), tokens.vocab, lex_p.dedupe_query_terms)
     parts = []
-    for _scope, nodes_s, qs in scope_groups(nodes.height, doc_ids, scopes):
+    for _key, nodes_s, qs in scope_groups(nodes, queries, include_archived):
         if len(nodes_s) == 0:
             continue
         lists = []

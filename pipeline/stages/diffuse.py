@@ -54,8 +54,8 @@ def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
             .select("query_idx", "node_idx", energy=pl.col(p.seed_from).cast(pl.Float32)))
 
 
-def run(cand: pl.DataFrame, n_nodes: int, doc_ids: np.ndarray | None, scopes: list, edges: pl.DataFrame,
-        p: DiffusionParams, device: str = "cpu") -> pl.DataFrame:
+def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame,
+        p: DiffusionParams, device: str = "cpu", include_archived: bool = False) -> pl.DataFrame:
     """Returns (query_idx, node_idx, graph) for every node with positive energy."""
     choose("diffusion.method", p.method, METHODS)
     empty = pl.DataFrame(schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "graph": pl.Float32})
@@ -63,7 +63,8 @@ def run(cand: pl.DataFrame, n_nodes: int, doc_ids: np.ndarray | None, scopes: li
         return empty
     seeds = seed_matrix(cand, p)
     parts = []
-    for _scope, rows, qs in scope_groups(n_nodes, doc_ids, scopes):
+    n_nodes = nodes.height
+    for _key, rows, qs in scope_groups(nodes, queries, include_archived):
         if len(rows) == 0 or len(qs) == 0:
             continue
         if p.method == "expand":

@@ -1,0 +1,55 @@
+"""No preset ever returns a node that the query's viewer may not see, that is archived, or that lies
+outside the query's doc_scope — including nodes reached only through graph diffusion."""
+import random
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import REPO
+from pipeline import runner
+from pipeline.dataset import Dataset
+from pipeline.ops.scope import in_scope
+
+PRESETS = sorted(p.stem for p in (REPO / "conf" / "preset").glob("*.yaml"))
+WORDS = "memory graph recall cache budget farm alice bob ship deploy night query node edge".split()
+
+
+def _dataset(seed: int) -> Dataset:
+    rng = random.Random(seed)
+    n = rng.randint(4, 25)
+    nodes = pl.DataFrame({
+        "node_id": [f"n{i}" for i in range(n)],
+        "text": [" ".join(rng.choices(WORDS, k=rng.randint(1, 8))) for _ in range(n)],
+        "doc_id": [rng.choice(["c1/s1", "c1/s2", "c2/s1"]) for _ in range(n)],
+        "seq": list(range(n)),
+        "visibility": [rng.choice([None, None, ["ann"], ["bob"], ["*"], ["ann", "bob"]]) for _ in range(n)],
+        "archived": [rng.random() < 0.2 for _ in range(n)],
+    })
+    m = rng.randint(0, 3 * n)
+    edges = pl.DataFrame({"src": [f"n{rng.randrange(n)}" for _ in range(m)], "dst": [f"n{rng.randrange(n)}" for _ in range(m)],
+                          "inhibit": [rng.random() < 0.1 for _ in range(m)]}, schema={"src": pl.String, "dst": pl.String, "inhibit": pl.Boolean})
+    q = rng.randint(1, 6)
+    queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(q)],
+                            "text": [" ".join(rng.choices(WORDS, k=3)) for _ in range(q)],
+                            "viewer": [rng.choice([None, "ann", "bob"]) for _ in range(q)],
+                            "doc_scope": [rng.choice([None, ["c1"], ["c2"], ["c1/s2"]]) for _ in range(q)]})
+    return Dataset("random", nodes, queries, edges)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), diffuse=st.sampled_from(["none", "pedsa", "ppr", "expand"]))
+def test_no_invisible_archived_or_out_of_scope_node(compose, tmp_path, preset, seed, diffuse):
+    ds = _dataset(seed)
+    cfg = compose([f"preset={preset}", f"diffuse={diffuse}", "embed=hashing", "k=10"])
+    out = tmp_path / f"{preset}-{seed}-{diffuse}"
+    runner.run(cfg, out, dataset=ds)
+    rec = pl.read_parquet(out / "recall.parquet").join(ds.queries, on="query_id").join(ds.nodes, on="node_id")
+    for r in rec.iter_rows(named=True):
+        vis = r["visibility"]
+        assert vis is None or "*" in vis or (r["viewer"] is not None and r["viewer"] in vis), r
+        assert not r["archived"], r
+        if r["doc_scope"] is not None:
+            assert in_scope(pl.Series([r["doc_id"]]).to_numpy(), tuple(r["doc_scope"]))[0], r
