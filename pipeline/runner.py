@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline import backend, io
 from pipeline.errors import ConfigError
 from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph, signals
+from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
 log = logging.getLogger(__name__)
@@ -62,13 +63,6 @@ def embed_texts(nodes: pl.DataFrame, include_title: bool) -> list[str]:
     return [t if not ti or t.startswith(ti) else f"{ti}\n{t}" for t, ti in zip(texts, nodes["title"].to_list())]
 
 
-def select(cand: pl.DataFrame, k: int) -> pl.DataFrame:
-    """Top ``k`` per query by ``score``; ties by node index (= node_id order)."""
-    return (cand.sort(["query_idx", "score", "node_idx"], descending=[False, True, False])
-            .with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
-            .filter(pl.col("rank") <= k))
-
-
 def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str]) -> pl.DataFrame:
     found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]
     if "graph" in sel.columns:
@@ -79,7 +73,7 @@ def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, 
         channel=pl.concat_str(found, separator="+", ignore_nulls=True),
     )
     cols = ["query_id", "rank", "node_id", "score", "channel", *enabled, "fused",
-            *(["graph"] if "graph" in sel.columns else [])]
+            *[c for c in ("graph", "dpp_gain") if c in sel.columns]]
     if "doc_id" in ds_nodes.columns:
         out = out.with_columns(doc_id=pl.Series(ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String))
         cols.insert(3, "doc_id")
@@ -186,7 +180,8 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
 
     with timer.stage("select"):
         cand = cand.with_columns(score=score_expr(cfg.score.terms, cand.columns))
-        recall = to_recall(select(cand, int(cfg.k)), nodes, queries, enabled)
+        sel = select(cand, int(cfg.k), SelectParams(**cfg.select), xb, device)
+        recall = to_recall(sel, nodes, queries, enabled)
     timer.rows["recall"] = recall.height
 
     with timer.stage("export"):

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from pipeline import backend, runner
 from pipeline.stages import channels, evaluate, fuse
+from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
@@ -42,7 +43,7 @@ def main(overrides: list[str]) -> None:
     for lw, dn, ln in itertools.product(*GRID.values()):
         fused = fuse.fuse(cand, ["dense", "lexical"], "wsum", weights={"dense": 1 - lw, "lexical": lw},
                           norm={"dense": dn, "lexical": ln})
-        rec = runner.to_recall(runner.select(fused.with_columns(score=fused["fused"]), int(cfg.k)), nodes, queries,
+        rec = runner.to_recall(select(fused.with_columns(score=fused["fused"]), int(cfg.k), SelectParams()), nodes, queries,
                               ["dense", "lexical"])
         m = evaluate.evaluate_run(rec, ds.qrels, queries.drop("group", strict=False), ds.qrels_level, METRICS)
         rows.append((sum(m[x] for x in METRICS) / len(METRICS), lw, dn, ln, m))

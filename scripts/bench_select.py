@@ -2,7 +2,7 @@
 
 Both main rows use the default float64; "batched float32" is shown for reference only (not in the ratio).
 
-Usage: python scripts/bench_dpp.py [--B 2000] [--P 60] [--d 384] [--k 20] [--device cpu] [--threads N]
+Usage: python scripts/bench_select.py [--B 10000] [--P 60] [--d 384] [--k 8] [--device cpu] [--threads N]
 """
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ def _time(fn, device: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--B", type=int, default=2000)
+    ap.add_argument("--B", type=int, default=10000)
     ap.add_argument("--P", type=int, default=60)
     ap.add_argument("--d", type=int, default=384)
-    ap.add_argument("--k", type=int, default=20)
+    ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")

@@ -1,0 +1,51 @@
+"""Selection stage: top-k ties, DPP/MMR over the score-ordered pool equal the kernels per query."""
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from pipeline.errors import ConfigError
+from pipeline.ops.dpp import dpp_greedy, mmr_greedy
+from pipeline.stages.select import SelectParams, select
+
+
+def _cand(seed=0, nq=5, n=40):
+    rng = np.random.default_rng(seed)
+    rows = [(q, i, float(rng.random())) for q in range(nq) for i in rng.choice(n, size=rng.integers(3, 20), replace=False)]
+    df = pl.DataFrame(rows, schema=["query_idx", "node_idx", "score"], orient="row")
+    xb = rng.normal(size=(n, 8)).astype(np.float32)
+    return df, xb
+
+
+def test_topk_orders_by_score_then_node():
+    cand = pl.DataFrame({"query_idx": [0, 0, 0, 1], "node_idx": [5, 2, 9, 1], "score": [0.5, 0.5, 0.9, 0.1]})
+    out = select(cand, 2, SelectParams())
+    assert out.select("query_idx", "node_idx", "rank").rows() == [(0, 9, 1), (0, 2, 2), (1, 1, 1)]
+
+
+@pytest.mark.parametrize("method", ["dpp", "mmr"])
+def test_diversified_selection_equals_kernel_on_each_pool(method):
+    cand, xb = _cand()
+    k = 4
+    out = select(cand, k, SelectParams(method=method), xb)
+    for q in range(5):
+        pool = cand.filter(pl.col("query_idx") == q).sort(["score", "node_idx"], descending=[True, False]).head(3 * k)
+        qual = torch.tensor(pool["score"].to_numpy())[None]
+        emb = torch.tensor(xb[pool["node_idx"].to_numpy()])[None]
+        idx = (dpp_greedy(qual, emb, k)[0] if method == "dpp" else mmr_greedy(qual, emb, k))[0].numpy()
+        expect = [int(pool["node_idx"][int(i)]) for i in idx if i >= 0]
+        got = out.filter(pl.col("query_idx") == q).sort("rank")
+        assert got["node_idx"].to_list() == expect and got["rank"].to_list() == list(range(1, len(expect) + 1))
+
+
+def test_dpp_drops_a_duplicate_in_favour_of_a_distinct_item():
+    xb = np.array([[1, 0], [1, 0], [0, 1]], dtype=np.float32)
+    cand = pl.DataFrame({"query_idx": [0, 0, 0], "node_idx": [0, 1, 2], "score": [0.9, 0.85, 0.5]})
+    assert select(cand, 2, SelectParams(method="dpp", pool_mult=3), xb)["node_idx"].to_list() == [0, 2]
+    assert select(cand, 2, SelectParams())["node_idx"].to_list() == [0, 1]
+
+
+def test_dpp_without_embeddings_is_a_config_error():
+    cand, _ = _cand()
+    with pytest.raises(ConfigError, match="needs embeddings"):
+        select(cand, 3, SelectParams(method="dpp"))
