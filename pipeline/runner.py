@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io
 from pipeline.errors import ConfigError
-from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph, signals
+from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph, novelty, signals
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
@@ -65,24 +65,27 @@ def embed_texts(nodes: pl.DataFrame, include_title: bool) -> list[str]:
 
 def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str]) -> pl.DataFrame:
     found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]
-    if "graph" in sel.columns:
-        found.append(pl.when(pl.col("graph") > 0).then(pl.lit("graph")))
+    for extra in ("residual", "graph"):
+        if extra in sel.columns:
+            found.append(pl.when(pl.col(extra) > 0).then(pl.lit(extra)))
     out = sel.with_columns(
         query_id=pl.Series(queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String),
         node_id=pl.Series(ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String),
         channel=pl.concat_str(found, separator="+", ignore_nulls=True),
     )
     cols = ["query_id", "rank", "node_id", "score", "channel", *enabled, "fused",
-            *[c for c in ("graph", "dpp_gain") if c in sel.columns]]
+            *[c for c in ("residual", "graph", "dpp_gain") if c in sel.columns]]
     if "doc_id" in ds_nodes.columns:
         out = out.with_columns(doc_id=pl.Series(ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String))
         cols.insert(3, "doc_id")
     return out.select(cols)
 
 
-def add_graph(cand: pl.DataFrame, g: pl.DataFrame, enabled: list[str], xb, xq, fusion: dict) -> pl.DataFrame:
-    """Join graph energies onto the candidates; nodes reached only by diffusion get their exact
-    cosine (when the dense channel is on) and are fused again with the other components at 0."""
+def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: list[str], xb, xq,
+                  fusion: dict) -> pl.DataFrame:
+    """Join a new score component (graph energy, residual similarity) onto the candidates; nodes it
+    alone found get their exact cosine (when the dense channel is on) and are fused again with the
+    other components at 0."""
     out = cand.join(g, on=["query_idx", "node_idx"], how="full", coalesce=True)
     if "dense" in enabled:
         new = out["dense"].is_null().to_numpy()
@@ -92,7 +95,7 @@ def add_graph(cand: pl.DataFrame, g: pl.DataFrame, enabled: list[str], xb, xq, f
             d[new] = dense.pair_scores(xq, xb, qi, ni)
             out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
     out = fuse.fuse(out.drop("fused"), enabled, fusion["method"], **{k: v for k, v in fusion.items() if k != "method"})
-    return out.with_columns(pl.col("graph").fill_null(0.0))
+    return out.with_columns(pl.col(column).fill_null(0.0))
 
 
 def score_expr(terms: dict, columns: list[str]) -> pl.Expr:
@@ -157,6 +160,17 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         params = OmegaConf.to_container(cfg.fusion, resolve=True)
         cand = fuse.fuse(cand, enabled, params["method"], **{k: v for k, v in params.items() if k != "method"})
 
+    if cfg.novelty.enabled:
+        if xb is None:
+            raise ConfigError("novelty.enabled needs embeddings: enable the dense channel")
+        with timer.stage("novelty"):
+            nov_p = novelty.NoveltyParams(**{k: v for k, v in OmegaConf.to_container(cfg.novelty).items()
+                                             if k != "seed_diffusion"})
+            table, hits = novelty.run(cand, nodes, queries, xb, xq, nov_p, device, cfg.include_archived)
+            io.write_parquet(out_dir / "novelty.parquet", table)
+            cand = add_component(cand, hits, "residual", enabled, xb, xq, params)
+        timer.rows["residual_hits"] = hits.height
+
     edges = None
     if cfg.diffuse.method != "none" or cfg.signals.enabled:
         with timer.stage("graph"):
@@ -174,8 +188,11 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     if cfg.diffuse.method != "none":
         with timer.stage("diffuse"):
             dp = diffuse.DiffusionParams(**cfg.diffuse)
-            g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived)
-            cand = add_graph(cand, g, enabled, xb, xq, params)
+            extra = None
+            if "residual" in cand.columns and cfg.novelty.seed_diffusion:
+                extra = cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual")
+            g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived, extra)
+            cand = add_component(cand, g, "graph", enabled, xb, xq, params)
         timer.rows["graph_hits"] = g.height
 
     with timer.stage("select"):

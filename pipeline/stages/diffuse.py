@@ -55,13 +55,18 @@ def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
 
 
 def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame,
-        p: DiffusionParams, device: str = "cpu", include_archived: bool = False) -> pl.DataFrame:
-    """Returns (query_idx, node_idx, graph) for every node with positive energy."""
+        p: DiffusionParams, device: str = "cpu", include_archived: bool = False,
+        extra_seeds: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Returns (query_idx, node_idx, graph) for every node with positive energy. ``extra_seeds``
+    (query_idx, node_idx, energy) join the fused seeds, deduplicated by max energy (BME)."""
     choose("diffusion.method", p.method, METHODS)
     empty = pl.DataFrame(schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "graph": pl.Float32})
     if p.method == "none" or cand.height == 0:
         return empty
     seeds = seed_matrix(cand, p)
+    if extra_seeds is not None and extra_seeds.height:
+        seeds = (pl.concat([seeds, extra_seeds.cast(seeds.schema)]).group_by(["query_idx", "node_idx"])
+                 .agg(pl.col("energy").max()).sort(["query_idx", "node_idx"]))
     parts = []
     n_nodes = nodes.height
     for _key, rows, qs in scope_groups(nodes, queries, include_archived):

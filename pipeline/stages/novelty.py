@@ -1,0 +1,124 @@
+"""Residual-novelty recall (ST-BME §1.b.5), batched over queries.
+
+Per query: basis = its eligible dense hits in dense-rank order (non-archived, type not excluded,
+with a title unless ``require_title`` is off), at most ``basis_max``, at least ``basis_min`` (else
+skipped with a reason). NMF novelty gate (``novelty ≥ novelty_threshold``), then a FISTA sparse code
+of the query on the basis; if ``‖r‖ > residual_threshold`` the ``residual_top_k`` nodes outside the
+basis most similar to the residual ``r`` are the residual hits. Every query gets a row in
+``novelty.parquet``; hits go back to the runner as a ``residual`` candidate column.
+BME's exact-name anchors are not part of the basis here (they need the anchor layer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import torch
+
+from pipeline.ops.fista import fista_batched
+from pipeline.ops.nmf import nmf_batched, novelty_batched, prepare_basis
+from pipeline.ops.scope import scope_groups
+from pipeline.ops.topk import topk_long
+
+
+@dataclass
+class NoveltyParams:
+    enabled: bool = False
+    basis_max: int = 24
+    basis_min: int = 2
+    topics: int = 15
+    novelty_threshold: float = 0.4
+    residual_threshold: float = 0.3
+    residual_top_k: int = 5
+    lam: float = 0.1
+    fista_iter: int = 80
+    max_iter: int = 100
+    tol: float = 1e-4
+    mode: str = "abs"  # abs (BME) | shift | split: how signed embeddings become NMF input
+    require_title: bool = True  # BME: basis nodes need a name/title
+    exclude_types: list = field(default_factory=lambda: ["event", "synopsis", "reflection"])
+    batch: int = 2048
+
+
+def eligible(nodes: pl.DataFrame, p: NoveltyParams) -> np.ndarray:
+    ok = np.ones(nodes.height, dtype=bool)
+    if "archived" in nodes.columns:
+        ok &= ~nodes["archived"].fill_null(False).to_numpy()
+    if "type" in nodes.columns and p.exclude_types:
+        ok &= ~nodes["type"].is_in(list(p.exclude_types)).fill_null(False).to_numpy()
+    if p.require_title:
+        ok &= (nodes["title"].fill_null("").str.strip_chars().str.len_chars() >= 2).to_numpy() \
+            if "title" in nodes.columns else False
+    return ok
+
+
+def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, xb: np.ndarray, xq: np.ndarray,
+        p: NoveltyParams, device: str = "cpu", include_archived: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Returns (per-query analysis frame, residual hits: query_idx, node_idx, residual)."""
+    ok = eligible(nodes, p)
+    basis = (cand.filter(pl.col("dense_rank").is_not_null())
+             .filter(pl.Series(ok[cand.filter(pl.col("dense_rank").is_not_null())["node_idx"].to_numpy()]))
+             .sort(["query_idx", "dense_rank"]).group_by("query_idx", maintain_order=True).head(p.basis_max))
+    m_of = dict(basis.group_by("query_idx").len().iter_rows())
+    nq = queries.height
+    m = np.array([m_of.get(q, 0) for q in range(nq)])
+    run_q = np.flatnonzero(m >= p.basis_min)
+    stats = {k: np.full(nq, np.nan) for k in ("novelty", "semantic_depth", "topic_coverage", "residual_norm")}
+    passed_nov = np.zeros(nq, bool)
+    residuals = np.zeros((nq, xb.shape[1]), np.float32)
+    rows_of = basis.group_by("query_idx", maintain_order=True).agg("node_idx")
+    basis_nodes = dict(zip(rows_of["query_idx"].to_list(), rows_of["node_idx"].to_list()))
+    for s in range(0, len(run_q), p.batch):
+        qs = run_q[s:s + p.batch]
+        mm = m[qs]
+        E = np.zeros((len(qs), int(mm.max()), xb.shape[1]), np.float32)
+        for j, q in enumerate(qs):
+            E[j, :mm[j]] = xb[basis_nodes[q]]
+        Et, qt = torch.as_tensor(E, device=device), torch.as_tensor(xq[qs], device=device)
+        mt = torch.as_tensor(mm, device=device)
+        V, qv = prepare_basis(Et, p.mode, q=qt, m=mt)
+        _W, H, _info = nmf_batched(V, mt, mt.clamp(max=p.topics), p.max_iter, p.tol)
+        nov = novelty_batched(H, mt.clamp(max=p.topics), qv)
+        _alpha, r = fista_batched(Et, mt, qt, p.lam, p.fista_iter)
+        for key in ("novelty", "semantic_depth", "topic_coverage"):
+            stats[key][qs] = nov[key].double().cpu().numpy()
+        stats["residual_norm"][qs] = r.norm(dim=1).double().cpu().numpy()
+        residuals[qs] = r.float().cpu().numpy()
+    passed_nov = stats["novelty"] >= p.novelty_threshold
+    passed_res = passed_nov & (stats["residual_norm"] > p.residual_threshold)
+    hits = _residual_hits(nodes, queries, xb, residuals, np.flatnonzero(passed_res), basis_nodes, p, include_archived)
+    reason = np.where(m < p.basis_min, "basis_too_small",
+                      np.where(~passed_nov, "novelty_below_threshold",
+                               np.where(~passed_res, "residual_below_threshold", "")))
+    hit_lists = hits.group_by("query_idx").agg("node_idx")
+    hl = dict(zip(hit_lists["query_idx"].to_list(), hit_lists["node_idx"].to_list()))
+    ids = nodes["node_id"].to_numpy()
+    table = pl.DataFrame({
+        "query_id": queries["query_id"], "basis_size": m.astype(np.int32),
+        **{k: v for k, v in stats.items()},
+        "novelty_gate": passed_nov, "residual_gate": passed_res,
+        "skip_reason": pl.Series(reason).replace("", None),
+        "residual_hits": [[str(x) for x in ids[hl.get(q, [])]] for q in range(nq)],
+    })
+    return table, hits
+
+
+def _residual_hits(nodes, queries, xb, residuals, qs_pass, basis_nodes, p, include_archived) -> pl.DataFrame:
+    """Top cosine(r, node) > 0 among the query's visible nodes outside its basis."""
+    out = []
+    passing = set(qs_pass.tolist())
+    for _key, rows, qs in scope_groups(nodes, queries, include_archived):
+        qs = np.array([q for q in qs if q in passing], dtype=np.int64)
+        if len(qs) == 0 or len(rows) == 0:
+            continue
+        r = residuals[qs]
+        r = r / np.maximum(np.linalg.norm(r, axis=1, keepdims=True), 1e-10)
+        sim = r @ xb[rows].T
+        for j, q in enumerate(qs):
+            sim[j, np.isin(rows, basis_nodes.get(q, []))] = -np.inf
+        qi, di = np.nonzero(sim > 0)
+        qi2, di2, sc, _rank = topk_long(qi, di, sim[qi, di].astype(np.float32), p.residual_top_k)
+        out.append(pl.DataFrame({"query_idx": qs[qi2], "node_idx": rows[di2], "residual": sc}))
+    schema = {"query_idx": pl.Int64, "node_idx": pl.Int64, "residual": pl.Float32}
+    return pl.concat(out).cast(schema) if out else pl.DataFrame(schema=schema)
