@@ -24,6 +24,8 @@ commands:
 common overrides (Hydra syntax, any config key works):
   data=sample|workspace|locomo|beir|scifact|musique   data.path=<file or folder>
   preset=best|dense|bm25|reme                          k=50   device=auto|cpu|cuda
+  diffuse=none|pedsa|ppr|expand   select=topk|dpp|mmr   novelty=none|bme   signals=none|default
+  graph.mentions=true   fusion.weights.lexical=0.3   score.terms.graph=2.0   include_archived=true
   out_dir=<dir>   data.limit_queries=<n>   embed=minilm|hashing   cache_dir=<dir>
   --multirun preset=dense,bm25,best                    (a sweep; one run dir per job)
   --cfg job                                            (print the composed config)
@@ -61,6 +63,29 @@ def _run(cfg: DictConfig) -> None:
     print(summary_table(result["metrics"], result["out_dir"]))
 
 
+def check_overrides(args: list[str]) -> None:
+    """Catch mistyped group options and top-level keys before Hydra, with the closest valid name."""
+    import difflib
+
+    import yaml
+
+    conf = Path(CONF_DIR)
+    groups = {p.name: sorted(x.stem for x in p.glob("*.yaml")) for p in conf.iterdir() if p.is_dir()}
+    top = set(yaml.safe_load((conf / "config.yaml").read_text())) | set(groups) | {"hydra"}
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg or arg[0] in "+~":
+            continue
+        key, value = arg.split("=", 1)
+        head = key.split(".")[0]
+        if head not in top:
+            close = difflib.get_close_matches(head, sorted(top), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UserError(f"unknown option {head!r} in {arg!r}{hint}; see recall --help")
+        if key in groups:
+            for v in value.split(","):
+                choose(key, v, groups[key])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -75,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     if rest and rest[0] in ("-h", "--help"):
         print(USAGE)
         return 0
+    try:
+        check_overrides(rest)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     sys.argv = [f"recall {cmd}", *rest]
     _run()
     return 0

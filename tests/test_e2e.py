@@ -96,10 +96,20 @@ def test_cli_multirun_sweeps_presets(tmp_path):
     assert [json.loads(m.read_text())["config"]["preset_name"] for m in manifests] == ["bm25", "reme"]
 
 
-def test_cli_help_and_unknown_command():
+def test_cli_help_unknown_command_and_mistyped_options():
     assert "recall <command>" in _cli("--help").stdout
     p = _cli("rnu")
     assert p.returncode == 2 and "did you mean 'run'" in p.stderr
+    from pipeline.cli import check_overrides
+    from pipeline.errors import UserError
+
+    with pytest.raises(UserError, match="preset='bestt' is not valid \\(did you mean 'best'\\?\\)"):
+        check_overrides(["preset=bestt"])
+    with pytest.raises(UserError, match="data='locomoo' is not valid \\(did you mean 'locomo'\\?\\)"):
+        check_overrides(["data=sample,locomoo"])
+    with pytest.raises(UserError, match="unknown option 'preest'.*did you mean 'preset'"):
+        check_overrides(["preest=best"])
+    check_overrides(["preset=best,bm25", "k=5", "fusion.weights.dense=0.3", "+graph.x=1", "--multirun"])
 
 
 def test_diffuse_none_changes_only_the_graph_term(compose, tmp_path):
