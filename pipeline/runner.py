@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io
 from pipeline.errors import ConfigError
-from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph, novelty, signals
+from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph, novelty, score, signals
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
@@ -63,18 +63,20 @@ def embed_texts(nodes: pl.DataFrame, include_title: bool) -> list[str]:
     return [t if not ti or t.startswith(ti) else f"{ti}\n{t}" for t, ti in zip(texts, nodes["title"].to_list())]
 
 
-def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str]) -> pl.DataFrame:
+def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str],
+              extra: list[str] = ()) -> pl.DataFrame:
     found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]
-    for extra in ("residual", "graph"):
-        if extra in sel.columns:
-            found.append(pl.when(pl.col(extra) > 0).then(pl.lit(extra)))
+    for comp in ("residual", "graph"):
+        if comp in sel.columns:
+            found.append(pl.when(pl.col(comp) > 0).then(pl.lit(comp)))
     out = sel.with_columns(
         query_id=pl.Series(queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String),
         node_id=pl.Series(ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String),
         channel=pl.concat_str(found, separator="+", ignore_nulls=True),
     )
     cols = ["query_id", "rank", "node_id", "score", "channel", *enabled, "fused",
-            *[c for c in ("residual", "graph", "dpp_gain") if c in sel.columns]]
+            *[c for c in ("residual", "graph") if c in sel.columns], *extra,
+            *(["dpp_gain"] if "dpp_gain" in sel.columns else [])]
     if "doc_id" in ds_nodes.columns:
         out = out.with_columns(doc_id=pl.Series(ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String))
         cols.insert(3, "doc_id")
@@ -96,12 +98,6 @@ def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: lis
             out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
     out = fuse.fuse(out.drop("fused"), enabled, fusion["method"], **{k: v for k, v in fusion.items() if k != "method"})
     return out.with_columns(pl.col(column).fill_null(0.0))
-
-
-def score_expr(terms: dict, columns: list[str]) -> pl.Expr:
-    """The final score: Σ weight·column over the configured terms present (``fused`` at least)."""
-    parts = [float(w) * pl.col(c).fill_null(0.0).cast(pl.Float64) for c, w in terms.items() if c in columns and w]
-    return pl.sum_horizontal(parts) if parts else pl.col("fused")
 
 
 def run_now(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> dt.datetime:
@@ -177,28 +173,34 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
             edges = graph.build(nodes, ds.edges, graph.GraphParams(**OmegaConf.to_container(cfg.graph)), xb, ds.skipped)
         timer.rows["graph_edges"] = edges.height
 
-    freshness = {"status": "disabled"}
+    freshness, sig_table = {"status": "disabled"}, None
     if cfg.signals.enabled:
         with timer.stage("signals"):
             sig_p = signals.SignalsParams(**OmegaConf.to_container(cfg.signals, resolve=True))
-            table, freshness = signals.resolve(nodes, edges, run_now(cfg, nodes, queries), sig_p)
-            if table is not None and cfg.signals.path is None:
-                io.write_parquet(out_dir / "signals.parquet", table)
+            sig_table, freshness = signals.resolve(nodes, edges, run_now(cfg, nodes, queries), sig_p)
+            if sig_table is not None and cfg.signals.path is None:
+                io.write_parquet(out_dir / "signals.parquet", sig_table)
 
     if cfg.diffuse.method != "none":
         with timer.stage("diffuse"):
             dp = diffuse.DiffusionParams(**cfg.diffuse)
-            extra = None
+            seeds_extra = None
             if "residual" in cand.columns and cfg.novelty.seed_diffusion:
-                extra = cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual")
-            g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived, extra)
+                seeds_extra = cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual")
+            g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived, seeds_extra)
             cand = add_component(cand, g, "graph", enabled, xb, xq, params)
         timer.rows["graph_hits"] = g.height
 
+    with timer.stage("score"):
+        terms, factors = dict(cfg.score.terms), list(cfg.score.factors)
+        names = [n for n, w in terms.items() if w] + factors
+        cand = score.attach(cand, nodes, queries, sig_table, names, run_now(cfg, nodes, queries))
+        cand = score.compute(cand, terms, factors, bool(cfg.score.normalize))
+
     with timer.stage("select"):
-        cand = cand.with_columns(score=score_expr(cfg.score.terms, cand.columns))
         sel = select(cand, int(cfg.k), SelectParams(**cfg.select), xb, device)
-        recall = to_recall(sel, nodes, queries, enabled)
+        extra = [n for n in names if n in score.TERMS or n in score.FACTORS]
+        recall = to_recall(sel, nodes, queries, enabled, extra)
     timer.rows["recall"] = recall.height
 
     with timer.stage("export"):

@@ -37,6 +37,7 @@ class LexicalParams:
     stopwords: str | None = "en"
     stemmer: str | None = None
     dedupe_query_terms: bool = False
+    idf: str = "lucene"  # lucene (bm25s) | fts5 (SQLite FTS5, OKS)
     field_weights: dict = field(default_factory=lambda: {"title": 5.0, "tags": 3.0, "body": 1.0, "code": 0.5})
 
 
@@ -81,7 +82,7 @@ def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb:
             D, I = dense.search(index, xq[qs], dense_p.candidates)
             lists.append(_long(qs, nodes_s, topk_dense(D, I, dense_p.candidates), "dense"))
         if use_lex:
-            s_mat = lexical.bm25_matrix(tokens, lex_p.field_weights, nodes_s, lex_p.k1, lex_p.b)
+            s_mat = lexical.bm25_matrix(tokens, lex_p.field_weights, nodes_s, lex_p.k1, lex_p.b, lex_p.idf)
             r = lexical.score(q_terms[qs], s_mat)
             lists.append(_long(qs, nodes_s, topk_sparse(r, lex_p.candidates), "lexical"))
         cand = lists[0]

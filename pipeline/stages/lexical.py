@@ -69,8 +69,14 @@ def tokenize_queries(tokenizer, texts: list[str], vocab: dict[str, int], dedupe:
 
 
 def bm25_matrix(tokens: Tokens, weights: dict[str, float], rows: np.ndarray | None = None,
-                k1: float = 1.5, b: float = 0.75) -> sp.csr_matrix:
-    """(n_docs, V) BM25 term scores for the documents ``rows`` (all when None); IDF over those rows."""
+                k1: float = 1.5, b: float = 0.75, idf: str = "lucene") -> sp.csr_matrix:
+    """(n_docs, V) BM25 term scores for the documents ``rows`` (all when None); IDF over those rows.
+
+    ``idf="lucene"``: ln(1 + (N − df + 0.5)/(df + 0.5)), tf/(tf + k1·norm) (bm25s default);
+    ``idf="fts5"``: SQLite FTS5 (OKS): ln((N − df + 0.5)/(df + 0.5)) floored at 1e-6, tf·(k1+1)/(tf + k1·norm).
+    """
+    if idf not in ("lucene", "fts5"):
+        raise ConfigError(f"lexical.idf={idf!r}; choose from ['fts5', 'lucene']")
     unknown = set(weights) - set(FIELDS)
     if unknown:
         raise ConfigError(f"lexical.field_weights has unknown fields {sorted(unknown)}; choose from {list(FIELDS)}")
@@ -81,11 +87,15 @@ def bm25_matrix(tokens: Tokens, weights: dict[str, float], rows: np.ndarray | No
     length = np.asarray(sum(m for f, m in mats.items() if weights.get(f, 0.0)).sum(axis=1)).ravel()
     avgdl = max(float(length.mean()) if n else 0.0, 1e-9)
     df = np.bincount(tf.indices, minlength=tf.shape[1]).astype(np.float64)
-    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    if idf == "lucene":
+        w_idf, top = np.log1p((n - df + 0.5) / (df + 0.5)), 1.0
+    else:
+        w_idf, top = np.log(np.maximum((n - df + 0.5) / (df + 0.5), 1e-300)), k1 + 1.0
+        w_idf = np.where(w_idf <= 0, 1e-6, w_idf)
     norm = k1 * (1.0 - b + b * length / avgdl)
     out = tf.copy().astype(np.float32)
     row_of = np.repeat(np.arange(n), np.diff(out.indptr))
-    out.data = (idf[out.indices] * out.data / (out.data + norm[row_of])).astype(np.float32)
+    out.data = (w_idf[out.indices] * out.data * top / (out.data + norm[row_of])).astype(np.float32)
     return out
 
 

@@ -1,0 +1,171 @@
+"""TREC run and qrels files: write ours, read anyone's, and import a run file as a run directory.
+
+Run lines are ``q_id Q0 doc_id rank score tag``; qrels lines are ``q_id 0 doc_id relevance``.
+Tools that read run files (trec_eval, ranx) order a query's results by score, not by the rank
+column, so tied scores lose our order: ``score="rank"`` writes ``1/rank`` to keep it exactly.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import io as _io
+import warnings
+from pathlib import Path
+
+import polars as pl
+
+from pipeline import io
+from pipeline.errors import ConfigError, DataError, choose
+
+LEVELS = ("node_id", "doc_id")
+SCORES = ("score", "rank")
+QRELS_FILE = "qrels.txt"
+
+
+def to_ranking(recall: pl.DataFrame, level: str = "node_id") -> pl.DataFrame:
+    """recall (query_id, rank, <level>, score) → (query_id, <level>, rank, score), ranks 1..n per query.
+
+    ``level="doc_id"`` maps units to their document and keeps each document's first (best) rank,
+    as doc-level evaluation does.
+    """
+    choose("level", level, LEVELS)
+    missing = [c for c in ("query_id", "rank", level, "score") if c not in recall.columns]
+    if missing:
+        raise ConfigError(f"recall frame lacks columns {missing}; it has {recall.columns}")
+    run = recall.select("query_id", level, "rank", "score").sort("query_id", "rank")
+    if level == "doc_id":
+        run = run.unique(["query_id", "doc_id"], keep="first", maintain_order=True)
+    return run.with_columns(rank=pl.int_range(1, pl.len() + 1).over("query_id").cast(pl.Int32))
+
+
+def write_run(recall: pl.DataFrame, path: str | Path, tag: str, level: str = "node_id",
+              score: str = "score") -> Path:
+    """Write ``recall`` as a TREC run file (atomically); returns the path.
+
+    score: ``"score"`` writes the stored score (warns if a query has tied scores),
+    ``"rank"`` writes ``1/rank`` so every consumer sees exactly our order.
+    """
+    choose("score", score, SCORES)
+    if not tag or any(c.isspace() for c in tag):
+        raise ConfigError(f"tag={tag!r}: a TREC tag must be one non-empty word without spaces")
+    run = to_ranking(recall, level)
+    _check_no_space(run, ("query_id", level), str(path))
+    if score == "rank":
+        run = run.with_columns(score=1.0 / pl.col("rank"))
+    elif run.select((pl.col("score").diff().over("query_id") == 0).any()).item():
+        warnings.warn(f"{path}: some queries have tied scores; tools that sort by score may reorder them "
+                      "(write with score='rank' to keep the exact order)", stacklevel=2)
+    out = run.select("query_id", pl.lit("Q0").alias("q0"), level, "rank", pl.col("score").cast(pl.Float64),
+                     pl.lit(tag).alias("tag"))
+    buf = _io.BytesIO()
+    out.write_csv(buf, separator=" ", include_header=False, quote_style="never")
+    io.atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
+
+
+def read_run(path: str | Path, level: str = "node_id") -> pl.DataFrame:
+    """Read a TREC run file → (query_id, <level>, rank, score); raises DataError on a bad line."""
+    choose("level", level, LEVELS)
+    rows: list[tuple[str, str, int, float]] = []
+    seen: set[tuple[str, str]] = set()
+    for n, fields in _lines(path, 6, "q_id Q0 doc_id rank score tag"):
+        rank = _number(int, fields[3], path, n, "rank", "an integer rank ≥ 1")
+        score = _number(float, fields[4], path, n, "score", "a number")
+        if rank < 1:
+            raise DataError(str(path), f"rank {rank} is below 1", "ranks start at 1", row=n, field="rank")
+        if (fields[0], fields[2]) in seen:
+            raise DataError(str(path), f"doc {fields[2]!r} appears twice for query {fields[0]!r}",
+                            "keep one line per (query, doc)", row=n)
+        seen.add((fields[0], fields[2]))
+        rows.append((fields[0], fields[2], rank, score))
+    return pl.DataFrame(rows, schema={"query_id": pl.String, level: pl.String, "rank": pl.Int32,
+                                      "score": pl.Float64}, orient="row")
+
+
+def write_qrels(qrels: pl.DataFrame, path: str | Path) -> Path:
+    """Write qrels (query_id, node_id|doc_id, relevance) as a TREC qrels file; returns the path."""
+    level = "doc_id" if "doc_id" in qrels.columns else "node_id"
+    out = qrels.select("query_id", pl.lit(0).alias("iter"), level, pl.col("relevance").cast(pl.Int64))
+    out = out.sort("query_id", level)
+    _check_no_space(out, ("query_id", level), str(path))
+    buf = _io.BytesIO()
+    out.write_csv(buf, separator=" ", include_header=False, quote_style="never")
+    io.atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
+
+
+def read_qrels(path: str | Path, level: str = "node_id") -> pl.DataFrame:
+    """Read a TREC qrels file → (query_id, <level>, relevance); raises DataError on a bad line."""
+    choose("level", level, LEVELS)
+    rows = [(f[0], f[2], _number(int, f[3], path, n, "relevance", "an integer relevance"))
+            for n, f in _lines(path, 4, "q_id 0 doc_id relevance")]
+    return pl.DataFrame(rows, schema={"query_id": pl.String, level: pl.String, "relevance": pl.Int32},
+                        orient="row")
+
+
+def import_run(run_path: str | Path, out_dir: str | Path, qrels_path: str | Path | None = None,
+               level: str = "node_id", name: str | None = None) -> Path:
+    """Turn a TREC run file into a run directory that ``report`` and ``compare`` accept.
+
+    Writes recall.parquet, metrics.json (when qrels are given; the qrels are copied to
+    ``qrels.txt`` so ``compare`` finds them) and manifest.json last. Returns ``out_dir``.
+    """
+    from pipeline.stages import evaluate
+
+    out_dir = Path(out_dir)
+    run = read_run(run_path, level).sort("query_id", "rank", pl.col("score"), descending=[False, False, True])
+    run = run.with_columns(rank=pl.int_range(1, pl.len() + 1).over("query_id").cast(pl.Int32))
+    other = "doc_id" if level == "node_id" else "node_id"
+    recall = run.select("query_id", "rank", level, pl.col(level).alias(other), "score", channel=pl.lit("trec"))
+    recall = recall.select("query_id", "rank", "node_id", "doc_id", "score", "channel")
+    (out_dir / "manifest.json").unlink(missing_ok=True)
+    io.write_parquet(out_dir / "recall.parquet", recall)
+    outputs, data = ["recall.parquet"], {"name": "trec", "run_file": str(run_path)}
+    if qrels_path is not None:
+        qrels = read_qrels(qrels_path, level)
+        write_qrels(qrels, out_dir / QRELS_FILE)
+        queries = recall.select("query_id").unique(maintain_order=True)
+        io.write_json(out_dir / "metrics.json", evaluate.evaluate_run(recall, qrels, queries, level))
+        outputs += [QRELS_FILE, "metrics.json"]
+        data |= {"qrels_file": QRELS_FILE, "qrels_level": level}
+    manifest = {"config": {"preset_name": name or Path(run_path).stem, "data": data},
+                "dataset": "trec", "imported_from": str(run_path), "outputs": sorted(outputs),
+                "rows": {"recall": recall.height, "queries": recall["query_id"].n_unique()}, "timings_s": {},
+                "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    io.write_json(out_dir / "manifest.json", manifest)
+    return out_dir
+
+
+def _lines(path: str | Path, n_fields: int, layout: str):
+    """Yield (line number, fields) of the non-blank lines; DataError on a wrong field count."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(str(path), "file not found", "pass the path of an existing TREC file")
+    any_line = False
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != n_fields:
+                raise DataError(str(path), f"{len(fields)} fields in {line.strip()[:80]!r}, expected {n_fields}",
+                                f"write each line as '{layout}', separated by spaces", row=n)
+            any_line = True
+            yield n, fields
+    if not any_line:
+        raise DataError(str(path), "the file has no lines", f"write one '{layout}' line per result")
+
+
+def _number(kind: type, text: str, path, n: int, field: str, want: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise DataError(str(path), f"{field} {text!r} is not {want}", f"put {want} in the {field} column",
+                        row=n, field=field) from None
+
+
+def _check_no_space(frame: pl.DataFrame, columns, where: str) -> None:
+    for col in columns:
+        bad = frame.filter(pl.col(col).cast(pl.String).str.contains(r"\s"))
+        if bad.height:
+            raise DataError(where, f"{col} {bad[col][0]!r} contains whitespace, which TREC files cannot hold",
+                            f"rename the ids so that no {col} contains spaces", field=col)

@@ -1,0 +1,153 @@
+"""Final score: ``(Σ_t w_t·term_t) / (Σ_t w_t if normalize) × Π_f factor_f``, every term and factor a
+column of ``recall.parquet``.
+
+A term is a candidate column (``fused``, ``graph``, ``residual``, ``dense``…) or a registered term
+function; factors are registered functions. New ones are added with ``@term``/``@factor``, not by
+editing an if-chain. Node attributes (importance, created_at, …) and signals are joined by node.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Callable
+
+import polars as pl
+
+from pipeline.errors import ConfigError
+
+TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
+FACTORS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
+NEEDS: dict[str, tuple[str, ...]] = {}  # node / signal columns a term or factor reads
+DAY_US = 86_400 * 1_000_000
+
+
+def term(name: str, needs: tuple[str, ...] = ()):
+    def wrap(fn):
+        TERMS[name], NEEDS[name] = fn, needs
+        return fn
+    return wrap
+
+
+def factor(name: str, needs: tuple[str, ...] = ()):
+    def wrap(fn):
+        FACTORS[name], NEEDS[name] = fn, needs
+        return fn
+    return wrap
+
+
+def _clip01(e: pl.Expr) -> pl.Expr:
+    return e.fill_null(0.0).cast(pl.Float64).clip(0.0, 1.0)
+
+
+def _days(col: str) -> pl.Expr:
+    """Whole-run days between the query's ``now`` and a node timestamp (≥ 0; null → 0)."""
+    delta = (pl.col("now") - pl.col(col)).dt.total_microseconds() / DAY_US
+    return delta.fill_null(0.0).clip(lower_bound=0.0)
+
+
+@term("bme_graph")
+def _bme_graph(df: pl.DataFrame) -> pl.Expr:  # BME: clip(graphScore / 2, 0, 1)
+    return _clip01(pl.col("graph") / 2.0)
+
+
+@term("bme_dense")
+def _bme_dense(df: pl.DataFrame) -> pl.Expr:
+    return _clip01(pl.col("dense"))
+
+
+@term("lexical_max")
+def _lexical_max(df: pl.DataFrame) -> pl.Expr:  # lexical / per-query max, in [0, 1]
+    x = pl.col("lexical").fill_null(0.0).cast(pl.Float64)
+    mx = x.max().over("query_idx")
+    return pl.when(mx > 0).then(x / mx).otherwise(0.0)
+
+
+@term("importance", needs=("importance",))
+def _importance(df: pl.DataFrame) -> pl.Expr:  # BME: clip(importance / 10), default 5
+    return _clip01(pl.col("importance").fill_null(5.0) / 10.0)
+
+
+@term("memory_curve", needs=("memory_score",))
+def _memory_curve(df: pl.DataFrame) -> pl.Expr:  # OKS memory curve (signals), as a term
+    return pl.col("memory_score").fill_null(0.0).cast(pl.Float64)
+
+
+@factor("bme_time_decay", needs=("created_at",))
+def _bme_time_decay(df: pl.DataFrame) -> pl.Expr:  # 0.8 + 0.2 / (1 + ln(1 + days since created))
+    return 0.8 + 0.2 / (1.0 + (1.0 + _days("created_at")).log(math.e))
+
+
+@factor("reme_inbound", needs=("inbound",))
+def _reme_inbound(df: pl.DataFrame) -> pl.Expr:  # 1 + 0.15·ln(1 + inbound)
+    return 1.0 + 0.15 * (1.0 + pl.col("inbound").fill_null(0).cast(pl.Float64)).log(math.e)
+
+
+@factor("reme_recency", needs=("updated_at", "created_at"))
+def _reme_recency(df: pl.DataFrame) -> pl.Expr:  # exp(−Δt / 60 d) since the last update (or creation)
+    return (-_days("last_update") / 60.0).exp()
+
+
+@factor("reme_community", needs=("community",))
+def _reme_community(df: pl.DataFrame) -> pl.Series:  # ×1.2 in the community of a top-3 fused node
+    top = (df.filter(pl.col("community").is_not_null())
+           .sort(["query_idx", "fused", "node_idx"], descending=[False, True, False])
+           .group_by("query_idx", maintain_order=True).head(3)
+           .group_by("query_idx").agg(seed_comms=pl.col("community")))
+    hit = df.select("query_idx", "community").join(top, on="query_idx", how="left", maintain_order="left")
+    same = hit["seed_comms"].list.contains(hit["community"]).fill_null(False)
+    return pl.Series(same.cast(pl.Float64) * 0.2 + 1.0)
+
+
+def attach(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, signals: pl.DataFrame | None,
+           names: list[str], now: dt.datetime) -> pl.DataFrame:
+    """Join the node/signal columns the chosen terms and factors read, and each query's ``now``."""
+    need = {c for n in names for c in NEEDS.get(n, ())}
+    node_cols = [c for c in need if c in nodes.columns]
+    out = cand
+    if node_cols:
+        out = out.join(nodes.select(node_cols).with_row_index("node_idx").cast({"node_idx": pl.Int64}),
+                       on="node_idx", how="left")
+    sig_cols = [c for c in need if signals is not None and c in signals.columns and c not in node_cols]
+    if sig_cols:
+        out = out.join(signals.select(sig_cols).with_row_index("node_idx").cast({"node_idx": pl.Int64}),
+                       on="node_idx", how="left")
+    for c in sorted(need - set(out.columns) - {"updated_at"}):
+        dtype = pl.Datetime("us", "UTC") if c.endswith("_at") else pl.Float64
+        out = out.with_columns(pl.lit(None, dtype=dtype).alias(c))
+    qnow = queries["now"] if "now" in queries.columns else pl.Series([None] * queries.height, dtype=pl.Datetime("us", "UTC"))
+    now_tbl = pl.DataFrame({"query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
+                            "now": qnow.cast(pl.Datetime("us", "UTC")).fill_null(now)})
+    out = out.join(now_tbl, on="query_idx", how="left")
+    if "reme_recency" in names:
+        upd = pl.col("updated_at") if "updated_at" in out.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+        out = out.with_columns(last_update=pl.coalesce(upd, pl.col("created_at")))
+    return out
+
+
+def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool) -> pl.DataFrame:
+    """Adds each registered term/factor as a column, and ``score``. Components a registered term reads
+    but this run did not produce (``graph`` with ``diffuse=none``) count as 0."""
+    missing = [c for c in ("dense", "lexical", "graph", "residual", "fused") if c not in cand.columns]
+    cand = cand.with_columns([pl.lit(0.0).alias(c) for c in missing])
+    parts, total = [], 0.0
+    for name, w in terms.items():
+        if not w:
+            continue
+        if name in TERMS:
+            cand = cand.with_columns(TERMS[name](cand).alias(name))
+        elif name not in cand.columns or name in missing:
+            continue  # a component this run did not produce (e.g. graph with diffuse=none)
+        parts.append(float(w) * pl.col(name).fill_null(0.0).cast(pl.Float64))
+        total += float(w)
+    if not parts:
+        raise ConfigError(f"score.terms={dict(terms)} selects no component; choose from the candidate columns "
+                          f"or {sorted(TERMS)}")
+    score = pl.sum_horizontal(parts)
+    if normalize:
+        score = score / max(total, 1e-6)
+    for f in factors:
+        if f not in FACTORS:
+            raise ConfigError(f"score.factors: unknown factor {f!r}; choose from {sorted(FACTORS)}")
+        cand = cand.with_columns(FACTORS[f](cand).alias(f))
+        score = score * pl.col(f)
+    return cand.with_columns(score=score).drop(missing)
