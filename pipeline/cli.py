@@ -15,11 +15,21 @@ from omegaconf import DictConfig
 from pipeline.errors import UserError, choose
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
-COMMANDS = {"run": "run recall for every query of a dataset and write a run directory"}
+COMMANDS = {
+    "run": "run recall for every query of a dataset and write a run directory",
+    "compare": "compare finished runs (metrics, paired t-tests vs a baseline, per group)",
+    "report": "write report.md / report.html with plots for a finished run",
+    "export-trec": "write a run's recall as a TREC run file (qid Q0 docid rank score tag)",
+    "import-trec": "turn an external TREC run file into a run directory (to compare or fuse)",
+}
 USAGE = """usage: recall <command> [overrides]
 
 commands:
-  run        {run}
+  run          {run}
+  compare      recall compare <run dirs or one sweep dir> [--baseline NAME] [--out DIR]
+  report       recall report <run dir>
+  export-trec  recall export-trec <run dir> <file> [--level node_id|doc_id] [--tag NAME]
+  import-trec  recall import-trec <run file> --out DIR [--qrels FILE] [--level node_id|doc_id]
 
 common overrides (Hydra syntax, any config key works):
   data=sample|workspace|locomo|beir|scifact|musique   data.path=<file or folder>
@@ -105,8 +115,61 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if cmd != "run":
+        try:
+            return tool(cmd, rest)
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
     sys.argv = [f"recall {cmd}", *rest]
     _run()
+    return 0
+
+
+def tool(cmd: str, args: list[str]) -> int:
+    """The commands on finished runs (no Hydra): compare, report, export-trec, import-trec."""
+    import argparse
+
+    import polars as pl
+
+    from pipeline import report
+
+    ap = argparse.ArgumentParser(prog=f"recall {cmd}", description=COMMANDS[cmd])
+    if cmd == "compare":
+        ap.add_argument("runs", nargs="+", help="run directories, or one sweep directory")
+        ap.add_argument("--baseline", default=None, help="run name to test against (default: the first)")
+        ap.add_argument("--out", default=None, help="write compare.md / compare.html here")
+        a = ap.parse_args(args)
+        runs = [Path(r) for r in a.runs]
+        one_sweep = len(runs) == 1 and not (runs[0] / "manifest.json").exists()
+        res = report.compare_dir(runs[0], baseline=a.baseline) if one_sweep else report.compare(runs, baseline=a.baseline)
+        print(report.format_table(res))
+        if a.out:
+            md, html = report.compare_report(res, a.out)
+            print(f"report: {md} {html}")
+    elif cmd == "report":
+        ap.add_argument("run_dir")
+        md, html = report.run_report(ap.parse_args(args).run_dir)
+        print(f"report: {md} {html}")
+    elif cmd == "export-trec":
+        ap.add_argument("run_dir")
+        ap.add_argument("path")
+        ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
+        ap.add_argument("--tag", default=None)
+        a = ap.parse_args(args)
+        rec = Path(a.run_dir) / "recall.parquet"
+        if not rec.exists():
+            raise UserError(f"{a.run_dir}: no recall.parquet; pass a finished run directory")
+        out = report.write_run(pl.read_parquet(rec), a.path, tag=a.tag or Path(a.run_dir).name, level=a.level,
+                               score="rank")
+        print(f"wrote {out}")
+    else:
+        ap.add_argument("run_file")
+        ap.add_argument("--out", required=True)
+        ap.add_argument("--qrels", default=None)
+        ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
+        a = ap.parse_args(args)
+        print(f"wrote {report.import_run(a.run_file, a.out, a.qrels, a.level)}")
     return 0
 
 

@@ -222,4 +222,9 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
     }
     io.write_json(out_dir / "manifest.json", manifest)
+    if cfg.report:
+        from pipeline.report import run_report
+
+        with timer.stage("report"):
+            run_report(out_dir)  # a view of the finished run, written after the manifest
     return {"out_dir": str(out_dir), "metrics": metrics, "manifest": manifest}
