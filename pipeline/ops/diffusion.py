@@ -73,7 +73,8 @@ def pedsa(adj, inhib, e0, *, steps: int = 2, decay: float = 0.6, alpha: float = 
         if alpha > 0:
             mixed = xp.clip((1.0 - alpha) * nxt + alpha * seeds, -clamp, clamp)
             nxt = xp.where(is_seed, xp.where(xp.abs(mixed) >= min_energy, mixed, 0.0), nxt)
-        nxt = xp.where(topk_abs_mask(nxt, top_k), nxt, 0.0)
+        if int((nxt != 0).sum(axis=0).max(initial=0)) > top_k:  # pruning only when a column needs it
+            nxt = xp.where(topk_abs_mask(nxt, top_k), nxt, 0.0)
         result = xp.where(xp.abs(nxt) > xp.abs(result), nxt, result)
         frontier = nxt
         if not bool((frontier != 0).any()):
