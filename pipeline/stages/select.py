@@ -24,6 +24,7 @@ class SelectParams:
     quality_weight: float = 1.0  # dpp
     lam: float = 0.7  # mmr
     batch: int = 4096  # queries per torch batch
+    dtype: str = "float32"  # float64 for bit-for-bit parity with the float64 reference kernels
 
 
 def ranked(cand: pl.DataFrame) -> pl.DataFrame:
@@ -59,9 +60,9 @@ def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = 
         emb = torch.as_tensor(xb[np.maximum(node[e], 0)], device=device)
         q = torch.as_tensor(score[e], device=device)
         if p.method == "dpp":
-            sel, gain = dpp_greedy(q, emb, k, valid, quality_weight=p.quality_weight)
+            sel, gain = dpp_greedy(q, emb, k, valid, quality_weight=p.quality_weight, dtype=getattr(torch, p.dtype))
         else:
-            sel, gain = mmr_greedy(q, emb, k, p.lam, valid), None
+            sel, gain = mmr_greedy(q, emb, k, p.lam, valid, dtype=getattr(torch, p.dtype)), None
         picks.append(sel.cpu().numpy())
         gains.append(np.full(sel.shape, np.nan) if gain is None else gain.cpu().numpy())
     sel, gain = np.concatenate(picks), np.concatenate(gains)
