@@ -10,13 +10,23 @@ from pathlib import Path
 import polars as pl
 
 
+def fault_point(name: str) -> None:
+    """Crash-safety tests set ``RECALL_FAULT_AT=<name>`` to SIGKILL the process exactly here."""
+    if os.environ.get("RECALL_FAULT_AT") == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            fh.write(data[: len(data) // 2])
+            fault_point(f"write:{path.name}")  # half of the bytes are in the temp file here
+            fh.write(data[len(data) // 2:])
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -50,6 +50,7 @@ class Timer:
 
     @contextmanager
     def stage(self, name: str):
+        io.fault_point(f"stage:{name}")
         t0 = time.perf_counter()
         log.info("stage %s ...", name)
         yield
