@@ -12,6 +12,14 @@ from pipeline.errors import ConfigError, choose
 
 log = logging.getLogger(__name__)
 DEVICES = ("auto", "cpu", "cuda")
+FALLBACKS: list[str] = []  # why this run fell back (device, GPU libraries); copied into the manifest
+
+
+def fallback(reason: str) -> None:
+    """Log a fallback once and remember it for the manifest."""
+    if reason not in FALLBACKS:
+        FALLBACKS.append(reason)
+        log.warning(reason)
 
 
 def has_cuda() -> bool:
@@ -42,7 +50,7 @@ def resolve_device(name: str) -> str:
         return "cuda"
     if name == "cuda":
         raise ConfigError("device=cuda but torch sees no CUDA GPU; use device=auto or device=cpu")
-    log.info("device=auto: torch sees no CUDA GPU; using cpu")
+    fallback("device=auto: torch sees no CUDA GPU; using cpu")
     return "cpu"
 
 

@@ -101,6 +101,18 @@ def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: lis
     return out.with_columns(pl.col(column).fill_null(0.0))
 
 
+def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Nodes sorted by node_id; nodes and queries whose text is empty or whitespace are skipped and
+    counted (``skipped.empty_node_text`` / ``skipped.empty_query_text``)."""
+    blank = pl.col("text").str.strip_chars().str.len_chars() == 0
+    nodes, queries = ds.nodes.filter(~blank), ds.queries.filter(~blank)
+    ds.skipped["empty_node_text"] += ds.nodes.height - nodes.height
+    ds.skipped["empty_query_text"] += ds.queries.height - queries.height
+    if nodes.height == 0:
+        raise ConfigError(f"data={ds.name}: no node has any text; nothing can be recalled")
+    return nodes.sort("node_id"), queries
+
+
 def run_now(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> dt.datetime:
     """The run's reference time: ``now=`` if set, else the latest query ``now``, else the latest node
     timestamp, else 1970-01-01 — never the wall clock, so reruns give the same bytes."""
@@ -121,13 +133,13 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "manifest.json").unlink(missing_ok=True)  # no stale "finished" marker while we work
     timer = Timer()
+    backend.FALLBACKS.clear()
     device = backend.resolve_device(cfg.device)
     enabled = list(cfg.channels)
 
     with timer.stage("ingest"):
         ds = dataset if dataset is not None else call_target(cfg.data)
-        nodes = ds.nodes.sort("node_id")
-        queries = ds.queries
+        nodes, queries = drop_empty(ds)
     timer.rows |= {"nodes": nodes.height, "queries": queries.height,
                    "edges": 0 if ds.edges is None else ds.edges.height}
     if queries.height == 0:
@@ -203,6 +215,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         extra = [n for n in names if n in score.TERMS or n in score.FACTORS]
         recall = to_recall(sel, nodes, queries, enabled, extra)
     timer.rows["recall"] = recall.height
+    timer.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
 
     with timer.stage("export"):
         io.write_parquet(out_dir / "recall.parquet", recall)
@@ -219,7 +232,8 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         "config": container, "config_hash": io.config_hash(container),
         "dataset": ds.name, "inputs": ds.fingerprints, "versions": versions(),
         "device": device, "timings_s": timer.seconds, "rows": timer.rows,
-        "skipped": dict(ds.skipped), "embedded_texts": n_embedded, "signals_freshness": freshness,
+        "skipped": {k: v for k, v in sorted(ds.skipped.items()) if v}, "fallbacks": backend.FALLBACKS[:],
+        "embedded_texts": n_embedded, "signals_freshness": freshness,
         "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
     }
     io.write_json(out_dir / "manifest.json", manifest)

@@ -83,7 +83,10 @@ def _note_rows(root: Path, path: Path, skipped: Counter) -> tuple[list[dict], li
         "visibility": _list(meta.get("visibility"), where, "visibility"),
     }
     rows, links = [], []
-    for seq, s in enumerate(parse_sections(body, used, title)):
+    sections = parse_sections(body, used, title)
+    if not sections:
+        skipped["empty_note"] += 1
+    for seq, s in enumerate(sections):
         if not s.text and not s.code:
             skipped["empty_section"] += 1
             continue

@@ -43,6 +43,8 @@ def _to_device(adj, inhib, e0, device: str):
         import cupyx.scipy.sparse as cusp
 
         return cusp.csr_matrix(adj), cusp.csr_matrix(inhib), cupy.asarray(e0)
+    if device == "cuda":
+        backend.fallback("CuPy is not installed; graph diffusion on cpu (scipy.sparse)")
     return adj, inhib, e0
 
 

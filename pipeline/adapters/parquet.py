@@ -1,0 +1,56 @@
+"""Parquet adapter: a folder holding the contract's tables as Parquet files.
+
+``nodes.parquet`` is required; ``edges.parquet``, ``queries.parquet`` and ``qrels.parquet`` are
+optional. Every table is validated (``pipeline.schema.conform``); dangling and self-loop edges are
+dropped and counted in ``skipped``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.adapters.common import sha256_file, slice_queries
+from pipeline.dataset import Dataset
+from pipeline.errors import DataError
+from pipeline.schema import conform
+
+
+def _read(path: Path, table: str) -> pl.DataFrame:
+    try:
+        df = pl.read_parquet(path)
+    except Exception as exc:  # polars/arrow raise several types for unreadable files
+        raise DataError(str(path), f"cannot be read as Parquet ({str(exc).splitlines()[0][:200]})",
+                        f"write the {table} table with polars/pyarrow write_parquet") from None
+    return conform(df, table, str(path))
+
+
+def load(path: str, *, name: str = "parquet", limit_queries: int | None = None) -> Dataset:
+    root = Path(path)
+    nodes_path = root / "nodes.parquet"
+    if not nodes_path.is_file():
+        raise DataError(str(nodes_path), "not found", "point data.path at a folder with nodes.parquet")
+    skipped: Counter = Counter()
+    nodes = _read(nodes_path, "nodes")
+    files = [nodes_path]
+    edges = queries = qrels = None
+    if (root / "edges.parquet").is_file():
+        edges = _read(root / "edges.parquet", "edges")
+        files.append(root / "edges.parquet")
+        ids = nodes["node_id"].implode()
+        dangling = ~(pl.col("src").is_in(ids) & pl.col("dst").is_in(ids))
+        skipped["edge_dangling"] += edges.filter(dangling).height
+        skipped["edge_self_loop"] += edges.filter(~dangling & (pl.col("src") == pl.col("dst"))).height
+        edges = edges.filter(~dangling & (pl.col("src") != pl.col("dst")))
+    if (root / "queries.parquet").is_file():
+        queries = _read(root / "queries.parquet", "queries")
+        files.append(root / "queries.parquet")
+    if (root / "qrels.parquet").is_file():
+        qrels = _read(root / "qrels.parquet", "qrels")
+        files.append(root / "qrels.parquet")
+    if queries is None:
+        queries = pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    ds = Dataset(name=name, nodes=nodes, queries=queries, edges=edges, qrels=qrels,
+                 fingerprints={str(f): sha256_file(f) for f in files}, skipped=skipped)
+    return slice_queries(ds, limit_queries)
