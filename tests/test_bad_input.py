@@ -159,3 +159,56 @@ def test_parquet_nodes_property(tmp_path_factory, mutation, texts):
         assert "no node has any text" in str(exc)
         return
     assert (t / "o" / "manifest.json").exists()
+
+
+JSONS = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=8),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(
+                         st.sampled_from(["sample_id", "conversation", "qa", "question", "evidence", "category",
+                                          "session_1", "session_1_date_time", "speaker", "dia_id", "text", "id",
+                                          "paragraphs", "title", "paragraph_text", "is_supporting", "_id"]), c, max_size=5),
+                     max_leaves=12)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=JSONS, which=st.sampled_from(["locomo", "musique", "beir"]))
+def test_json_adapters_property(tmp_path_factory, doc, which):
+    """Arbitrary JSON in the shape of each source: a UserError naming the file, or a Dataset."""
+    from pipeline.adapters import beir, locomo, musique
+    from pipeline.errors import UserError
+
+    t = tmp_path_factory.mktemp(which)
+    if which == "beir":
+        (t / "corpus.jsonl").write_text(json.dumps(doc) + "\n")
+        (t / "queries.jsonl").write_text(json.dumps(doc) + "\n")
+        (t / "qrels").mkdir()
+        (t / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
+        path, load = t, beir.load
+    else:
+        path = t / "data.json"
+        path.write_text(json.dumps(doc))
+        (t / "data_corpus.json").write_text(json.dumps(doc))
+        load = locomo.load if which == "locomo" else musique.load
+    try:
+        ds = load(str(path))
+    except UserError as exc:
+        assert str(t) in str(exc)
+        return
+    assert ds.nodes.height >= 0
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(max_size=300) | st.text(alphabet=st.sampled_from(list("---#[]|:\n ab{}\"'\\é中🚀")), max_size=200))
+def test_workspace_markdown_property(tmp_path_factory, body):
+    """Arbitrary bytes or markdown-ish text in a note: a UserError naming the file, or a Dataset."""
+    from pipeline.adapters import workspace
+    from pipeline.errors import UserError
+
+    t = tmp_path_factory.mktemp("md")
+    (t / "a.md").write_bytes(body if isinstance(body, bytes) else body.encode())
+    (t / "b.md").write_text("# B\nmemory\n")
+    try:
+        ds = workspace.load(str(t))
+    except UserError as exc:
+        assert str(t) in str(exc)
+        return
+    assert ds.nodes.height >= 1
