@@ -101,6 +101,20 @@ def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: lis
     return out.with_columns(pl.col(column).fill_null(0.0))
 
 
+def stage_key(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, keys: list[str]) -> str:
+    """Fingerprint of a stage's inputs: the config keys it reads, the input files, the node and
+    query tables. Finished stages are cached under it and reused by a rerun (after a crash, say)."""
+    import hashlib
+
+    h = hashlib.sha256(io.config_hash({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
+                                       else cfg[k] for k in keys}).encode())
+    h.update(io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)).encode())
+    h.update(io.config_hash(sorted(ds.fingerprints.items())).encode())
+    for frame in (nodes, queries):
+        h.update(str(frame.hash_rows(seed=0).sum()).encode() + str(frame.shape).encode())
+    return h.hexdigest()[:20]
+
+
 def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Nodes sorted by node_id; nodes and queries whose text is empty or whitespace are skipped and
     counted (``skipped.empty_node_text`` / ``skipped.empty_query_text``)."""
@@ -133,6 +147,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "manifest.json").unlink(missing_ok=True)  # no stale "finished" marker while we work
     timer = Timer()
+    reused: list[str] = []
     backend.FALLBACKS.clear()
     device = backend.resolve_device(cfg.device)
     enabled = list(cfg.channels)
@@ -160,9 +175,16 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
             n_embedded = n1 + n2
 
     with timer.stage("channels"):
-        cand = channels.generate(nodes, queries, enabled, xb, xq, channels.DenseParams(**cfg.dense),
-                                 channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device, cfg.seed,
-                                 cfg.include_archived)
+        key = stage_key(cfg, ds, nodes, queries, ["channels", "dense", "lexical", "embed", "include_archived", "seed"])
+        cand_path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
+        if cand_path.exists():
+            cand = pl.read_parquet(cand_path)
+            reused.append("channels")
+        else:
+            cand = channels.generate(nodes, queries, enabled, xb, xq, channels.DenseParams(**cfg.dense),
+                                     channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device,
+                                     cfg.seed, cfg.include_archived)
+            io.write_parquet(cand_path, cand)
     timer.rows["candidates"] = cand.height
 
     with timer.stage("fuse"):
@@ -233,7 +255,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         "dataset": ds.name, "inputs": ds.fingerprints, "versions": versions(),
         "device": device, "timings_s": timer.seconds, "rows": timer.rows,
         "skipped": {k: v for k, v in sorted(ds.skipped.items()) if v}, "fallbacks": backend.FALLBACKS[:],
-        "embedded_texts": n_embedded, "signals_freshness": freshness,
+        "embedded_texts": n_embedded, "reused_stages": reused, "signals_freshness": freshness,
         "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
     }
     io.write_json(out_dir / "manifest.json", manifest)

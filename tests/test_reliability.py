@@ -1,4 +1,5 @@
 """Crash safety (SIGKILL at stage boundaries and mid-write), no network at run time, safe loading."""
+import json
 import re
 import socket
 import subprocess
@@ -26,10 +27,13 @@ def clean_run(tmp_path_factory):
     return out / "run" / "recall.parquet"
 
 
-@pytest.mark.parametrize("fault", ["stage:channels", "stage:export", "write:recall.parquet", "write:manifest.json"])
+STAGES = ["ingest", "embed", "channels", "fuse", "graph", "diffuse", "score", "select", "export", "evaluate"]
+
+
+@pytest.mark.parametrize("fault", [f"stage:{s}" for s in STAGES] + ["write:recall.parquet", "write:manifest.json"])
 def test_killed_run_leaves_no_finished_marker_and_rerun_matches(tmp_path, clean_run, fault):
     out = tmp_path / "crash"
-    killed = _run(out, tmp_path / "c", fault)
+    killed = _run(out, tmp_path / "c", fault)  # its own cache: only this run's finished stages are in it
     assert killed.returncode == -9  # SIGKILL
     assert not (out / "manifest.json").exists()  # nothing looks finished
     if fault == "write:recall.parquet":
@@ -37,7 +41,9 @@ def test_killed_run_leaves_no_finished_marker_and_rerun_matches(tmp_path, clean_
     again = _run(out, tmp_path / "c")
     assert again.returncode == 0, again.stderr[-2000:]
     assert (out / "recall.parquet").read_bytes() == clean_run.read_bytes()
-    assert (out / "manifest.json").exists()
+    manifest = json.loads((out / "manifest.json").read_text())
+    after_channels = fault.startswith("write:") or STAGES.index(fault.split(":")[1]) > STAGES.index("channels")
+    assert ("channels" in manifest["reused_stages"]) == after_channels  # finished stages are reused
 
 
 def test_pipeline_runs_with_network_blocked(compose, tmp_path, monkeypatch):

@@ -40,12 +40,24 @@ def _dataset(seed: int) -> Dataset:
 
 @pytest.mark.parametrize("preset", PRESETS)
 @settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 10**6), diffuse=st.sampled_from(["none", "pedsa", "ppr", "expand"]))
-def test_no_invisible_archived_or_out_of_scope_node(compose, tmp_path, preset, seed, diffuse):
+@given(seed=st.integers(0, 10**6), diffuse=st.sampled_from(["none", "pedsa", "ppr", "expand"]),
+       novelty=st.booleans())
+def test_no_invisible_archived_or_out_of_scope_node(compose, tmp_path, preset, seed, diffuse, novelty):
     ds = _dataset(seed)
-    cfg = compose([f"preset={preset}", f"diffuse={diffuse}", "embed=hashing", "k=10"])
-    out = tmp_path / f"{preset}-{seed}-{diffuse}"
+    extra = ["novelty=bme", "novelty.require_title=false", "novelty.exclude_types=[]", "novelty.basis_min=1", "novelty.basis_max=2",
+             "score.terms.residual=1.0"] if novelty and preset not in ("bm25", "oks") else []
+    cfg = compose([f"preset={preset}", f"diffuse={diffuse}", "embed=hashing", "k=10", "report=false", *extra])
+    out = tmp_path / f"{preset}-{seed}-{diffuse}-{novelty}"
     runner.run(cfg, out, dataset=ds)
+    if extra:
+        nov = pl.read_parquet(out / "novelty.parquet").join(ds.queries, on="query_id")
+        nodes = {r["node_id"]: r for r in ds.nodes.iter_rows(named=True)}
+        for q in nov.iter_rows(named=True):
+            for nid in q["residual_hits"]:
+                vis, n = nodes[nid]["visibility"], nodes[nid]
+                assert vis is None or "*" in vis or (q["viewer"] is not None and q["viewer"] in vis), (q, nid)
+                assert not n["archived"] and (q["doc_scope"] is None or in_scope(
+                    pl.Series([n["doc_id"]]).to_numpy(), tuple(q["doc_scope"]))[0]), (q, nid)
     rec = pl.read_parquet(out / "recall.parquet").join(ds.queries, on="query_id").join(ds.nodes, on="node_id")
     for r in rec.iter_rows(named=True):
         vis = r["visibility"]
