@@ -29,7 +29,6 @@ import os
 import platform
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from pipeline.ops.diffusion import pedsa, ppr  # noqa: E402
 from pipeline.stages import graph  # noqa: E402
-from test_diffusion import pedsa_reference  # noqa: E402
+from test_diffusion import adjacency_lists, pedsa_lists, pedsa_reference  # noqa: E402
 
 CORPUS = Path("/work/shared/data/hipporag/2wikimultihopqa_corpus.json.gz")
 MAX_BLOCK_ELEMS = 2 ** 26  # N×B float32 per block at most
@@ -93,48 +92,6 @@ def dense(n: int, idx: np.ndarray, en: np.ndarray, normalise: bool = False) -> n
 
 
 # ---------------------------------------------------------------- per-query baselines
-
-def adjacency_lists(edges: pl.DataFrame):
-    """The lists ``pedsa_reference`` builds on every call, built once (same order: normal, then inhibitory)."""
-    adj = defaultdict(list)
-    for inh in (False, True):
-        e = edges.filter(pl.col("inhibit") == inh)
-        for a, b, w in zip(e["src"].to_list(), e["dst"].to_list(), e["weight"].to_list()):
-            adj[a].append((b, w, inh))
-            adj[b].append((a, w, inh))
-    return adj
-
-
-def pedsa_lists(n, adj, seeds, steps=2, decay=0.6, alpha=0.15, mult=2.0, k=100):
-    """``pedsa_reference``'s per-query loop over prebuilt adjacency lists (see tests/test_diffusion.py)."""
-    clamp = lambda x: max(-2.0, min(2.0, x))  # noqa: E731
-    e0 = {i: clamp(e) for i, e in seeds.items() if abs(clamp(e)) >= 0.01}
-    result, frontier = dict(e0), dict(e0)
-    for _ in range(steps):
-        nxt = defaultdict(float)
-        for i, e in frontier.items():
-            for j, w, inh in adj[i]:
-                nxt[j] += -abs(e) * w * decay * mult if inh else e * w * decay * (1 - alpha)
-        nxt = {j: clamp(v) for j, v in nxt.items() if abs(clamp(v)) >= 0.01}
-        if alpha > 0:
-            for s, e in e0.items():
-                v = clamp((1 - alpha) * nxt.get(s, 0.0) + alpha * e)
-                if abs(v) >= 0.01:
-                    nxt[s] = v
-                else:
-                    nxt.pop(s, None)
-        nxt = dict(sorted(nxt.items(), key=lambda kv: (-abs(kv[1]), kv[0]))[:k])
-        for j, v in nxt.items():
-            if abs(v) > abs(result.get(j, 0.0)):
-                result[j] = v
-        frontier = nxt
-        if not frontier:
-            break
-    out = np.zeros(n)
-    for j, v in result.items():
-        out[j] = v
-    return out
-
 
 def igraph_graph(adj_sym, n: int):
     """Undirected weighted igraph graph from the symmetric adjacency (one edge per nonzero above the diagonal)."""
@@ -209,7 +166,11 @@ def bench_graph(name, n, edges, sizes, subset, n_literal, args, rows, ratios, ch
     ppr(A, dense(n, idx[:2], en[:2], normalise=True), damping=0.5, tol=1e-6)
 
     # per-query loops on the subset
-    adj_lists = adjacency_lists(edges)
+    rows_e = list(zip(edges["src"].to_list(), edges["dst"].to_list(), edges["weight"].to_list(),
+                      edges["inhibit"].to_list()))
+    normal = [(a, b, w) for a, b, w, h in rows_e if not h]
+    inhib = [(a, b, w) for a, b, w, h in rows_e if h]
+    adj_lists = adjacency_lists(normal, inhib)
     seeds = [{int(i): float(e) for i, e in zip(idx[q], en[q])} for q in sub]
     t_ref, ref = clock(lambda: [pedsa_lists(n, adj_lists, s) for s in seeds])
     t_scipy, sc = clock(lambda: [ppr(A, dense(n, idx[q:q + 1], en[q:q + 1], normalise=True), damping=0.5,
@@ -219,10 +180,6 @@ def bench_graph(name, n, edges, sizes, subset, n_literal, args, rows, ratios, ch
     t_ig, igr = clock(lambda: [igraph_ppr(g, r) for r in resets])
 
     # the literal test function (rebuilds its adjacency every call) on a few queries: parity + its cost
-    normal = [(a, b, w) for a, b, w, h in zip(edges["src"].to_list(), edges["dst"].to_list(),
-                                               edges["weight"].to_list(), edges["inhibit"].to_list()) if not h]
-    inhib = [(a, b, w) for a, b, w, h in zip(edges["src"].to_list(), edges["dst"].to_list(),
-                                              edges["weight"].to_list(), edges["inhibit"].to_list()) if h]
     t_lit, lit = clock(lambda: [pedsa_reference(n, normal, inhib, s) for s in seeds[:n_literal]])
     d_lit = max(float(np.abs(a - b).max()) for a, b in zip(lit, ref))
     checks.append((name, f"ref loop (lists built once) vs literal tests/pedsa_reference, {n_literal} queries",

@@ -17,15 +17,18 @@ def _sym(n, edges):
     return m
 
 
-def pedsa_reference(n, normal, inhib, seeds, steps=2, decay=0.6, alpha=0.15, mult=2.0, k=100):
-    """ST-BME's propagateActivation, literally, for one query (dicts and loops)."""
+def adjacency_lists(normal, inhib):
+    """ST-BME's undirected adjacency lists: every edge both ways, parallel edges kept (they add)."""
     adj = defaultdict(list)
-    for a, b, w in normal:
-        adj[a].append((b, w, False))
-        adj[b].append((a, w, False))
-    for a, b, w in inhib:
-        adj[a].append((b, w, True))
-        adj[b].append((a, w, True))
+    for edges, inh in ((normal, False), (inhib, True)):
+        for a, b, w in edges:
+            adj[a].append((b, w, inh))
+            adj[b].append((a, w, inh))
+    return adj
+
+
+def pedsa_lists(n, adj, seeds, steps=2, decay=0.6, alpha=0.15, mult=2.0, k=100):
+    """ST-BME's propagateActivation, literally, for one query (dicts and loops)."""
     clamp = lambda x: max(-2.0, min(2.0, x))  # noqa: E731
     e0 = {i: clamp(e) for i, e in seeds.items() if abs(clamp(e)) >= 0.01}
     result, frontier = dict(e0), dict(e0)
@@ -53,6 +56,11 @@ def pedsa_reference(n, normal, inhib, seeds, steps=2, decay=0.6, alpha=0.15, mul
     for j, v in result.items():
         out[j] = v
     return out
+
+
+def pedsa_reference(n, normal, inhib, seeds, **kw):
+    """The per-query reference: adjacency lists built for this call, then the literal loop."""
+    return pedsa_lists(n, adjacency_lists(normal, inhib), seeds, **kw)
 
 
 def test_chain_hand_computed():

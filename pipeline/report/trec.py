@@ -56,8 +56,13 @@ def write_run(recall: pl.DataFrame, path: str | Path, tag: str, level: str = "no
                       "(write with score='rank' to keep the exact order)", stacklevel=2)
     out = run.select("query_id", pl.lit("Q0").alias("q0"), level, "rank", pl.col("score").cast(pl.Float64),
                      pl.lit(tag).alias("tag"))
+    return _write_lines(out, path)
+
+
+def _write_lines(df: pl.DataFrame, path: str | Path) -> Path:
+    """Space-separated lines, no header, written atomically."""
     buf = _io.BytesIO()
-    out.write_csv(buf, separator=" ", include_header=False, quote_style="never")
+    df.write_csv(buf, separator=" ", include_header=False, quote_style="never")
     io.atomic_write_bytes(path, buf.getvalue())
     return Path(path)
 
@@ -87,10 +92,7 @@ def write_qrels(qrels: pl.DataFrame, path: str | Path) -> Path:
     out = qrels.select("query_id", pl.lit(0).alias("iter"), level, pl.col("relevance").cast(pl.Int64))
     out = out.sort("query_id", level)
     _check_no_space(out, ("query_id", level), str(path))
-    buf = _io.BytesIO()
-    out.write_csv(buf, separator=" ", include_header=False, quote_style="never")
-    io.atomic_write_bytes(path, buf.getvalue())
-    return Path(path)
+    return _write_lines(out, path)
 
 
 def read_qrels(path: str | Path, level: str = "node_id") -> pl.DataFrame:
