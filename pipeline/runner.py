@@ -8,12 +8,13 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io
 from pipeline.errors import ConfigError
-from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph, novelty, score, signals
+from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
@@ -84,7 +85,7 @@ def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, 
     return out.select(cols)
 
 
-def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: list[str], xb, xq,
+def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: list[str], xb, parts,
                   fusion: dict) -> pl.DataFrame:
     """Join a new score component (graph energy, residual similarity) onto the candidates; nodes it
     alone found get their exact cosine (when the dense channel is on) and are fused again with the
@@ -95,7 +96,7 @@ def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: lis
         if new.any():
             qi, ni = out["query_idx"].to_numpy()[new], out["node_idx"].to_numpy()[new]
             d = out["dense"].to_numpy().copy()
-            d[new] = dense.pair_scores(xq, xb, qi, ni)
+            d[new] = channels.dense_pairs(*parts, xb, qi, ni)
             out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
     out = fuse.fuse(out.drop("fused"), enabled, fusion["method"], **{k: v for k, v in fusion.items() if k != "method"})
     return out.with_columns(pl.col(column).fill_null(0.0))
@@ -160,7 +161,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     if queries.height == 0:
         raise ConfigError(f"data={cfg.data.name}: the dataset has no queries; give it a queries file")
 
-    xb = xq = None
+    xb = xq = xparts = part_q = part_w = None
     n_embedded = 0
     if "dense" in enabled:
         with timer.stage("embed"):
@@ -168,22 +169,26 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
             cache = EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim) \
                 if cfg.embed.cache else None
             xb, n1 = embed_cached(encoder, embed_texts(nodes, cfg.embed.include_title), cache, device)
-            qtext = queries["text"]
-            if "query_rewrite" in queries.columns:
-                qtext = queries["query_rewrite"].fill_null(queries["text"])
-            xq, n2 = embed_cached(encoder, qtext.to_list(), cache, device)
+            qplan = query.plan(queries, cfg.query.blend, cfg.query.intent_split, tuple(cfg.query.weights),
+                               cfg.query.max_segments)
+            xparts, n2 = embed_cached(encoder, qplan["text"].to_list(), cache, device)
+            part_q, part_w = qplan["query_idx"].to_numpy(), qplan["weight"].to_numpy()
+            first = np.r_[0, np.flatnonzero(np.diff(part_q)) + 1]
+            xq = xparts[first]  # each query's current text (rewrite) vector
             n_embedded = n1 + n2
+        timer.rows["query_parts"] = qplan.height
 
     with timer.stage("channels"):
-        key = stage_key(cfg, ds, nodes, queries, ["channels", "dense", "lexical", "embed", "include_archived", "seed"])
+        key = stage_key(cfg, ds, nodes, queries, ["channels", "dense", "lexical", "embed", "query", "include_archived",
+                                                  "seed"])
         cand_path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
         if cand_path.exists():
             cand = pl.read_parquet(cand_path)
             reused.append("channels")
         else:
-            cand = channels.generate(nodes, queries, enabled, xb, xq, channels.DenseParams(**cfg.dense),
+            cand = channels.generate(nodes, queries, enabled, xb, xparts, channels.DenseParams(**cfg.dense),
                                      channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device,
-                                     cfg.seed, cfg.include_archived)
+                                     cfg.seed, cfg.include_archived, part_q, part_w)
             io.write_parquet(cand_path, cand)
     timer.rows["candidates"] = cand.height
 
@@ -199,7 +204,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
                                              if k != "seed_diffusion"})
             table, hits = novelty.run(cand, nodes, queries, xb, xq, nov_p, device, cfg.include_archived)
             io.write_parquet(out_dir / "novelty.parquet", table)
-            cand = add_component(cand, hits, "residual", enabled, xb, xq, params)
+            cand = add_component(cand, hits, "residual", enabled, xb, (xparts, part_q, part_w), params)
         timer.rows["residual_hits"] = hits.height
 
     edges = None
@@ -223,7 +228,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
             if "residual" in cand.columns and cfg.novelty.seed_diffusion:
                 seeds_extra = cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual")
             g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived, seeds_extra)
-            cand = add_component(cand, g, "graph", enabled, xb, xq, params)
+            cand = add_component(cand, g, "graph", enabled, xb, (xparts, part_q, part_w), params)
         timer.rows["graph_hits"] = g.height
 
     with timer.stage("score"):

@@ -13,7 +13,7 @@ import polars as pl
 
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
-from pipeline.ops.topk import topk_dense, topk_sparse
+from pipeline.ops.topk import topk_dense, topk_long, topk_sparse
 from pipeline.stages import dense, lexical
 
 CHANNELS = ("dense", "lexical")
@@ -59,10 +59,30 @@ def _long(qs: np.ndarray, nodes: np.ndarray, res: tuple, name: str) -> pl.DataFr
     return pl.DataFrame({"query_idx": qs[qi], "node_idx": nodes[di], f"{name}_rank": rank})
 
 
+def dense_pairs(xp: np.ndarray, part_q: np.ndarray, part_w: np.ndarray, xb: np.ndarray, qi: np.ndarray,
+                ni: np.ndarray) -> np.ndarray:
+    """Dense score of (query, node) pairs: max over the query's parts of weight × cosine."""
+    if len(part_q) == len(xp) and np.array_equal(part_q, np.arange(len(xp))) and np.all(part_w == 1.0):
+        return dense.pair_scores(xp, xb, qi, ni)  # one part per query: plain cosine
+    pairs = pl.DataFrame({"query_idx": qi, "node_idx": ni}).with_row_index("pair")
+    parts = pl.DataFrame({"query_idx": part_q, "part": np.arange(len(part_q)), "w": part_w})
+    x = pairs.join(parts, on="query_idx")
+    s = dense.pair_scores(xp, xb, x["part"].to_numpy(), x["node_idx"].to_numpy()) * x["w"].to_numpy()
+    best = x.select("pair").with_columns(s=s).group_by("pair").agg(pl.col("s").max()).sort("pair")
+    return best["s"].to_numpy().astype(np.float32)
+
+
 def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb: np.ndarray | None,
              xq: np.ndarray | None, dense_p: DenseParams, lex_p: LexicalParams, device: str = "cpu",
-             seed: int = 13, include_archived: bool = False) -> pl.DataFrame:
-    """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel."""
+             seed: int = 13, include_archived: bool = False, part_q: np.ndarray | None = None,
+             part_w: np.ndarray | None = None) -> pl.DataFrame:
+    """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel.
+
+    ``xq`` holds one vector per query, or — with ``part_q`` (query of each row) and ``part_w`` (its
+    weight) — several per query (``pipeline.stages.query.plan``): their hits merge by max of w·cos.
+    """
+    if xq is not None and part_q is None:
+        part_q, part_w = np.arange(len(xq)), np.ones(len(xq))
     bad = set(enabled) - set(CHANNELS)
     if bad or not enabled:
         raise ConfigError(f"channels={list(enabled)}; choose one or more of {list(CHANNELS)}")
@@ -79,8 +99,15 @@ def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb:
         if "dense" in enabled:
             index = dense.build_index(xb[nodes_s], dense_p.index, nlist=dense_p.nlist, nprobe=dense_p.nprobe,
                                       hnsw_m=dense_p.hnsw_m, ef_search=dense_p.ef_search, seed=seed, device=device)
-            D, I = dense.search(index, xq[qs], dense_p.candidates)
-            lists.append(_long(qs, nodes_s, topk_dense(D, I, dense_p.candidates), "dense"))
+            rows = np.flatnonzero(np.isin(part_q, qs))
+            D, I = dense.search(index, xq[rows], dense_p.candidates)
+            D = D * part_w[rows][:, None]
+            pi, di, sc, _ = topk_dense(D, I, dense_p.candidates)
+            merged = (pl.DataFrame({"query_idx": part_q[rows][pi], "node_idx": nodes_s[di], "s": sc})
+                      .group_by("query_idx", "node_idx").agg(pl.col("s").max()))
+            q_, n_, _, rank = topk_long(merged["query_idx"].to_numpy(), merged["node_idx"].to_numpy(),
+                                        merged["s"].to_numpy(), dense_p.candidates)
+            lists.append(pl.DataFrame({"query_idx": q_, "node_idx": n_, "dense_rank": rank}))
         if use_lex:
             s_mat = lexical.bm25_matrix(tokens, lex_p.field_weights, nodes_s, lex_p.k1, lex_p.b, lex_p.idf)
             r = lexical.score(q_terms[qs], s_mat)
@@ -90,7 +117,7 @@ def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb:
             cand = cand.join(other, on=["query_idx", "node_idx"], how="full", coalesce=True)
         qi, ni = cand["query_idx"].to_numpy(), cand["node_idx"].to_numpy()
         if "dense" in enabled:
-            cand = cand.with_columns(dense=pl.Series(dense.pair_scores(xq, xb, qi, ni)))
+            cand = cand.with_columns(dense=pl.Series(dense_pairs(xq, part_q, part_w, xb, qi, ni)))
         if use_lex:
             local = np.searchsorted(nodes_s, ni)
             q_local = np.searchsorted(qs, qi)

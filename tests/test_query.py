@@ -1,0 +1,43 @@
+"""Query plan: BME's context blend weights, intent split, query_rewrite; multi-part dense merge."""
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.stages.channels import dense_pairs
+from pipeline.stages.query import intent_segments, plan
+
+
+def test_blend_weights_renormalised_over_present_parts():
+    q = pl.DataFrame({"query_id": ["a", "b", "c"], "text": ["where is the farm", "budget?", "x  y"],
+                      "context": [["old user turn", "assistant said this"], ["only assistant"], None]})
+    p = plan(q, blend=True)
+    a = p.filter(pl.col("query_idx") == 0)
+    assert a["part"].to_list() == ["current", "assistant", "previous_user"]
+    assert a["weight"].to_list() == pytest.approx([0.7, 0.2, 0.1])
+    b = p.filter(pl.col("query_idx") == 1)
+    assert b["weight"].to_list() == pytest.approx([0.7 / 0.9, 0.2 / 0.9])
+    c = p.filter(pl.col("query_idx") == 2)
+    assert c.rows() == [(2, "x y", 1.0, "current")]  # whitespace collapsed, weight 1 alone
+    assert plan(q).height == 3 and plan(q)["weight"].to_list() == [1.0, 1.0, 1.0]  # blend off
+
+
+def test_intent_split_english_and_chinese_connectives():
+    assert intent_segments("book the flight, also check the hotel by the way call mom") == [
+        "book the flight", "check the hotel", "call mom"]
+    assert intent_segments("规则一，然后规则二。另外规则三") == ["规则一", "规则二", "规则三"]  # BME's own example
+    assert intent_segments("a single intent") == []
+    p = plan(pl.DataFrame({"query_id": ["a"], "text": ["book the flight; check the hotel"]}), intent_split=True)
+    assert p["part"].to_list() == ["current", "segment", "segment"] and p["weight"].to_list() == [1.0, 1.0, 1.0]
+
+
+def test_query_rewrite_replaces_the_dense_text():
+    q = pl.DataFrame({"query_id": ["a", "b"], "text": ["orig a", "orig b"], "query_rewrite": ["better a", None]})
+    assert plan(q)["text"].to_list() == ["better a", "orig b"]
+
+
+def test_dense_pairs_take_max_of_weighted_cosine():
+    xb = np.eye(3, dtype=np.float32)
+    xp = np.array([[1, 0, 0], [0, 1, 0], [0.6, 0.8, 0]], dtype=np.float32)  # query 0 has parts 0, 1; query 1 has 2
+    got = dense_pairs(xp, np.array([0, 0, 1]), np.array([0.7, 0.3, 1.0]), xb, np.array([0, 0, 1, 1]),
+                      np.array([0, 1, 0, 1]))
+    assert got.tolist() == pytest.approx([0.7, 0.3, 0.6, 0.8])
