@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io
 from pipeline.errors import ConfigError
-from pipeline.stages import channels, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
+from pipeline.stages import anchors, channels, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
@@ -224,9 +224,18 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     if cfg.diffuse.method != "none":
         with timer.stage("diffuse"):
             dp = diffuse.DiffusionParams(**cfg.diffuse)
-            seeds_extra = None
+            extra = []
             if "residual" in cand.columns and cfg.novelty.seed_diffusion:
-                seeds_extra = cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual")
+                extra.append(cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual"))
+            if cfg.query.anchors:
+                found = anchors.find(nodes, queries, min_len=cfg.query.anchor_min_len,
+                                     energy=cfg.query.anchor_energy, include_archived=cfg.include_archived)
+                extra.append(found)
+                timer.rows["anchors"] = found.height
+                if cfg.query.cross_recall:
+                    extra.append(anchors.cross(found, edges, nodes, queries, mult=cfg.query.cross_mult,
+                                               include_archived=cfg.include_archived))
+            seeds_extra = pl.concat([x.cast(anchors.SCHEMA) for x in extra]) if extra else None
             g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived, seeds_extra)
             cand = add_component(cand, g, "graph", enabled, xb, (xparts, part_q, part_w), params)
         timer.rows["graph_hits"] = g.height

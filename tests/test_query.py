@@ -41,3 +41,19 @@ def test_dense_pairs_take_max_of_weighted_cosine():
     got = dense_pairs(xp, np.array([0, 0, 1]), np.array([0.7, 0.3, 1.0]), xb, np.array([0, 0, 1, 1]),
                       np.array([0, 1, 0, 1]))
     assert got.tolist() == pytest.approx([0.7, 0.3, 0.6, 0.8])
+
+
+def test_anchors_are_case_sensitive_titles_visible_to_the_viewer_and_cross_recall_events():
+    from pipeline.stages import anchors
+
+    nodes = pl.DataFrame({"node_id": list("abcde"), "text": ["t"] * 5,
+                          "title": ["Alice Chen", "farm", "Secret", "Launch party", None],
+                          "type": ["person", "project", "fact", "event", "event"],
+                          "visibility": [None, None, ["bob"], None, None]})
+    queries = pl.DataFrame({"query_id": ["q0", "q1"], "text": ["Did Alice Chen see the Farm and the Secret?", "x"]})
+    found = anchors.find(nodes, queries)
+    assert found.rows() == [(0, 0, 2.0)]  # "Farm" ≠ "farm"; "Secret" is invisible without viewer bob
+    edges = pl.DataFrame({"src": [0, 4, 1], "dst": [3, 0, 3], "weight": [0.5, 0.8, 1.0], "inhibit": [False, False, False]},
+                         schema_overrides={"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32})
+    got = anchors.cross(found, edges, nodes, queries)
+    assert got.rows() == [(0, 3, pytest.approx(0.75)), (0, 4, pytest.approx(1.2))]  # 1.5 × weight, both directions

@@ -1,0 +1,62 @@
+"""Exact-entity anchors and cross recall (ST-BME §1.a.4.4 and §1.a.6).
+
+An anchor is a node whose title (trimmed, at least ``min_len`` characters) appears, case-sensitively,
+in the query's current text; it seeds diffusion with energy 2.0. Cross recall adds, for every
+anchor, each neighbour over a normal edge that is a non-archived ``event`` node, with energy
+1.5 × edge weight. Only nodes the query may see are anchors or cross seeds.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from pipeline.ops.scope import scope_groups
+
+SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "energy": pl.Float32}
+
+
+def find(nodes: pl.DataFrame, queries: pl.DataFrame, *, min_len: int = 2, energy: float = 2.0,
+         include_archived: bool = False) -> pl.DataFrame:
+    """(query_idx, node_idx, energy) for every title found in a query text (Aho–Corasick, one pass)."""
+    if "title" not in nodes.columns:
+        return pl.DataFrame(schema=SCHEMA)
+    import ahocorasick
+
+    by_title: dict[str, list[int]] = {}
+    for i, t in enumerate(nodes["title"].to_list()):
+        if t and len(t.strip()) >= min_len:
+            by_title.setdefault(t.strip(), []).append(i)
+    if not by_title:
+        return pl.DataFrame(schema=SCHEMA)
+    auto = ahocorasick.Automaton()
+    for t in by_title:
+        auto.add_word(t, t)
+    auto.make_automaton()
+    rows = []
+    for _key, visible, qs in scope_groups(nodes, queries, include_archived):
+        ok = np.zeros(nodes.height, dtype=bool)
+        ok[visible] = True
+        for q in qs:
+            hits = {t for _end, t in auto.iter(queries["text"][int(q)] or "")}
+            rows += [(int(q), j, energy) for t in sorted(hits) for j in by_title[t] if ok[j]]
+    return pl.DataFrame(rows, schema=SCHEMA, orient="row").unique(["query_idx", "node_idx"], maintain_order=True)
+
+
+def cross(anchor: pl.DataFrame, edges: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, *,
+          mult: float = 1.5, include_archived: bool = False) -> pl.DataFrame:
+    """Event neighbours of the anchors over normal edges, energy ``mult`` × edge weight."""
+    if anchor.height == 0 or "type" not in nodes.columns or edges is None or edges.height == 0:
+        return pl.DataFrame(schema=SCHEMA)
+    e = edges.filter(~pl.col("inhibit")).select("src", "dst", "weight")
+    both = pl.concat([e, e.select(src="dst", dst="src", weight="weight")])
+    is_event = (nodes["type"] == "event").fill_null(False).to_numpy()
+    if "archived" in nodes.columns:
+        is_event &= ~nodes["archived"].fill_null(False).to_numpy()
+    hop = (anchor.join(both, left_on="node_idx", right_on="src")
+           .select("query_idx", node_idx="dst", energy=(pl.col("weight") * mult).cast(pl.Float32)))
+    hop = hop.filter(pl.Series(is_event[hop["node_idx"].to_numpy()]) if hop.height else pl.lit(True))
+    keep = []
+    for _key, visible, qs in scope_groups(nodes, queries, include_archived):
+        keep.append(hop.filter(pl.col("query_idx").is_in(qs.tolist()) & pl.col("node_idx").is_in(visible.tolist())))
+    out = pl.concat(keep) if keep else pl.DataFrame(schema=SCHEMA)
+    return out.group_by("query_idx", "node_idx").agg(pl.col("energy").max()).sort("query_idx", "node_idx").cast(SCHEMA)
