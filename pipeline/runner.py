@@ -66,7 +66,7 @@ def embed_texts(nodes: pl.DataFrame, include_title: bool) -> list[str]:
 
 
 def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str],
-              extra: list[str] = ()) -> pl.DataFrame:
+              extra: list[str] = (), group_docs: bool = False) -> pl.DataFrame:
     found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]
     for comp in ("residual", "graph"):
         if comp in sel.columns:
@@ -82,6 +82,12 @@ def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, 
     if "doc_id" in ds_nodes.columns:
         out = out.with_columns(doc_id=pl.Series(ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String))
         cols.insert(3, "doc_id")
+        if group_docs:  # ReMe node-level surface: the document's front-matter name and description
+            for src, dst in (("title", "doc_title"), ("description", "doc_summary")):
+                if src in ds_nodes.columns:
+                    out = out.with_columns(pl.Series(dst, ds_nodes[src].to_numpy()[sel["node_idx"].to_numpy()],
+                                                     dtype=pl.String))
+                    cols.insert(cols.index("doc_id") + 1, dst)
     return out.select(cols)
 
 
@@ -247,9 +253,10 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         cand = score.compute(cand, terms, factors, bool(cfg.score.normalize))
 
     with timer.stage("select"):
-        sel = select(cand, int(cfg.k), SelectParams(**cfg.select), xb, device)
+        doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
+        sel = select(cand, int(cfg.k), SelectParams(**cfg.select), xb, device, doc_idx)
         extra = [n for n in names if n in score.TERMS or n in score.FACTORS]
-        recall = to_recall(sel, nodes, queries, enabled, extra)
+        recall = to_recall(sel, nodes, queries, enabled, extra, bool(cfg.select.top_chunks_per_doc))
     timer.rows["recall"] = recall.height
     timer.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
 

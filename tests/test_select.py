@@ -49,3 +49,13 @@ def test_dpp_without_embeddings_is_a_config_error():
     cand, _ = _cand()
     with pytest.raises(ConfigError, match="needs embeddings"):
         select(cand, 3, SelectParams(method="dpp"))
+
+
+def test_group_by_doc_keeps_best_units_per_document_in_document_order():
+    # ranks 1..6 with docs A A A B C B: A keeps ranks 1, 2; B keeps 4, 6; C keeps 5 → order A A B B C
+    cand = pl.DataFrame({"query_idx": [0] * 6, "node_idx": [0, 1, 2, 3, 4, 5], "score": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]})
+    doc_idx = np.array([0, 0, 0, 1, 2, 1])
+    out = select(cand, 10, SelectParams(top_chunks_per_doc=2), doc_idx=doc_idx)
+    assert out["node_idx"].to_list() == [0, 1, 3, 5, 4] and out["rank"].to_list() == [1, 2, 3, 4, 5]
+    with pytest.raises(ConfigError, match="needs a doc_id"):
+        select(cand, 3, SelectParams(top_chunks_per_doc=2))

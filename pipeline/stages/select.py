@@ -25,6 +25,7 @@ class SelectParams:
     lam: float = 0.7  # mmr
     batch: int = 4096  # queries per torch batch
     dtype: str = "float32"  # float64 for bit-for-bit parity with the float64 reference kernels
+    top_chunks_per_doc: int | None = None  # ReMe node-level grouping: at most this many units per doc_id
 
 
 def ranked(cand: pl.DataFrame) -> pl.DataFrame:
@@ -33,9 +34,26 @@ def ranked(cand: pl.DataFrame) -> pl.DataFrame:
             .with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32)))
 
 
-def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = None, device: str = "cpu") -> pl.DataFrame:
+def group_by_doc(r: pl.DataFrame, doc_idx: np.ndarray, per_doc: int) -> pl.DataFrame:
+    """ReMe node-level grouping: keep each doc's best ``per_doc`` units; documents ordered by their
+    best unit, units by score inside a document; ranks renumbered. ``doc_idx`` maps node → doc."""
+    g = (r.with_columns(doc=pl.Series(doc_idx[r["node_idx"].to_numpy()]))
+         .with_columns(in_doc=pl.col("rank").rank("ordinal").over("query_idx", "doc"),
+                       doc_best=pl.col("rank").min().over("query_idx", "doc"))
+         .filter(pl.col("in_doc") <= per_doc)
+         .sort(["query_idx", "doc_best", "rank"]))
+    return g.drop("in_doc", "doc_best", "doc").with_columns(
+        rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
+
+
+def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = None, device: str = "cpu",
+           doc_idx: np.ndarray | None = None) -> pl.DataFrame:
     choose("select.method", p.method, METHODS)
     r = ranked(cand)
+    if p.top_chunks_per_doc:
+        if doc_idx is None:
+            raise ConfigError("select.top_chunks_per_doc needs a doc_id column in the nodes")
+        r = group_by_doc(r, doc_idx, int(p.top_chunks_per_doc))
     if p.method == "topk" or r.height == 0:
         return r.filter(pl.col("rank") <= k)
     if xb is None:
