@@ -6,7 +6,7 @@
   turn and the one before as the previous user turn.
 - Intent split: the current text is also split on sentence punctuation and connectives (BME's
   Chinese ones and English equivalents); up to 4 segments of length ≥ 3 join the plan with the
-  current text's weight.
+  current text's weight. Unlike BME, a '.' splits only at the end of a sentence, not inside "2.5".
 - ``query_rewrite`` (ReMe) replaces the current text for the dense channel.
 Hits of all parts merge per node by the maximum of weight × cosine.
 """
@@ -18,7 +18,7 @@ import polars as pl
 
 CONNECTIVES = ["顺便", "另外", "还有", "对了", "然后", "而且", "并且", "同时",
                "by the way", "and then", "besides", "also"]
-SPLIT = re.compile("|".join([r"[，,。.；;！!？?\n]"] + [rf"\b{re.escape(c)}\b" if c.isascii() else re.escape(c)
+SPLIT = re.compile("|".join([r"[，,。；;！!？?\n]", r"\.(?=\s|$)"] + [rf"\b{re.escape(c)}\b" if c.isascii() else re.escape(c)
                                                         for c in CONNECTIVES]), re.IGNORECASE)
 
 
