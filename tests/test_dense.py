@@ -1,0 +1,38 @@
+"""Dense channel: flat search is exact; IVF and HNSW agree with it closely on clustered data."""
+import numpy as np
+import pytest
+
+from pipeline.stages import dense
+
+
+def _data(n=3000, d=32, nq=50, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(30, d))
+    xb = (centers[rng.integers(0, 30, n)] + 0.3 * rng.normal(size=(n, d))).astype(np.float32)
+    xb /= np.linalg.norm(xb, axis=1, keepdims=True)
+    xq = xb[rng.choice(n, nq, replace=False)] + 0.05 * rng.normal(size=(nq, d)).astype(np.float32)
+    return xb, (xq / np.linalg.norm(xq, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_flat_equals_brute_force():
+    xb, xq = _data()
+    D, I = dense.search(dense.build_index(xb, "flat"), xq, 10)
+    ref = np.argsort(-(xq @ xb.T), axis=1, kind="stable")[:, :10]
+    assert (I == ref).mean() > 0.999 and np.allclose(D, np.take_along_axis(xq @ xb.T, ref, 1), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_approximate_indexes_recall_most_of_flat(kind):
+    xb, xq = _data()
+    _, I = dense.search(dense.build_index(xb, kind, nlist=32, nprobe=8), xq, 10)
+    _, ref = dense.search(dense.build_index(xb, "flat"), xq, 10)
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(I, ref)])
+    assert overlap >= 0.9
+
+
+def test_unknown_index_and_small_k():
+    xb, xq = _data(n=5, nq=3)
+    with pytest.raises(Exception, match="choose from"):
+        dense.build_index(xb, "annoy")
+    D, I = dense.search(dense.build_index(xb), xq, 10)
+    assert I.shape == (len(xq), 5)  # k is capped at the corpus size
