@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io
 from pipeline.errors import ConfigError
-from pipeline.stages import anchors, channels, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
+from pipeline.stages import anchors, channels, inject, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
@@ -262,6 +262,9 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
 
     with timer.stage("export"):
         io.write_parquet(out_dir / "recall.parquet", recall)
+        if cfg.inject.format != "none":
+            io.write_parquet(out_dir / "injection.parquet",
+                             inject.render(recall, nodes, cfg.inject.format, int(cfg.inject.max_nodes)))
 
     metrics = None
     if ds.qrels is not None and ds.qrels.height:

@@ -59,3 +59,21 @@ def test_group_by_doc_keeps_best_units_per_document_in_document_order():
     assert out["node_idx"].to_list() == [0, 1, 3, 5, 4] and out["rank"].to_list() == [1, 2, 3, 4, 5]
     with pytest.raises(ConfigError, match="needs a doc_id"):
         select(cand, 3, SelectParams(top_chunks_per_doc=2))
+
+
+def test_injection_formats_hand_checked():
+    from pipeline.stages.inject import render
+
+    nodes = pl.DataFrame({"node_id": ["a.md#x", "b.md#y"], "text": ["line one\nline | two", "short"],
+                          "title": ["Alpha", "Beta"], "type": ["fact", "lesson"], "start_line": [3, 7],
+                          "end_line": [5, 9], "tags": [["t1", "t2"], None]})
+    recall = pl.DataFrame({"query_id": ["q", "q"], "rank": [1, 2], "node_id": ["a.md#x", "b.md#y"],
+                           "doc_id": ["a.md", "b.md"], "score": [0.9, 0.5], "dense": [0.7, 0.4], "lexical": [2.0, 0.0]})
+    bme = render(recall, nodes, "bme")["text"][0]
+    assert bme.splitlines()[:4] == ["fact:", "| title | text | tags |", "|---|---|---|",
+                                    "| Alpha | line one line \\| two | t1, t2 |"]
+    assert "lesson:" in bme and "| Beta | short |" in bme
+    reme = render(recall, nodes, "reme")["text"][0]
+    assert reme.splitlines()[0] == "========== a.md:3-5 [score=0.9000 dense=0.7000 lexical=2.0000] =========="
+    oks = render(recall, nodes, "oks", max_nodes=1)["text"][0]
+    assert oks == "- [fact] Alpha (a.md#x) rel=0.90\n  line one line \\| two"

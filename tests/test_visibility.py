@@ -1,6 +1,7 @@
 """No preset ever returns a node that the query's viewer may not see, that is archived, or that lies
 outside the query's doc_scope — including nodes reached only through graph diffusion."""
 import random
+import re
 
 import polars as pl
 import pytest
@@ -46,7 +47,8 @@ def test_no_invisible_archived_or_out_of_scope_node(compose, tmp_path, preset, s
     ds = _dataset(seed)
     extra = ["novelty=bme", "novelty.require_title=false", "novelty.exclude_types=[]", "novelty.basis_min=1", "novelty.basis_max=2",
              "score.terms.residual=1.0"] if novelty and preset not in ("bm25", "oks") else []
-    cfg = compose([f"preset={preset}", f"diffuse={diffuse}", "embed=hashing", "k=10", "report=false", *extra])
+    cfg = compose([f"preset={preset}", f"diffuse={diffuse}", "embed=hashing", "k=10", "report=false",
+                   "inject.format=oks", *extra])
     out = tmp_path / f"{preset}-{seed}-{diffuse}-{novelty}"
     runner.run(cfg, out, dataset=ds)
     if extra:
@@ -59,6 +61,10 @@ def test_no_invisible_archived_or_out_of_scope_node(compose, tmp_path, preset, s
                 assert not n["archived"] and (q["doc_scope"] is None or in_scope(
                     pl.Series([n["doc_id"]]).to_numpy(), tuple(q["doc_scope"]))[0]), (q, nid)
     rec = pl.read_parquet(out / "recall.parquet").join(ds.queries, on="query_id").join(ds.nodes, on="node_id")
+    inj = pl.read_parquet(out / "injection.parquet")
+    for qid, text in inj.select("query_id", "text").iter_rows():  # the injection text shows recalled nodes only
+        shown = set(re.findall(r"\((n\d+)\) rel=", text))
+        assert shown and shown <= set(rec.filter(pl.col("query_id") == qid)["node_id"]), (qid, text)
     for r in rec.iter_rows(named=True):
         vis = r["visibility"]
         assert vis is None or "*" in vis or (r["viewer"] is not None and r["viewer"] in vis), r
