@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io
 from pipeline.errors import ConfigError
-from pipeline.stages import anchors, channels, inject, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
+from pipeline.stages import anchors, channels, inject, probrecall, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
@@ -71,6 +71,8 @@ def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, 
     for comp in ("residual", "graph"):
         if comp in sel.columns:
             found.append(pl.when(pl.col(comp) > 0).then(pl.lit(comp)))
+    if "probabilistic" in sel.columns:
+        found.append(pl.when(pl.col("probabilistic")).then(pl.lit("probabilistic")))
     out = sel.with_columns(
         query_id=pl.Series(queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String),
         node_id=pl.Series(ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String),
@@ -254,7 +256,12 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
 
     with timer.stage("select"):
         doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
-        sel = select(cand, int(cfg.k), SelectParams(**cfg.select), xb, device, doc_idx)
+        sel = select(cand, int(cfg.k), SelectParams(**{k: v for k, v in cfg.select.items() if k != "prob_recall"}),
+                     xb, device, doc_idx)
+        pr = cfg.select.prob_recall
+        if pr.enabled:
+            sel = probrecall.append(sel, nodes, queries, int(cfg.k), p=pr.p, min_importance=pr.min_importance,
+                                    seed=cfg.seed, include_archived=cfg.include_archived)
         extra = [n for n in names if n in score.TERMS or n in score.FACTORS]
         recall = to_recall(sel, nodes, queries, enabled, extra, bool(cfg.select.top_chunks_per_doc))
     timer.rows["recall"] = recall.height

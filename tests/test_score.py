@@ -64,3 +64,20 @@ def test_unknown_factor_and_empty_terms_are_config_errors():
         score.compute(cand, {"fused": 1.0}, ["nope"], False)
     with pytest.raises(ConfigError, match="selects no component"):
         score.compute(cand, {"missing": 1.0}, [], False)
+
+
+def test_bme_lexical_unit_coverage_hand_computed():
+    from pipeline.ops.lexcover import field_match, lexical, units
+
+    assert units("Hello, World  a 中文记忆") == {"hello", "world", "中文记忆", "中文", "文记", "记忆"}
+    # title equal to the query → P = 1
+    assert lexical(["alice chen"], ["Alice Chen"], []) == 1.0
+    # title contained in the query → P = 0.92
+    assert lexical(["where does alice chen work"], ["Alice Chen"], []) == pytest.approx(0.92)
+    # coverage only: query units {budget, farm, month}; summary shares {farm, month} → S = 0.52·2/3
+    s = 0.52 * 2 / 3
+    t = field_match("the farm costs money each month", ["budget farm month"], 0.65, 0.55, 0.45)
+    assert t == pytest.approx(0.45 * 2 / 3)
+    got = lexical(["budget farm month"], [""], ["the farm costs money each month"])
+    assert got == pytest.approx(max(0.82 * s, 0.7 * t, 0.35 * s + 0.2 * t))
+    assert lexical(["zebra"], ["Alpha"], ["beta"]) == 0.0

@@ -77,3 +77,22 @@ def test_injection_formats_hand_checked():
     assert reme.splitlines()[0] == "========== a.md:3-5 [score=0.9000 dense=0.7000 lexical=2.0000] =========="
     oks = render(recall, nodes, "oks", max_nodes=1)["text"][0]
     assert oks == "- [fact] Alpha (a.md#x) rel=0.90\n  line one line \\| two"
+
+
+def test_probabilistic_recall_is_seeded_and_respects_visibility():
+    from pipeline.stages.probrecall import append
+
+    nodes = pl.DataFrame({"node_id": list("abcdef"), "text": ["t"] * 6,
+                          "importance": [9.0, 8.0, 7.0, 6.5, 2.0, 9.5], "type": ["fact", "rule", "fact", "fact", "fact", "fact"],
+                          "visibility": [None, None, None, None, None, ["zed"]]})
+    queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(40)], "text": ["x"] * 40})
+    sel = pl.DataFrame({"query_idx": list(range(40)), "node_idx": [4] * 40, "rank": [1] * 40, "score": [1.0] * 40},
+                       schema_overrides={"rank": pl.Int32})
+    a = append(sel, nodes, queries, k=5, p=0.5, seed=1)
+    b = append(sel, nodes, queries, k=5, p=0.5, seed=1)
+    assert a.equals(b)  # same seed, same output
+    extra = a.filter(pl.col("probabilistic"))
+    # pool = importance ≥ 6, not a rule, visible (f is private): a (9), c (7), d (6.5) → node idx 0, 2, 3
+    assert set(extra["node_idx"]) <= {0, 2, 3} and 10 < extra.height < 110  # ≈ 40 × 3 × 0.5 draws
+    assert append(sel, nodes, queries, k=1, p=0.5, seed=1).filter(pl.col("probabilistic")).height == 0  # full
+    assert not append(sel, nodes, queries, k=5, p=0.5, seed=2).equals(a)

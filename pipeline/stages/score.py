@@ -62,6 +62,22 @@ def _lexical_max(df: pl.DataFrame) -> pl.Expr:  # lexical / per-query max, in [0
     return pl.when(mx > 0).then(x / mx).otherwise(0.0)
 
 
+@term("bme_lexical", needs=("title", "description", "text", "status"))
+def _bme_lexical(df: pl.DataFrame) -> pl.Series:
+    """BME's unit-coverage lexical score (``pipeline.ops.lexcover``): sources = query text + segments."""
+    from pipeline.ops.lexcover import lexical
+    from pipeline.stages.query import intent_segments
+
+    srcs: dict[int, list[str]] = {}
+    out = []
+    for qi, qt, ti, de, tx, st in df.select("query_idx", "query_text", "title", "description", "text",
+                                             "status").iter_rows():
+        if qi not in srcs:
+            srcs[qi] = [qt or ""] + intent_segments(qt or "")
+        out.append(lexical(srcs[qi], [ti or ""], [de or "", tx or "", st or ""]))
+    return pl.Series(out, dtype=pl.Float64)
+
+
 @term("importance", needs=("importance",))
 def _importance(df: pl.DataFrame) -> pl.Expr:  # BME: clip(importance / 10), default 5
     return _clip01(pl.col("importance").fill_null(5.0) / 10.0)
@@ -118,6 +134,10 @@ def attach(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, signa
     now_tbl = pl.DataFrame({"query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
                             "now": qnow.cast(pl.Datetime("us", "UTC")).fill_null(now)})
     out = out.join(now_tbl, on="query_idx", how="left")
+    if "bme_lexical" in names:
+        qtext = pl.DataFrame({"query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
+                              "query_text": queries["text"]})
+        out = out.join(qtext, on="query_idx", how="left")
     if "reme_recency" in names:
         upd = pl.col("updated_at") if "updated_at" in out.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
         out = out.with_columns(last_update=pl.coalesce(upd, pl.col("created_at")))
