@@ -271,7 +271,8 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         io.write_parquet(out_dir / "recall.parquet", recall)
         if cfg.inject.format != "none":
             io.write_parquet(out_dir / "injection.parquet",
-                             inject.render(recall, nodes, cfg.inject.format, int(cfg.inject.max_nodes)))
+                             inject.render(recall, nodes, cfg.inject.format, int(cfg.inject.max_nodes),
+                                           bool(cfg.inject.soul_boost)))
 
     metrics = None
     if ds.qrels is not None and ds.qrels.height:

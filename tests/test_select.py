@@ -96,3 +96,15 @@ def test_probabilistic_recall_is_seeded_and_respects_visibility():
     assert set(extra["node_idx"]) <= {0, 2, 3} and 10 < extra.height < 110  # ≈ 40 × 3 × 0.5 draws
     assert append(sel, nodes, queries, k=1, p=0.5, seed=1).filter(pl.col("probabilistic")).height == 0  # full
     assert not append(sel, nodes, queries, k=5, p=0.5, seed=2).equals(a)
+
+
+def test_soul_boost_orders_only_the_injection_layer():
+    from pipeline.stages.inject import render, soul_boost
+
+    assert (soul_boost("anti-pattern", "x"), soul_boost("concept", "Overview"), soul_boost(None, "t")) == (1.5, 0.3, 0.5)
+    nodes = pl.DataFrame({"node_id": ["a", "b"], "text": ["ta", "tb"], "title": ["A", "B"], "type": ["concept", "anti-pattern"]})
+    recall = pl.DataFrame({"query_id": ["q", "q"], "rank": [1, 2], "node_id": ["a", "b"], "score": [1.0, 0.5]})
+    plain = render(recall, nodes, "oks")["text"][0]
+    boosted = render(recall, nodes, "oks", soul=True)["text"][0]  # 1.0·0.6 < 0.5·1.5 → b first
+    assert plain.index("(a)") < plain.index("(b)") and boosted.index("(b)") < boosted.index("(a)")
+    assert recall["rank"].to_list() == [1, 2]  # the recall layer is untouched

@@ -13,6 +13,17 @@ import polars as pl
 from pipeline.errors import choose
 
 FORMATS = ("bme", "reme", "oks")
+TYPE_MULT = {"anti-pattern": 1.5, "strategy": 0.8, "concept": 0.6}  # OKS Soul Boost; other types 0.5
+GENERIC_TITLES = {"index", "overview", "readme", "目录", "概述", "总览", "首页", "introduction", "conclusion",
+                  "background", "summary"}
+
+
+def soul_boost(type_: str | None, title: str | None) -> float:
+    """OKS injection boost: type multiplier × 0.5 for a generic title (rounded to 3 places)."""
+    b = TYPE_MULT.get((type_ or "").lower(), 0.5)
+    if (title or "").strip().lower() in GENERIC_TITLES:
+        b *= 0.5
+    return round(b, 3)
 BME_COLUMNS = ("title", "text", "tags", "status", "importance")
 
 
@@ -49,13 +60,24 @@ def _oks(rows: list[dict]) -> str:
                      f"rel={r['score']:.2f}\n  {_cell(r['text'], 160)}" for r in rows)
 
 
-def render(recall: pl.DataFrame, nodes: pl.DataFrame, fmt: str, max_nodes: int = 12) -> pl.DataFrame:
-    """One injection text per query from its first ``max_nodes`` recalled rows (in rank order)."""
+def render(recall: pl.DataFrame, nodes: pl.DataFrame, fmt: str, max_nodes: int = 12,
+           soul: bool = False) -> pl.DataFrame:
+    """One injection text per query from its first ``max_nodes`` recalled rows (in rank order).
+
+    ``soul``: the injection layer orders the query's recalled rows by score × Soul Boost before
+    cutting to ``max_nodes`` (OKS's design; the recall layer and recall.parquet are unchanged).
+    """
     choose("inject.format", fmt, FORMATS)
     keep = [c for c in ("node_id", "text", "title", "type", "tags", "status", "importance", "start_line", "end_line")
             if c in nodes.columns]
-    rows = (recall.filter(pl.col("rank") <= max_nodes).sort("query_id", "rank")
-            .join(nodes.select(keep), on="node_id", how="left"))
+    rows = recall.join(nodes.select(keep), on="node_id", how="left")
+    if soul:
+        boost = [soul_boost(t, ti) for t, ti in zip(rows["type"] if "type" in rows.columns else [None] * rows.height,
+                                                    rows["title"] if "title" in rows.columns else [None] * rows.height)]
+        rows = (rows.with_columns(injection_boost=pl.Series(boost))
+                .sort(["query_id", pl.col("score") * pl.col("injection_boost"), "rank"], descending=[False, True, False])
+                .with_columns(rank=pl.col("rank").cum_count().over("query_id").cast(pl.Int32)))
+    rows = rows.filter(pl.col("rank") <= max_nodes).sort("query_id", "rank")
     fn = {"bme": _bme, "reme": _reme, "oks": _oks}[fmt]
     out = [(qid, fmt, fn(list(g.iter_rows(named=True))))
            for (qid,), g in rows.group_by("query_id", maintain_order=True)]
