@@ -21,6 +21,7 @@ COMMANDS = {
     "report": "write report.md / report.html with plots for a finished run",
     "export-trec": "write a run's recall as a TREC run file (qid Q0 docid rank score tag)",
     "import-trec": "turn an external TREC run file into a run directory (to compare or fuse)",
+    "analyze": "corpus NMF topic analysis of a finished run (topics, node topics, recall spread)",
 }
 USAGE = """usage: recall <command> [overrides]
 
@@ -30,6 +31,7 @@ commands:
   report       recall report <run dir>
   export-trec  recall export-trec <run dir> <file> [--level node_id|doc_id] [--tag NAME]
   import-trec  recall import-trec <run file> --out DIR [--qrels FILE] [--level node_id|doc_id]
+  analyze      recall analyze <run dir>
 
 common overrides (Hydra syntax, any config key works):
   data=sample|workspace|locomo|beir|scifact|musique   data.path=<file or folder>
@@ -147,6 +149,11 @@ def tool(cmd: str, args: list[str]) -> int:
         if a.out:
             md, html = report.compare_report(res, a.out)
             print(f"report: {md} {html}")
+    elif cmd == "analyze":
+        from pipeline.runner import analyze_run
+
+        ap.add_argument("run_dir")
+        print("wrote " + ", ".join(analyze_run(ap.parse_args(args).run_dir)))
     elif cmd == "report":
         ap.add_argument("run_dir")
         md, html = report.run_report(ap.parse_args(args).run_dir)

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io
 from pipeline.errors import ConfigError
-from pipeline.stages import anchors, channels, inject, probrecall, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
+from pipeline.stages import analyze, anchors, channels, inject, probrecall, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
@@ -134,6 +134,34 @@ def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
     if nodes.height == 0:
         raise ConfigError(f"data={ds.name}: no node has any text; nothing can be recalled")
     return nodes.sort("node_id"), queries
+
+
+def write_analysis(out_dir: Path, frames: dict[str, pl.DataFrame]) -> None:
+    for name, frame in frames.items():
+        io.write_parquet(Path(out_dir) / f"{name}.parquet", frame)
+
+
+def analyze_run(run_dir: str | Path) -> list[str]:
+    """``recall analyze <run_dir>``: the corpus topic analysis for a finished run (embeddings come
+    back from the cache); writes topics / node_topics / recall_topics Parquet files and the report."""
+    import json
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "manifest.json").is_file():
+        raise ConfigError(f"{run_dir}: no manifest.json; pass a finished run directory")
+    cfg = OmegaConf.create(json.loads((run_dir / "manifest.json").read_text())["config"])
+    device = backend.resolve_device(cfg.device)
+    nodes, _queries = drop_empty(call_target(cfg.data))
+    encoder = call_target(cfg.embed.encoder)
+    cache = EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim) if cfg.embed.cache else None
+    xb, _ = embed_cached(encoder, embed_texts(nodes, cfg.embed.include_title), cache, device)
+    a = cfg.get("analyze", {"topics": 20, "top": 5, "mode": "abs"})
+    frames = analyze.analyze(nodes, xb, pl.read_parquet(run_dir / "recall.parquet"), a["topics"], a["top"], a["mode"], device)
+    write_analysis(run_dir, frames)
+    from pipeline.report import run_report
+
+    run_report(run_dir)
+    return [f"{n}.parquet" for n in frames]
 
 
 def run_now(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> dt.datetime:
@@ -273,6 +301,11 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
             io.write_parquet(out_dir / "injection.parquet",
                              inject.render(recall, nodes, cfg.inject.format, int(cfg.inject.max_nodes),
                                            bool(cfg.inject.soul_boost)))
+
+    if cfg.analyze.enabled and xb is not None:
+        with timer.stage("analyze"):
+            write_analysis(out_dir, analyze.analyze(nodes, xb, recall, cfg.analyze.topics, cfg.analyze.top,
+                                                    cfg.analyze.mode, device))
 
     metrics = None
     if ds.qrels is not None and ds.qrels.height:

@@ -163,3 +163,16 @@ def _save(fig, path: str | Path) -> Path:
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     io.atomic_write_bytes(path, buf.getvalue())
     return Path(path)
+
+
+def topics(topics_df: pl.DataFrame, recall_topics: pl.DataFrame | None, path: str | Path) -> Path:
+    """topics.parquet (+ recall_topics.parquet) → topic sizes and how many topics each recall set spans."""
+    fig, axes = _figure(12.0, 3.8, 1, 2)
+    t = topics_df.sort("topic")
+    axes[0].bar([str(x) for x in t["topic"].to_list()], t["size"].to_list(), color=_color(0))
+    _labels(axes[0], f"Topic sizes ({t.height} topics)", "topic", "nodes (dominant topic)")
+    if recall_topics is not None and recall_topics.height:
+        counts = recall_topics["n_topics"].value_counts().sort("n_topics")
+        axes[1].bar([str(x) for x in counts["n_topics"].to_list()], counts["count"].to_list(), color=_color(1))
+    _labels(axes[1], "Recall spread over topics", "distinct topics in a query's recall set", "queries")
+    return _save(fig, path)

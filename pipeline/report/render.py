@@ -63,6 +63,11 @@ def run_report(run_dir: str | Path) -> tuple[Path, Path]:
         figures.append(("Novelty gate", lambda: plots.novelty(
             pl.read_parquet(run_dir / "novelty.parquet"), run_dir / "report-novelty.png",
             nov.get("novelty_threshold"), nov.get("residual_threshold"))))
+    if (run_dir / "topics.parquet").is_file():
+        rt = run_dir / "recall_topics.parquet"
+        figures.append(("Corpus topics", lambda: plots.topics(
+            pl.read_parquet(run_dir / "topics.parquet"), pl.read_parquet(rt) if rt.is_file() else None,
+            run_dir / "report-topics.png")))
     blocks += _figure_blocks(figures)
     return _write(blocks, run_dir / "report.md", run_dir / "report.html")
 
