@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.ops.scope import scope_groups
+from pipeline.ops.titles import TitleFinder
 
 SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "energy": pl.Float32}
 
@@ -20,25 +21,15 @@ def find(nodes: pl.DataFrame, queries: pl.DataFrame, *, min_len: int = 2, energy
     """(query_idx, node_idx, energy) for every title found in a query text (Aho–Corasick, one pass)."""
     if "title" not in nodes.columns:
         return pl.DataFrame(schema=SCHEMA)
-    import ahocorasick
-
-    by_title: dict[str, list[int]] = {}
-    for i, t in enumerate(nodes["title"].to_list()):
-        if t and len(t.strip()) >= min_len:
-            by_title.setdefault(t.strip(), []).append(i)
-    if not by_title:
+    finder = TitleFinder(nodes["title"].to_list(), min_len)
+    if not finder:
         return pl.DataFrame(schema=SCHEMA)
-    auto = ahocorasick.Automaton()
-    for t in by_title:
-        auto.add_word(t, t)
-    auto.make_automaton()
     rows = []
     for _key, visible, qs in scope_groups(nodes, queries, include_archived):
         ok = np.zeros(nodes.height, dtype=bool)
         ok[visible] = True
         for q in qs:
-            hits = {t for _end, t in auto.iter(queries["text"][int(q)] or "")}
-            rows += [(int(q), j, energy) for t in sorted(hits) for j in by_title[t] if ok[j]]
+            rows += [(int(q), j, energy) for t in finder.find(queries["text"][int(q)]) for j in finder.nodes[t] if ok[j]]
     return pl.DataFrame(rows, schema=SCHEMA, orient="row").unique(["query_idx", "node_idx"], maintain_order=True)
 
 

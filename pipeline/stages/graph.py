@@ -6,13 +6,14 @@ sparse matrices diffusion uses (BME: every edge counts in both directions, paral
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 import scipy.sparse as sp
+
+from pipeline.ops.titles import TitleFinder
 
 EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit": pl.Boolean,
                "relation": pl.String}
@@ -73,31 +74,14 @@ def mention_edges(nodes: pl.DataFrame, p: GraphParams) -> pl.DataFrame:
     """Node A → node B when A's text mentions B's title as a whole word (Aho–Corasick, one pass)."""
     if not p.mentions or "title" not in nodes.columns:
         return pl.DataFrame(schema=EDGE_SCHEMA)
-    import ahocorasick
-
-    fold = (lambda s: s) if p.mention_case_sensitive else str.lower
-    by_title: dict[str, list[int]] = {}
-    for i, t in enumerate(nodes["title"].to_list()):
-        if t and len(t.strip()) >= p.mention_min_len:
-            by_title.setdefault(fold(t.strip()), []).append(i)
-    if not by_title:
+    finder = TitleFinder(nodes["title"].to_list(), p.mention_min_len,
+                         str if p.mention_case_sensitive else str.lower)
+    if not finder:
         return pl.DataFrame(schema=EDGE_SCHEMA)
-    auto = ahocorasick.Automaton()
-    for t in by_title:
-        auto.add_word(t, t)
-    auto.make_automaton()
-    word = re.compile(r"\w")
     src, dst = [], []
     for i, text in enumerate(nodes["text"].to_list()):
-        s = fold(text or "")
-        hits = set()
-        for end, t in auto.iter(s):
-            start = end - len(t) + 1
-            if (start > 0 and word.match(s[start - 1])) or (end + 1 < len(s) and word.match(s[end + 1])):
-                continue
-            hits.add(t)
-        for t in sorted(hits):
-            for j in by_title[t]:
+        for t in finder.find(text, whole_word=True):
+            for j in finder.nodes[t]:
                 if j != i:
                     src.append(i)
                     dst.append(j)
