@@ -136,6 +136,15 @@ def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
     return nodes.sort("node_id"), queries
 
 
+def embed_nodes(cfg: DictConfig, nodes: pl.DataFrame, device: str):
+    """(encoder, cache, node embeddings (n, d), number of texts actually encoded)."""
+    encoder = call_target(cfg.embed.encoder)
+    cache = EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim) \
+        if cfg.embed.cache else None
+    xb, n = embed_cached(encoder, embed_texts(nodes, cfg.embed.include_title), cache, device)
+    return encoder, cache, xb, n
+
+
 def write_analysis(out_dir: Path, frames: dict[str, pl.DataFrame]) -> None:
     for name, frame in frames.items():
         io.write_parquet(Path(out_dir) / f"{name}.parquet", frame)
@@ -152,9 +161,7 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     cfg = OmegaConf.create(json.loads((run_dir / "manifest.json").read_text())["config"])
     device = backend.resolve_device(cfg.device)
     nodes, _queries = drop_empty(call_target(cfg.data))
-    encoder = call_target(cfg.embed.encoder)
-    cache = EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim) if cfg.embed.cache else None
-    xb, _ = embed_cached(encoder, embed_texts(nodes, cfg.embed.include_title), cache, device)
+    _enc, _cache, xb, _n = embed_nodes(cfg, nodes, device)
     a = cfg.get("analyze", {"topics": 20, "top": 5, "mode": "abs"})
     frames = analyze.analyze(nodes, xb, pl.read_parquet(run_dir / "recall.parquet"), a["topics"], a["top"], a["mode"], device)
     write_analysis(run_dir, frames)
@@ -201,10 +208,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     n_embedded = 0
     if "dense" in enabled:
         with timer.stage("embed"):
-            encoder = call_target(cfg.embed.encoder)
-            cache = EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim) \
-                if cfg.embed.cache else None
-            xb, n1 = embed_cached(encoder, embed_texts(nodes, cfg.embed.include_title), cache, device)
+            encoder, cache, xb, n1 = embed_nodes(cfg, nodes, device)
             qplan = query.plan(queries, cfg.query.blend, cfg.query.intent_split, tuple(cfg.query.weights),
                                cfg.query.max_segments)
             xparts, n2 = embed_cached(encoder, qplan["text"].to_list(), cache, device)
