@@ -34,6 +34,13 @@ def call_target(spec: DictConfig | dict, **extra):
     return get_method(target)(**spec, **extra)
 
 
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (MiB; Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def versions() -> dict[str, str]:
     out = {}
     for name in VERSIONS:
@@ -324,7 +331,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         "dataset": ds.name, "inputs": ds.fingerprints, "versions": versions(),
         "device": device, "timings_s": timer.seconds, "rows": timer.rows,
         "skipped": {k: v for k, v in sorted(ds.skipped.items()) if v}, "fallbacks": backend.FALLBACKS[:],
-        "embedded_texts": n_embedded, "reused_stages": reused, "signals_freshness": freshness,
+        "embedded_texts": n_embedded, "reused_stages": reused, "peak_rss_mb": peak_rss_mb(), "signals_freshness": freshness,
         "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
     }
     io.write_json(out_dir / "manifest.json", manifest)

@@ -1,0 +1,1 @@
+"""Synthetic corpora for benchmarks at sizes the real data does not reach."""
