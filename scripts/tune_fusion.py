@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from pipeline import backend, runner
 from pipeline.stages import channels, evaluate, fuse
 from pipeline.stages.select import SelectParams, select
-from pipeline.stages.embed import EmbeddingCache, embed_cached
+from pipeline.stages.embed import embed_cached
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 GRID = {
@@ -32,10 +32,8 @@ def main(overrides: list[str]) -> None:
         cfg = compose("config", overrides=["preset=best", *overrides])
     device = backend.resolve_device(cfg.device)
     ds = runner.call_target(cfg.data)
-    nodes, queries = ds.nodes.sort("node_id"), ds.queries
-    enc = runner.call_target(cfg.embed.encoder)
-    cache = EmbeddingCache(Path(cfg.cache_dir) / f"emb-{enc.model_id}.sqlite", enc.dim)
-    xb, _ = embed_cached(enc, runner.embed_texts(nodes, cfg.embed.include_title), cache, device)
+    nodes, queries = runner.drop_empty(ds)
+    enc, cache, xb, _ = runner.embed_nodes(cfg, nodes, device)
     xq, _ = embed_cached(enc, queries["text"].to_list(), cache, device)
     cand = channels.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams(**cfg.dense),
                              channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device, cfg.seed)
