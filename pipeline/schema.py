@@ -23,6 +23,10 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "access_count": pl.Int64, "pinned": pl.Boolean, "archived": pl.Boolean,
             "status": pl.String, "visibility": pl.List(pl.String), "seq": pl.Int64,
             "start_line": pl.Int64, "end_line": pl.Int64, "speaker": pl.String,
+            # BME scope / story time (pipeline/stages/scope_policy.py, docs/presets.md)
+            "scope_layer": pl.String, "scope_owner_type": pl.String, "scope_owner": pl.String,
+            "scope_region": pl.String, "scope_regions": pl.List(pl.String), "story_time": pl.Int64,
+            "story_time_end": pl.Int64, "story_tense": pl.String,
         },
     },
     "edges": {
@@ -34,7 +38,11 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
         "required": {"query_id": pl.String, "text": pl.String},
         "optional": {"context": pl.List(pl.String), "viewer": pl.String, "now": TS,
                      "doc_scope": pl.List(pl.String), "group": pl.String,
-                     "query_rewrite": pl.String},
+                     "query_rewrite": pl.String,
+                     # BME scene state (scope policy): who speaks, where, which story segment
+                     "active_owners": pl.List(pl.String), "active_user_owners": pl.List(pl.String),
+                     "active_region": pl.String, "adjacent_regions": pl.List(pl.String),
+                     "story_segment": pl.Int64},
     },
     "qrels": {
         "required": {"query_id": pl.String, "relevance": pl.Int32},

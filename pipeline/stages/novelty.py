@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 import torch
 
+from pipeline.ops.eligible import eligible as eligible_nodes
 from pipeline.ops.fista import fista_batched
 from pipeline.ops.nmf import nmf_batched, novelty_batched, prepare_basis
 from pipeline.ops.scope import scope_groups
@@ -42,15 +43,7 @@ class NoveltyParams:
 
 
 def eligible(nodes: pl.DataFrame, p: NoveltyParams) -> np.ndarray:
-    ok = np.ones(nodes.height, dtype=bool)
-    if "archived" in nodes.columns:
-        ok &= ~nodes["archived"].fill_null(False).to_numpy()
-    if "type" in nodes.columns and p.exclude_types:
-        ok &= ~nodes["type"].is_in(list(p.exclude_types)).fill_null(False).to_numpy()
-    if p.require_title:
-        ok &= (nodes["title"].fill_null("").str.strip_chars().str.len_chars() >= 2).to_numpy() \
-            if "title" in nodes.columns else False
-    return ok
+    return eligible_nodes(nodes, p.require_title, p.exclude_types)
 
 
 def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, xb: np.ndarray, xq: np.ndarray,

@@ -166,8 +166,9 @@ def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool
     if normalize:
         score = score / max(total, 1e-6)
     for f in factors:
-        if f not in FACTORS:
+        if f in FACTORS:
+            cand = cand.with_columns(FACTORS[f](cand).alias(f))
+        elif f not in cand.columns:  # else a precomputed factor column (e.g. from the scope policy)
             raise ConfigError(f"score.factors: unknown factor {f!r}; choose from {sorted(FACTORS)}")
-        cand = cand.with_columns(FACTORS[f](cand).alias(f))
         score = score * pl.col(f)
     return cand.with_columns(score=score).drop(missing)

@@ -26,11 +26,14 @@ class SelectParams:
     batch: int = 4096  # queries per torch batch
     dtype: str = "float32"  # float64 for bit-for-bit parity with the float64 reference kernels
     top_chunks_per_doc: int | None = None  # ReMe node-level grouping: at most this many units per doc_id
+    sort_by: tuple = ()  # priority columns sorted desc before the score (BME scope/story buckets)
 
 
-def ranked(cand: pl.DataFrame) -> pl.DataFrame:
-    """Candidates sorted per query by score desc, node index asc, with a 1-based ``rank``."""
-    return (cand.sort(["query_idx", "score", "node_idx"], descending=[False, True, False])
+def ranked(cand: pl.DataFrame, sort_by: tuple = ()) -> pl.DataFrame:
+    """Candidates sorted per query by the ``sort_by`` columns desc, score desc, node index asc,
+    with a 1-based ``rank``."""
+    keys = [c for c in sort_by if c in cand.columns]
+    return (cand.sort(["query_idx", *keys, "score", "node_idx"], descending=[False, *[True] * len(keys), True, False])
             .with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32)))
 
 
@@ -49,7 +52,7 @@ def group_by_doc(r: pl.DataFrame, doc_idx: np.ndarray, per_doc: int) -> pl.DataF
 def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = None, device: str = "cpu",
            doc_idx: np.ndarray | None = None) -> pl.DataFrame:
     choose("select.method", p.method, METHODS)
-    r = ranked(cand)
+    r = ranked(cand, tuple(p.sort_by))
     if p.top_chunks_per_doc:
         if doc_idx is None:
             raise ConfigError("select.top_chunks_per_doc needs a doc_id column in the nodes")

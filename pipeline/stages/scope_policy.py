@@ -1,0 +1,181 @@
+"""Scope policies: per (query, candidate) weights and sort priorities applied before the final score.
+
+``bme`` (ST-BME §1.b.7, ``memory-scope.js::classifyNodeScopeBucket``,
+``story-timeline.js::classifyStoryTemporalBucket``), vectorised over all candidate rows:
+
+- scope bucket from node ``scope_layer`` (objective | pov), ``scope_owner_type`` (character | user),
+  ``scope_owner``, ``scope_region``, ``scope_regions`` and query ``active_owners``,
+  ``active_user_owners``, ``active_region``, ``adjacent_regions`` → factor ``bme_scope``;
+- story-time bucket from node ``story_time`` (segment order; span start), ``story_time_end`` (span
+  end), ``story_tense`` (future | hypothetical | flashback | …), query ``story_segment`` and cue
+  words in the query text + context → factor ``bme_story_time``; future nodes are dropped unless a
+  future cue is present (with ``soft_directing``);
+- with ``sort``: ``scope_priority`` and ``story_priority`` columns that select sorts by before score.
+
+A part whose node column (``scope_layer`` / ``story_time``) is missing is skipped with a warning.
+Policies are registered in ``POLICIES``; the runner multiplies the returned factor columns in.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import polars as pl
+
+from pipeline.errors import choose
+
+log = logging.getLogger(__name__)
+# index = priority in BME's lexicographic sort (higher first)
+SCOPE_BUCKETS = ("otherPov", "objectiveGlobal", "objectiveAdjacentRegion", "objectiveCurrentRegion", "userPov",
+                 "characterPov")
+STORY_BUCKETS = ("future", "distantPast", "flashback", "undated", "adjacentPast", "current")
+NODE_COLS = {"scope_layer": pl.String, "scope_owner_type": pl.String, "scope_owner": pl.String,
+             "scope_region": pl.String, "scope_regions": pl.List(pl.String), "story_time": pl.Int64,
+             "story_time_end": pl.Int64, "story_tense": pl.String}
+QUERY_COLS = {"active_owners": pl.List(pl.String), "active_user_owners": pl.List(pl.String),
+              "active_region": pl.String, "adjacent_regions": pl.List(pl.String), "story_segment": pl.Int64}
+
+
+@dataclass
+class ScopeParams:
+    policy: str = "none"  # none | bme
+    sort: bool = True  # BME lexicographic sort: scope priority, story priority, then score
+    soft_directing: bool = True  # BME storyTimeSoftDirecting: story weights + future suppression
+    scope_weights: dict = field(default_factory=lambda: {
+        "characterPov": 1.25, "userPov": 1.05, "objectiveCurrentRegion": 1.15, "objectiveAdjacentRegion": 0.9,
+        "objectiveGlobal": 0.75, "otherPov": 0.6})
+    flashback_cues: list = field(default_factory=lambda: [
+        "曾经", "以前", "当年", "从前", "回忆", "过去", "背景", "来历", "小时候", "往事",
+        "used to", "back then", "in the past", "years ago", "remember when", "childhood", "flashback"])
+    future_cues: list = field(default_factory=lambda: [
+        "未来", "以后", "之后会", "将要", "明天", "预告", "计划", "打算", "准备", "承诺",
+        "in the future", "tomorrow", "plan", "plans", "planning", "going to", "will be", "promise"])
+
+
+@dataclass
+class Applied:
+    cand: pl.DataFrame
+    factors: list[str] = field(default_factory=list)  # columns multiplied into the score
+    sort_by: list[str] = field(default_factory=list)  # priority columns sorted (desc) before score
+
+
+def cue_pattern(cues: list[str]) -> str:
+    """Case-insensitive alternation; ASCII cues match whole words, others anywhere."""
+    parts = [rf"\b{re.escape(c)}\b" if c.isascii() else re.escape(c) for c in cues if c]
+    return "(?i)(" + "|".join(parts) + ")" if parts else "$^"
+
+
+def _gather(frame: pl.DataFrame, idx: pl.Series, cols: dict) -> pl.DataFrame:
+    have = frame.select([pl.col(c).cast(t) if c in frame.columns else pl.lit(None, dtype=t).alias(c)
+                         for c, t in cols.items()])
+    return have[idx.to_numpy()]
+
+
+def _key(e: pl.Expr) -> pl.Expr:
+    return e.str.strip_chars().str.to_lowercase()
+
+
+def _keys(e: pl.Expr) -> pl.Expr:
+    return e.list.eval(pl.element().str.strip_chars().str.to_lowercase()).fill_null(pl.lit([], pl.List(pl.String)))
+
+
+def scope_bucket() -> pl.Expr:
+    """Bucket priority (index into SCOPE_BUCKETS) from the gathered node/query columns."""
+    otype, owner = _key(pl.col("scope_owner_type")).fill_null(""), _key(pl.col("scope_owner"))
+    chars, users = _keys(pl.col("active_owners")), _keys(pl.col("active_user_owners"))
+    region, active = _key(pl.col("scope_region")), _key(pl.col("active_region")).fill_null("")
+    adj, tokens = _keys(pl.col("adjacent_regions")), _keys(pl.col("scope_regions"))
+    p = {b: i for i, b in enumerate(SCOPE_BUCKETS)}
+    pov = (pl.when((otype == "character") & chars.list.contains(owner).fill_null(False)).then(p["characterPov"])
+           .when((otype == "user") & users.list.contains(owner).fill_null(False)).then(p["userPov"])
+           .when((otype == "character") & (chars.list.len() == 0)).then(p["characterPov"])
+           .when((otype == "user") & (users.list.len() == 0)).then(p["userPov"])
+           .otherwise(p["otherPov"]))
+    objective = (pl.when(active == "").then(p["objectiveGlobal"])
+                 .when(region == active).then(p["objectiveCurrentRegion"])
+                 .when(adj.list.contains(region).fill_null(False)).then(p["objectiveAdjacentRegion"])
+                 .when(tokens.list.contains(active) | (tokens.list.set_intersection(adj).list.len() > 0))
+                 .then(p["objectiveAdjacentRegion"])
+                 .otherwise(p["objectiveGlobal"]))
+    return pl.when(_key(pl.col("scope_layer")) == "pov").then(pov).otherwise(objective).cast(pl.Int8)
+
+
+def story_bucket() -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """(priority, weight, suppressed) from story_time/_end/_tense, story_segment and the cue mode."""
+    p = {b: i for i, b in enumerate(STORY_BUCKETS)}
+    tense, active, cue = _key(pl.col("story_tense")).fill_null(""), pl.col("story_segment"), pl.col("cue")
+    start = pl.coalesce("story_time", "story_time_end")
+    end = pl.coalesce("story_time_end", "story_time")
+    dated = pl.col("story_time").is_not_null() | pl.col("story_time_end").is_not_null() | (tense != "")
+    fut_cue, back_cue = cue == "future", cue == "flashback"
+    rules = [  # (condition, bucket, weight, suppressed), first match wins (BME's order)
+        (~dated, "undated", 0.88, False),
+        (tense.is_in(["future", "hypothetical"]), "future", pl.when(fut_cue).then(0.72).otherwise(0.2), ~fut_cue),
+        (active.is_null(), "undated", 0.92, False),
+        (start.is_null(), "undated", 0.9, False),
+        ((active >= start) & (active <= end), "current", 1.15, False),
+        ((end < active) & ((tense == "flashback") | back_cue), "flashback",
+         pl.when(back_cue).then(1.02).otherwise(0.72), False),
+        ((end < active) & (active - end <= 2), "adjacentPast", 1.0, False),
+        (end < active, "distantPast", 0.64, False),
+        (start > active, "future", pl.when(fut_cue).then(0.74).otherwise(0.22), ~fut_cue),
+    ]
+    prio, weight, supp = pl.lit(p["undated"]), pl.lit(0.9), pl.lit(False)  # temporal-unknown
+    for cond, bucket, w, s in reversed(rules):
+        prio = pl.when(cond).then(p[bucket]).otherwise(prio)
+        weight = pl.when(cond).then(w).otherwise(weight)
+        supp = pl.when(cond).then(s).otherwise(supp)
+    return prio.cast(pl.Int8), weight.cast(pl.Float64), supp
+
+
+def cue_mode(queries: pl.DataFrame, p: ScopeParams) -> pl.Series:
+    """Per query: "flashback" if a flashback cue appears in its text + context, else "future" if a
+    future cue does, else ""."""
+    text = queries["text"].fill_null("")
+    if "context" in queries.columns:
+        text = pl.concat_str([text, queries["context"].list.join("\n").fill_null("")], separator="\n")
+    back, fut = text.str.contains(cue_pattern(p.flashback_cues)), text.str.contains(cue_pattern(p.future_cues))
+    return pl.select(pl.when(back).then(pl.lit("flashback")).when(fut).then(pl.lit("future"))
+                     .otherwise(pl.lit("")).alias("cue")).to_series()
+
+
+def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: ScopeParams) -> Applied:
+    parts = {"scope": "scope_layer" in nodes.columns, "story": "story_time" in nodes.columns}
+    for part, ok in parts.items():
+        if not ok:
+            log.warning("scope.policy=bme: nodes have no %s column; the %s weights are skipped (factor 1)",
+                        "scope_layer" if part == "scope" else "story_time", part)
+    out = Applied(cand)
+    if not any(parts.values()) or cand.height == 0:
+        return out
+    q = queries.with_columns(cue=cue_mode(queries, p))
+    x = pl.concat([_gather(nodes, cand["node_idx"], NODE_COLS),
+                   _gather(q, cand["query_idx"], {**QUERY_COLS, "cue": pl.String})], how="horizontal")
+    cols, keep = {}, pl.lit(True)
+    if parts["scope"]:
+        prio = x.select(scope_bucket()).to_series()
+        w = [p.scope_weights[b] for b in SCOPE_BUCKETS]
+        cols["bme_scope"] = prio.replace_strict(list(range(len(w))), w, return_dtype=pl.Float64)
+        cols["scope_priority"] = prio
+    if parts["story"]:
+        prio, weight, supp = story_bucket()
+        s = x.select(prio.alias("p"), weight.alias("w"), supp.alias("s"))
+        cols["bme_story_time"] = s["w"] if p.soft_directing else pl.Series([1.0] * x.height)
+        cols["story_priority"] = s["p"]
+        keep = ~s["s"] if p.soft_directing else keep
+    prios = [c for c in ("scope_priority", "story_priority") if c in cols]
+    out.cand = cand.with_columns(**{c: v for c, v in cols.items() if p.sort or c not in prios}).filter(keep)
+    out.factors = [c for c in ("bme_scope", "bme_story_time") if c in cols]
+    out.sort_by = prios if p.sort else []
+    return out
+
+
+POLICIES: dict[str, Callable[..., Applied]] = {"none": lambda cand, nodes, queries, p: Applied(cand), "bme": bme}
+
+
+def apply(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: ScopeParams) -> Applied:
+    """Run the configured policy; the runner multiplies ``factors`` into the score and sorts by ``sort_by``."""
+    choose("scope.policy", p.policy, POLICIES)
+    return POLICIES[p.policy](cand, nodes, queries, p)

@@ -1,0 +1,210 @@
+"""Every preset end to end on a ten-node graph, checked against scores computed by hand.
+
+Embeddings come from the hashing embedder: a text's vector is its unigram and bigram features, ±1
+each, L2-normalised. The words below hash to distinct buckets (checked), so the cosine of the
+query "apple" with "apple banana" (features apple, banana, "apple banana") is 1/√3, with
+"cherry apple banana" 1/√5, and 0 with a text that shares no word. No node has a title.
+
+Graph (ids sort as n0 < n1 < … < n9, so node index = the digit):
+    d1: n0 "apple" ─0.2─ n1 "apple banana" ─0.2─ n2 "cherry apple banana"   (temporal chain, seq order)
+    d2: n3 "grape" ─0.2─ n6 "kiwi" ─0.2─ n7 "the melon";  explicit edge n3 → n0, weight 1.0
+    d3: n4 "apple" (archived), n5 "apple" (visible to bob only)
+    d4: n8 "lemon" ─0.2─ n9 "mango"
+A viewer-less query sees N = 8 nodes (n4 archived, n5 invisible).
+"""
+import datetime as dt
+import hashlib
+import math
+
+import polars as pl
+import pytest
+
+from pipeline import runner
+from pipeline.dataset import Dataset
+
+NOW = dt.datetime(2026, 1, 31, tzinfo=dt.timezone.utc)
+TS = pl.Datetime("us", "UTC")
+S3, S5 = 1 / math.sqrt(3), 1 / math.sqrt(5)
+Q = {"apple": "q0", "banana": "q1", "lemon": "q2", "the": "q3", "bob": "q4", "scoped": "q5"}
+
+
+def _dataset(**extra_node_cols) -> Dataset:
+    nodes = pl.DataFrame({
+        "node_id": [f"n{i}" for i in range(10)],
+        "text": ["apple", "apple banana", "cherry apple banana", "grape", "apple", "apple", "kiwi", "the melon",
+                 "lemon", "mango"],
+        "doc_id": ["d1", "d1", "d1", "d2", "d3", "d3", "d2", "d2", "d4", "d4"],
+        "seq": [0, 1, 2, 0, 0, 1, 1, 2, 0, 1],
+        "importance": [8.0, None, 2.0, None, None, None, None, None, None, None],
+        "created_at": [NOW - dt.timedelta(days=1), NOW - dt.timedelta(days=30)] + [None] * 8,
+        "archived": [False] * 4 + [True] + [False] * 5,
+        "visibility": [None] * 5 + [["bob"]] + [None] * 4,
+        **extra_node_cols,
+    }, schema_overrides={"importance": pl.Float32, "created_at": TS})
+    edges = pl.DataFrame({"src": ["n3"], "dst": ["n0"], "weight": [1.0]}, schema_overrides={"weight": pl.Float32})
+    queries = pl.DataFrame({"query_id": list(Q.values()),
+                            "text": ["apple", "banana", "lemon", "the", "apple", "apple"],
+                            "viewer": [None, None, None, None, "bob", None],
+                            "doc_scope": [None] * 5 + [["d1"]],
+                            "now": [NOW] * 6}, schema_overrides={"now": TS})
+    return Dataset("tiny", nodes, queries, edges)
+
+
+def _run(compose, tmp_path, preset: str, *overrides: str, ds: Dataset | None = None) -> pl.DataFrame:
+    cfg = compose([f"preset={preset}", "embed=hashing", "k=10", "report=false", *overrides])
+    out = tmp_path / preset
+    runner.run(cfg, out, dataset=ds or _dataset())
+    return pl.read_parquet(out / "recall.parquet")
+
+
+def _q(rec: pl.DataFrame, key: str) -> pl.DataFrame:
+    return rec.filter(pl.col("query_id") == Q[key]).sort("rank")
+
+
+def _score(rec: pl.DataFrame, key: str, node: str, col: str = "score") -> float:
+    return _q(rec, key).filter(pl.col("node_id") == node)[col].item()
+
+
+def bm25(tf: float, n: int, df: int, dl: float, avgdl: float, k1: float, b: float, idf: str) -> float:
+    """BM25 of one term, written out: lucene (bm25s) or SQLite FTS5 (OKS)."""
+    if idf == "lucene":
+        return math.log(1 + (n - df + 0.5) / (df + 0.5)) * tf / (tf + k1 * (1 - b + b * dl / avgdl))
+    return max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+
+
+def test_hashing_features_of_the_tiny_words_do_not_collide():
+    feats = "apple banana cherry grape kiwi the melon lemon mango".split() + ["apple banana", "cherry apple", "the melon"]
+    buckets = {int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "little") % 384 for f in feats}
+    assert len(buckets) == len(feats)
+
+
+def test_dense_preset_cosines_and_the_filters(compose, tmp_path):
+    rec = _run(compose, tmp_path, "dense")
+    q = _q(rec, "apple")
+    # score = fused = raw cosine; zero-cosine nodes follow in node order; n4 (archived), n5 (bob's) never
+    assert q["node_id"].to_list() == ["n0", "n1", "n2", "n3", "n6", "n7", "n8", "n9"]
+    assert q["score"].to_list()[:4] == pytest.approx([1.0, S3, S5, 0.0], abs=1e-6)
+    # viewer bob also sees n5 ("apple", cosine 1): tie with n0 broken by node id
+    assert _q(rec, "bob")["node_id"].to_list()[:4] == ["n0", "n5", "n1", "n2"]
+    # doc_scope [d1]: only d1's nodes
+    assert _q(rec, "scoped")["node_id"].to_list() == ["n0", "n1", "n2"]
+    # include_archived (ReMe's flag) lets the archived n4 in, right after n0
+    arch = _run(compose, tmp_path / "a", "dense", "include_archived=true")
+    assert _q(arch, "apple")["node_id"].to_list()[:3] == ["n0", "n4", "n1"]
+
+
+def test_bm25_preset_lucene_scores(compose, tmp_path):
+    rec = _run(compose, tmp_path, "bm25")
+    # English stopwords drop "the" → |n7| = 1; lengths 1,2,3,1,1,1,1,1 → avgdl = 11/8; df(apple) = 3 of N = 8
+    want = [bm25(1, 8, 3, dl, 11 / 8, 1.5, 0.75, "lucene") for dl in (1, 2, 3)]
+    # ln(1 + 5.5/3.5) / (1 + 1.5·(0.25 + 0.75·dl/1.375)) for dl = 1, 2, 3
+    assert want == pytest.approx([0.430635, 0.313633, 0.246625], abs=1e-6)
+    q = _q(rec, "apple")
+    assert q["node_id"].to_list() == ["n0", "n1", "n2"] and q["score"].to_list() == pytest.approx(want, rel=1e-5)
+    assert _q(rec, "the").height == 0  # a stopword-only query finds nothing
+
+
+def test_oks_preset_fts5_scores(compose, tmp_path):
+    rec = _run(compose, tmp_path, "oks")
+    # no stopwords → |n7| = 2, avgdl = 12/8 = 1.5; df(banana) = 2: idf = ln(6.5/2.5) = ln 2.6
+    # n1: 0.955511·2.2/(1 + 1.2·(0.25 + 0.75·2/1.5)) = 0.840850; n2 (|d| = 3): 2.102124/3.1 = 0.678104
+    want = [bm25(1, 8, 2, dl, 1.5, 1.2, 0.75, "fts5") for dl in (2, 3)]
+    assert want == pytest.approx([0.840850, 0.678104], abs=1e-6)
+    q = _q(rec, "banana")
+    assert q["node_id"].to_list() == ["n1", "n2"] and q["score"].to_list() == pytest.approx(want, rel=1e-5)
+    # df(apple) = 3 of 8: ln(5.5/3.5) > 0, no floor; "the" is a term here (n7)
+    assert _q(rec, "the")["node_id"].to_list() == ["n7"]
+
+
+def test_reme_preset_rrf_and_single_branch_raw(compose, tmp_path):
+    rec = _run(compose, tmp_path, "reme")
+    q = _q(rec, "apple")
+    # dense ranks 1, 2, 3 and BM25 ranks 1, 2, 3 for n0, n1, n2: 0.7/(60 + r) + 0.3/(60 + r) = 1/(60 + r)
+    assert q["node_id"].to_list()[:3] == ["n0", "n1", "n2"]
+    assert q["score"].to_list()[:3] == pytest.approx([1 / 61, 1 / 62, 1 / 63], rel=1e-6)
+    # "the" is an English stopword: the BM25 branch is empty → raw cosine passes through (ReMe quirk)
+    assert _score(rec, "the", "n7") == pytest.approx(S3, abs=1e-6)
+    assert _q(rec, "the")["node_id"][0] == "n7"
+
+
+def test_best_preset_fused_plus_two_graph(compose, tmp_path):
+    rec = _run(compose, tmp_path, "best")
+    q = _q(rec, "lemon")
+    # fused(n8) = 0.75·cos 1 + 0.25·(BM25 / max BM25 = 1) = 1; it is the only positive seed (energy 1)
+    # PEDSA: step 1 n9 = 1·0.2·0.6·(1 − 0.15) = 0.102; n8 = 0.15 (teleport) < its seed energy 1
+    #        step 2 n9 ← n8: 0.15·0.2·0.51 = 0.0153 < 0.102 → graph(n8) = 1, graph(n9) = 0.102
+    assert q["node_id"].to_list()[:2] == ["n8", "n9"]
+    assert _score(rec, "lemon", "n8") == pytest.approx(1.0 + 2 * 1.0, abs=1e-5)
+    assert _score(rec, "lemon", "n9", "graph") == pytest.approx(0.102, abs=1e-6)
+    assert _score(rec, "lemon", "n9") == pytest.approx(0.0 + 2 * 0.102, abs=1e-5)
+
+
+def test_hipporag_preset_ppr_on_a_two_node_component(compose, tmp_path):
+    rec = _run(compose, tmp_path, "hipporag")
+    # the only seed is n8 (fused 1); its component is n8 ─ n9. PPR, damping d = 0.5:
+    # x8 = d·x9 + (1 − d), x9 = d·x8 → x8 = 1/(1 + d) = 2/3, x9 = 1/3; score = 0.001·fused + graph
+    q = _q(rec, "lemon")
+    assert q["node_id"].to_list()[:2] == ["n8", "n9"]
+    assert _score(rec, "lemon", "n8", "graph") == pytest.approx(2 / 3, abs=1e-5)
+    assert _score(rec, "lemon", "n8") == pytest.approx(0.001 * 1.0 + 2 / 3, abs=1e-5)
+    assert _score(rec, "lemon", "n9") == pytest.approx(1 / 3, abs=1e-5)
+
+
+def _bme_n0_n3():
+    """Hand-computed BME hybrid scores of n0 and n3 for the query "apple".
+
+    Seeds = positive cosines: n0 1, n1 1/√3, n2 1/√5. PEDSA step 1: n3 ← n0 over the 1.0 edge:
+    1·1.0·0.6·0.85 = 0.51; step 2 gives n3 only 0.2·0.51 from n0's teleported 0.2 → graph(n3) = 0.51.
+    n0 keeps its seed energy 1 (later steps are smaller).
+    n0: g = clip(1/2) = 0.5, v = 1, lexical: the text equals the query → S = 0.82, T = 0.65, P = 0 →
+        max(0.82·0.82, 0.7·0.65, 0.35·0.82 + 0.2·0.65) = 0.6724; importance 8 → 0.8; 1 day old.
+    n3: g = 0.51/2 = 0.255, v = 0, lexical 0, importance missing → 5 → 0.5; no created_at → decay 1.
+    """
+    decay1 = 0.8 + 0.2 / (1 + math.log(2))
+    n0 = (0.6 * 0.5 + 0.3 * 1.0 + 0.18 * 0.6724 + 0.1 * 0.8) / 1.18 * decay1
+    n3 = (0.6 * 0.255 + 0.3 * 0.0 + 0.18 * 0.0 + 0.1 * 0.5) / 1.18
+    return n0, n3
+
+
+def test_bme_preset_hybrid_scores(compose, tmp_path):
+    rec = _run(compose, tmp_path, "bme")
+    n0, n3 = _bme_n0_n3()
+    assert (n0, n3) == pytest.approx((0.623259, 0.172034), abs=1e-6)
+    assert _score(rec, "apple", "n0") == pytest.approx(n0, abs=1e-5)
+    assert _score(rec, "apple", "n3", "graph") == pytest.approx(0.51, abs=1e-6)
+    assert _score(rec, "apple", "n3") == pytest.approx(n3, abs=1e-5)
+    assert _q(rec, "apple")["node_id"][0] == "n0"  # DPP's first pick = the best quality
+    assert not {"n4", "n5"} & set(_q(rec, "apple")["node_id"])
+
+
+def test_bme_preset_with_scope_and_story_columns(compose, tmp_path):
+    """n3 is Ann's POV memory, every other node objective without a region (global); n0 lies in the
+    active story segment 4, n1 in segment 9 (future → dropped), the rest are undated."""
+    ds = _dataset(scope_layer=["objective"] * 3 + ["pov"] + ["objective"] * 6,
+                  scope_owner_type=[None] * 3 + ["character"] + [None] * 6,
+                  scope_owner=[None] * 3 + ["Ann"] + [None] * 6,
+                  story_time=[4, 9] + [None] * 8)
+    ds.queries = ds.queries.with_columns(active_owners=pl.lit(["ann"]), story_segment=pl.lit(4))
+    rec = _run(compose, tmp_path, "bme", "select=topk", ds=ds)
+    q = _q(rec, "apple")
+    n0, n3 = _bme_n0_n3()
+    # n3: characterPov 1.25 × undated 0.88; n0: objectiveGlobal 0.75 × current 1.15
+    assert _score(rec, "apple", "n3") == pytest.approx(n3 * 1.25 * 0.88, abs=1e-5)
+    assert _score(rec, "apple", "n0") == pytest.approx(n0 * 0.75 * 1.15, abs=1e-5)
+    assert (_score(rec, "apple", "n3", "bme_scope"), _score(rec, "apple", "n0", "bme_story_time")) == (1.25, 1.15)
+    # lexicographic: scope priority 5 (n3) first although its score is lower; then among the global
+    # nodes story priority current (n0) before undated; n1 is future without a future cue → dropped
+    assert q["node_id"].to_list()[:2] == ["n3", "n0"] and "n1" not in q["node_id"].to_list()
+    assert q["scope_priority"].to_list()[:2] == [5, 1] and q["story_priority"].to_list()[:2] == [3, 5]
+
+
+def test_bme_preset_cooccurrence_boost(compose, tmp_path):
+    rec = _run(compose, tmp_path, "bme", "select=topk", "query.cooccur.enabled=true",
+               "query.cooccur.require_title=false", "query.cooccur.exclude_types=[]")
+    # d1 = one batch {n0, n1, n2}: every pair counted once. Anchors (no titles → no exact anchors):
+    # the positive dense hits n0 (1), n1 (1/√3), n2 (1/√5). n0 gets ln2·0.1·(1/√3 + 1/√5) on top of
+    # its graph energy 1; n3 (d2) is in no batch with an anchor → no bonus.
+    bonus0 = math.log(2) * 0.1 * (S3 + S5)
+    assert _score(rec, "apple", "n0", "cooccur") == pytest.approx(bonus0, abs=1e-6)
+    assert _score(rec, "apple", "n0", "graph") == pytest.approx(1.0 + bonus0, abs=1e-5)
+    assert _score(rec, "apple", "n3", "cooccur") == 0.0
