@@ -13,6 +13,7 @@ import polars as pl
 
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
+from pipeline.progress import progress
 from pipeline.ops.topk import topk_dense, topk_long, topk_sparse
 from pipeline.stages import dense, lexical
 
@@ -27,6 +28,7 @@ class DenseParams:
     nprobe: int = 16
     hnsw_m: int = 32
     ef_search: int = 128
+    block: int = 65536  # blocked: node rows per block of the streamed scan
 
 
 @dataclass
@@ -92,13 +94,15 @@ def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb:
         tokens = lexical.tokenize_fields(tok, node_fields(nodes))
         q_terms = lexical.tokenize_queries(tok, queries["text"].to_list(), tokens.vocab, lex_p.dedupe_query_terms)
     parts = []
-    for _key, nodes_s, qs in scope_groups(nodes, queries, include_archived):
+    for _key, nodes_s, qs in progress(scope_groups(nodes, queries, include_archived), "channels", unit="scope"):
         if len(nodes_s) == 0:
             continue
         lists = []
         if "dense" in enabled:
-            index = dense.build_index(xb[nodes_s], dense_p.index, nlist=dense_p.nlist, nprobe=dense_p.nprobe,
-                                      hnsw_m=dense_p.hnsw_m, ef_search=dense_p.ef_search, seed=seed, device=device)
+            xs = xb if len(nodes_s) == len(xb) else xb[nodes_s]  # a whole-corpus scope keeps a memmap on disk
+            index = dense.build_index(xs, dense_p.index, nlist=dense_p.nlist, nprobe=dense_p.nprobe,
+                                      hnsw_m=dense_p.hnsw_m, ef_search=dense_p.ef_search, seed=seed, device=device,
+                                      block=dense_p.block)
             rows = np.flatnonzero(np.isin(part_q, qs))
             D, I = dense.search(index, xq[rows], dense_p.candidates)
             D = D * part_w[rows][:, None]

@@ -13,15 +13,20 @@ from pipeline import backend
 from pipeline.errors import choose
 
 log = logging.getLogger(__name__)
-INDEXES = ("flat", "ivf", "hnsw")
+INDEXES = ("flat", "ivf", "hnsw", "blocked")
 
 
 def build_index(xb: np.ndarray, kind: str = "flat", *, nlist: int = 1024, nprobe: int = 16, hnsw_m: int = 32,
-                ef_search: int = 128, seed: int = 13, device: str = "cpu"):
-    """xb: (n, d) float32 → a FAISS index over it (inner product)."""
+                ef_search: int = 128, seed: int = 13, device: str = "cpu", block: int = 65536):
+    """xb: (n, d) float32 → a FAISS index over it (inner product); ``blocked``: an exact scan of
+    ``xb`` (a memmap is fine) in blocks of ``block`` rows with a running top-k (``stages.blocked``)."""
     import faiss
 
     choose("dense.index", kind, INDEXES)
+    if kind == "blocked":
+        from pipeline.stages.blocked import BlockedIndex
+
+        return BlockedIndex(xb, block)
     n, d = xb.shape
     xb = np.ascontiguousarray(xb, dtype=np.float32)
     if kind == "flat" or (kind == "ivf" and n < 4 * 39):

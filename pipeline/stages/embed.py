@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import progress
 from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class SentenceEncoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load(device)
         vecs = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                            convert_to_numpy=True, show_progress_bar=False)
+                            convert_to_numpy=True, show_progress_bar=progress.enabled())
         return np.asarray(vecs, dtype=np.float32)
 
 

@@ -135,8 +135,8 @@ def tier(score: np.ndarray) -> np.ndarray:
 def compute(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: SignalsParams) -> pl.DataFrame:
     """One row per node (row i of ``nodes`` is node index i in ``edges``).
 
-    ``hits_30d`` is taken as ``access_count``: the node table only carries a lifetime total; a later
-    access log will give a true 30-day count.
+    ReMe's ``hits_30d`` is the node column of that name when present (an access log's 30-day count,
+    ``pipeline.feedback``), else ``access_count`` (the node table only carries a lifetime total).
     """
     n, e = nodes.height, _live_edges(edges, now)
     src, dst = e["src"].to_numpy().astype(np.int64), e["dst"].to_numpy().astype(np.int64)
@@ -146,7 +146,7 @@ def compute(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: 
     age = _age_days(nodes, "updated_at", now)
     if "created_at" in nodes.columns:
         age = np.where(np.isnan(age), _age_days(nodes, "created_at", now), age)
-    hits = _col(nodes, "access_count", pl.Int64, 0).astype(np.float64)
+    hits = _col(nodes, "hits_30d" if "hits_30d" in nodes.columns else "access_count", pl.Int64, 0).astype(np.float64)
     rec = np.exp(-age / RECENCY_DAYS) * (1 + np.log1p(hits)) * (1 + np.log1p(inbound) / 10)
     score = memory_score(nodes, now)
     return pl.DataFrame({

@@ -1,0 +1,135 @@
+"""Recall-cache keys: (query content hash, version of the query's scope of the corpus, recipe hash).
+
+- **query hash**: every column of the query row (text, context, viewer, now, doc_scope, …).
+- **scope**: a query's ``doc_scope`` (sorted, deduplicated) or the whole corpus; ``scope_id`` names
+  the partition. Its **version** hashes the nodes inside it (every column; the rows of a
+  ``signals.path`` table are joined in) and the explicit edges touching them. When the recipe makes
+  scopes depend on each other (``recipe_is_global``: signals computed in-run — PageRank and Leiden
+  are corpus-wide — or kNN edges over all nodes), every scope's version is the whole corpus's.
+- **recipe**: the resolved config without paths, data location and outputs that do not change the
+  recall table, plus the run's reference time (``runner.run_now``) and the code/hash versions.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib.metadata
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from omegaconf import DictConfig, OmegaConf
+
+
+ALL = "all"
+NOT_RECIPE = ("out_dir", "cache_dir", "data_dir", "data", "report", "eval", "inject", "analyze", "now")
+
+
+def _sha(*chunks: bytes) -> str:
+    h = hashlib.sha256()
+    for c in chunks:
+        h.update(c)
+    return h.hexdigest()[:16]
+
+
+def recipe_is_global(cfg: DictConfig) -> bool:
+    """True when one scope's results can depend on nodes outside it."""
+    in_run_signals = bool(cfg.signals.enabled) and cfg.signals.get("path") is None
+    return in_run_signals or int(cfg.graph.get("knn_k", 0)) > 0
+
+
+def recipe_hash(cfg: DictConfig, now: dt.datetime) -> str:
+    conf = OmegaConf.to_container(cfg, resolve=True)
+    conf = {k: v for k, v in conf.items() if k not in NOT_RECIPE}
+    conf["signals"] = {k: v for k, v in conf.get("signals", {}).items() if k != "path"}
+    conf["_now"] = now.isoformat()
+    conf["_versions"] = [importlib.metadata.version("recall-pipeline"), pl.__version__]
+    return _sha(json.dumps(conf, sort_keys=True, default=str).encode())
+
+
+def scope_of(doc_scope) -> tuple[str, ...] | None:
+    return None if doc_scope is None or len(doc_scope) == 0 else tuple(sorted(set(doc_scope)))
+
+
+def scope_id(scope: tuple[str, ...] | None) -> str:
+    return ALL if scope is None else _sha(json.dumps(list(scope)).encode())[:12]
+
+
+def query_hashes(queries: pl.DataFrame) -> list[str]:
+    return [f"{h:016x}" for h in queries.hash_rows(seed=0).to_list()]
+
+
+def scope_rows(nodes: pl.DataFrame, scopes) -> dict:
+    """{scope: sorted node indices} for doc_scope tuples, by the rule of ``ops.scope.in_scope``
+    (doc == entry, or doc under ``entry/``) but as joins: nodes × "/"-prefixes of their doc_id
+    against the scope entries, so the cost does not grow as nodes × scopes."""
+    if "doc_id" not in nodes.columns or not scopes:
+        return {s: np.zeros(0, np.int64) for s in scopes}
+    docs = nodes.select(doc=pl.col("doc_id").cast(pl.String).fill_null("")).with_row_index("i")
+    parts = docs.with_columns(p=pl.col("doc").str.split("/"))
+    depth = int(parts["p"].list.len().max())
+    under = pl.concat([parts.filter(pl.col("p").list.len() > k)
+                       .select("i", key=pl.col("p").list.slice(0, k).list.join("/")) for k in range(1, depth)]
+                      + [pl.DataFrame(schema={"i": pl.UInt32, "key": pl.String})])
+    entries = pl.DataFrame([(j, e) for j, s in enumerate(scopes) for e in s], schema={"s": pl.Int64, "e": pl.String},
+                           orient="row")
+    hits = pl.concat([entries.join(docs.rename({"doc": "e"}), on="e"),
+                      entries.with_columns(pl.col("e").str.strip_chars_end("/")).join(under.rename({"key": "e"}), on="e")])
+    rows = hits.select("s", "i").unique().sort("s", "i").group_by("s", maintain_order=True).agg("i")
+    got = dict(zip(rows["s"].to_list(), (x.to_numpy().astype(np.int64) for x in rows["i"])))
+    return {s: got.get(j, np.zeros(0, np.int64)) for j, s in enumerate(scopes)}
+
+
+def subset_safe(cfg: DictConfig) -> bool:
+    """True when a scope's queries can run on that scope's nodes alone with the same results
+    (nothing corpus-wide, signal rows aligned by index, temporal chains inside one doc)."""
+    temporal_ok = not cfg.graph.get("temporal", False) or cfg.graph.get("temporal_key") == "doc_id"
+    return not recipe_is_global(cfg) and not (cfg.signals.enabled and cfg.signals.get("path")) and temporal_ok
+
+
+def _node_hashes(nodes: pl.DataFrame, signals_path: str | None) -> np.ndarray:
+    if signals_path and Path(signals_path).is_file():
+        sig = pl.read_parquet(signals_path)
+        nodes = nodes.join(sig, on="node_id", how="left", suffix="_signal", maintain_order="left")
+    return nodes.hash_rows(seed=0).to_numpy()
+
+
+def _edge_ends(nodes: pl.DataFrame, edges: pl.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src index, dst index, row hash) of each explicit edge; -1 for an end that is not a node."""
+    if edges is None or edges.height == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0, np.uint64)
+    idx = nodes.select(node_id=pl.col("node_id").cast(pl.String)).with_row_index("i")
+    ends = [edges.select(node_id=pl.col(c).cast(pl.String)).join(idx, on="node_id", how="left", maintain_order="left")
+            ["i"].fill_null(-1).cast(pl.Int64).to_numpy() for c in ("src", "dst")]
+    return ends[0], ends[1], edges.hash_rows(seed=0).to_numpy()
+
+
+def scope_versions(nodes: pl.DataFrame, edges: pl.DataFrame | None, scopes: list, cfg: DictConfig) -> dict:
+    """{scope: version} for each scope (a doc_scope tuple or None); ``nodes`` sorted by node_id."""
+    nh = _node_hashes(nodes, cfg.signals.get("path") if cfg.signals.enabled else None)
+    src, dst, eh = _edge_ends(nodes, edges)
+    whole = _sha(nh.tobytes(), eh.tobytes())
+    if recipe_is_global(cfg):
+        return {s: whole for s in scopes}
+    digest = nh.copy()  # node row hash + the hashes of the explicit edges touching the node (mod 2^64)
+    for end in (src, dst):
+        np.add.at(digest, end[end >= 0], eh[end >= 0])
+    rows = scope_rows(nodes, [s for s in scopes if s is not None])
+    return {s: whole if s is None else _sha(digest[rows[s]].tobytes()) for s in scopes}
+
+
+def query_keys(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame | None,
+               now: dt.datetime) -> pl.DataFrame:
+    """One row per query: query_id, scope (partition id), doc_scope, query_hash, scope_version, recipe."""
+    scopes = [scope_of(s) for s in (queries["doc_scope"].to_list() if "doc_scope" in queries.columns
+                                     else [None] * queries.height)]
+    versions = scope_versions(nodes, edges, list(dict.fromkeys(scopes)), cfg)
+    return pl.DataFrame({
+        "query_id": queries["query_id"].cast(pl.String),
+        "scope": [scope_id(s) for s in scopes],
+        "query_hash": query_hashes(queries),
+        "scope_version": [versions[s] for s in scopes],
+        "recipe": recipe_hash(cfg, now),
+    })

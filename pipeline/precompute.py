@@ -1,0 +1,132 @@
+"""``recall precompute``: the nightly recall cache, recomputing only queries whose key changed.
+
+Layout under ``<cache_dir>/recall/`` (hive-partitioned Parquet, e.g.
+``pl.scan_parquet(f"{cache_dir}/recall/**/*.parquet", hive_partitioning=True)``)::
+
+    scope=<scope id>/data.parquet   recall rows of that scope's queries + their key columns
+    _manifest.json                  recipe, partitions, hits/misses (written last)
+
+Each row carries its query's key (``query_hash``, ``scope_version``, ``recipe``), so a partition
+is self-describing and written atomically as one file; a query with no recall keeps one row with a
+null ``rank`` (still a cache hit). The missed queries run through ``runner.run`` as one subset of
+the dataset (all nodes, only those queries), with the run's reference time pinned so their
+results equal those of a full run.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline import cachekeys, io, runner
+from pipeline.dataset import Dataset
+
+log = logging.getLogger(__name__)
+KEY_COLUMNS = ["query_hash", "scope_version", "recipe"]
+
+
+def partition_path(root: Path, scope: str) -> Path:
+    return root / f"scope={scope}" / "data.parquet"
+
+
+def read_keys(root: Path) -> pl.DataFrame:
+    """(query_id, scope, query_hash, scope_version, recipe) of every cached entry."""
+    frames = [pl.read_parquet(p, columns=["query_id", *KEY_COLUMNS]).unique().with_columns(
+        scope=pl.lit(p.parent.name.split("=", 1)[1])) for p in sorted(root.glob("scope=*/data.parquet"))]
+    schema = {"query_id": pl.String, **{c: pl.String for c in KEY_COLUMNS}, "scope": pl.String}
+    return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+
+
+def _subset_config(cfg: DictConfig, now: dt.datetime, out_dir: Path) -> DictConfig:
+    sub = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    sub.now, sub.report, sub.out_dir = now.isoformat(), False, str(out_dir)
+    sub.inject.format, sub.analyze.enabled = "none", False
+    return sub
+
+
+def scope_nodes(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> pl.DataFrame:
+    """The nodes the missed queries can see: the union of their scopes when that gives the same
+    results (``cachekeys.subset_safe``) and none of them spans the whole corpus; else all nodes."""
+    scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None]
+    scopes = {cachekeys.scope_of(s) for s in scopes}
+    if None in scopes or "doc_id" not in nodes.columns or not cachekeys.subset_safe(cfg):
+        return nodes
+    rows = np.unique(np.concatenate(list(cachekeys.scope_rows(nodes, scopes).values())))
+    return nodes[rows]
+
+
+def compute_missing(cfg: DictConfig, ds: Dataset, miss: pl.DataFrame, now: dt.datetime, out_dir: Path) -> tuple[pl.DataFrame, dict]:
+    """Recall rows (with key columns) of the missed queries, by one ``runner.run`` on that subset."""
+    ids = miss["query_id"].implode()
+    sub = Dataset(ds.name, scope_nodes(cfg, ds.nodes, ds.queries.filter(pl.col("query_id").is_in(ids))),
+                  ds.queries.filter(pl.col("query_id").is_in(ids)), ds.edges, None, ds.fingerprints, Counter())
+    res = runner.run(_subset_config(cfg, now, out_dir), out_dir, dataset=sub)
+    rows = pl.read_parquet(Path(out_dir) / "recall.parquet")
+    keyed = miss.drop("scope").join(rows, on="query_id", how="left")  # no recall → one null-rank row
+    return keyed.select(*rows.columns, *KEY_COLUMNS), res["manifest"]
+
+
+def write_partitions(root: Path, keys: pl.DataFrame, hit: pl.DataFrame, new: pl.DataFrame) -> dict:
+    """Rewrite each partition whose entries changed (misses, or queries gone); delete emptied ones."""
+    old_scopes = {p.parent.name.split("=", 1)[1] for p in root.glob("scope=*/data.parquet")}
+    cur_scopes = set(keys["scope"].to_list())
+    cached = read_keys(root)
+    dirty = set(new["scope"].to_list()) if new.height else set()
+    for s in cur_scopes & old_scopes:
+        want = set(hit.filter(pl.col("scope") == s)["query_id"].to_list())
+        have = set(cached.filter(pl.col("scope") == s)["query_id"].to_list())
+        if want != have:
+            dirty.add(s)
+    for s in sorted(dirty):
+        keep = hit.filter(pl.col("scope") == s)["query_id"].implode()
+        parts = [new.filter(pl.col("scope") == s).drop("scope")]
+        path = partition_path(root, s)
+        if path.exists():
+            parts.insert(0, pl.read_parquet(path).filter(pl.col("query_id").is_in(keep)))
+        frame = pl.concat([p for p in parts if p.height or p.width], how="diagonal_relaxed")
+        io.write_parquet(path, frame.sort(["query_id", "rank"], nulls_last=False))
+    for s in sorted(old_scopes - cur_scopes):
+        shutil.rmtree(partition_path(root, s).parent)
+    return {"rewritten": sorted(dirty), "removed": sorted(old_scopes - cur_scopes)}
+
+
+def precompute(cfg: DictConfig, out_dir: str | Path, dataset: Dataset | None = None) -> dict:
+    """Bring ``<cfg.cache_dir>/recall`` up to date; returns hits, misses, partitions and timings."""
+    t0 = time.perf_counter()
+    root = Path(cfg.cache_dir) / "recall"
+    root.mkdir(parents=True, exist_ok=True)
+    ds = dataset if dataset is not None else runner.call_target(cfg.data)
+    nodes, queries = runner.drop_empty(ds)
+    now = runner.run_now(cfg, nodes, queries)
+    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges, now)
+    scope_of_q = keys.select("query_id", "scope")
+    hit = keys.join(read_keys(root), on=["query_id", "scope", *KEY_COLUMNS], how="semi")
+    miss = keys.join(hit, on="query_id", how="anti")
+    t_keys = time.perf_counter() - t0
+    new, run_manifest = pl.DataFrame(schema={"query_id": pl.String, "scope": pl.String}), None
+    if miss.height:
+        new, run_manifest = compute_missing(cfg, ds, miss, now, Path(out_dir))
+        new = new.join(scope_of_q, on="query_id", how="left")
+    t_run = time.perf_counter() - t0 - t_keys
+    (root / "_manifest.json").unlink(missing_ok=True)  # partitions change now; manifest comes last
+    changed = write_partitions(root, keys, hit, new)
+    parts = {s: {"doc_scope": None, "queries": g.height, "scope_version": g["scope_version"][0]}
+             for (s,), g in keys.group_by("scope", maintain_order=True)}
+    scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None] * queries.height
+    for s in scopes:
+        parts[cachekeys.scope_id(cachekeys.scope_of(s))]["doc_scope"] = cachekeys.scope_of(s)
+    summary = {"hits": hit.height, "misses": miss.height, "recipe": keys["recipe"][0] if keys.height else None,
+               "now": now.isoformat(), "global_scopes": cachekeys.recipe_is_global(cfg), "partitions": parts,
+               **changed, "timings_s": {"keys": round(t_keys, 4), "run": round(t_run, 4),
+                                        "total": round(time.perf_counter() - t0, 4)},
+               "run_timings_s": run_manifest["timings_s"] if run_manifest else {},
+               "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    io.write_json(root / "_manifest.json", summary)
+    return summary

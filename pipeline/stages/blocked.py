@@ -1,0 +1,87 @@
+"""Dense flat search for corpora larger than memory (``dense=blocked``).
+
+Node embeddings live in a memory-mapped ``.npy`` under the cache (keyed by the model and the
+content hash of the texts), and the exact inner-product search streams it in blocks of ``block``
+rows, keeping a running top-k per query — only one block and the (nq, k) heaps are in memory.
+Ties are broken by node index. Same results as a FAISS flat scan up to float rounding and ties.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+
+def _topk(s: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best k of scores ``s`` (nq, b) whose columns are ids ``ids``, ordered by score desc, id asc."""
+    ids = np.broadcast_to(ids, s.shape)  # a view when ids is one row
+    if s.shape[1] > k:
+        part = np.argpartition(-s, k - 1, axis=1)[:, :k]
+        s, ids = np.take_along_axis(s, part, 1), np.take_along_axis(ids, part, 1)
+    order = np.lexsort((ids, -s), axis=1)
+    return np.take_along_axis(s, order, 1), np.take_along_axis(ids, order, 1)
+
+
+def search(xb: np.ndarray, xq: np.ndarray, k: int, block: int = 65536,
+           max_scores: int = 1 << 24) -> tuple[np.ndarray, np.ndarray]:
+    """xb: (n, d) float32 (a memmap is fine), xq: (nq, d) → (D, I) (nq, min(k, n)), best first.
+
+    Node rows are read once, ``block`` at a time; queries go in chunks so that one score matrix
+    holds at most ``max_scores`` entries; each chunk's running top-k is merged with the block's."""
+    n, nq = len(xb), len(xq)
+    k = min(k, n)
+    D = np.full((nq, 0), -np.inf, np.float32)
+    I = np.zeros((nq, 0), np.int64)
+    if k <= 0 or nq == 0:
+        return D, I
+    xq = np.ascontiguousarray(xq, dtype=np.float32)
+    qstep = max(1, max_scores // max(1, min(block, n)))
+    for s in range(0, n, block):
+        xs = np.asarray(xb[s:s + block], dtype=np.float32)
+        ids = np.arange(s, s + len(xs), dtype=np.int64)
+        parts = []
+        for q in range(0, nq, qstep):
+            bd, bi = _topk(xq[q:q + qstep] @ xs.T, ids, k)
+            parts.append(_topk(np.concatenate([D[q:q + qstep], bd], 1), np.concatenate([I[q:q + qstep], bi], 1), k)
+                         if D.shape[1] else (bd, bi))
+        D, I = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    return D, I
+
+
+class BlockedIndex:
+    """The two verbs ``dense.search`` uses (``ntotal``, ``search``) over an array that stays on disk."""
+
+    def __init__(self, xb: np.ndarray, block: int = 65536) -> None:
+        self.xb, self.block, self.ntotal = xb, int(block), len(xb)
+
+    def search(self, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return search(self.xb, xq, k, self.block)
+
+
+def memmap_cached(cache_dir: Path, model_id: str, texts: list[str],
+                  compute: Callable[[list[str]], tuple[np.ndarray, int]]) -> tuple[np.ndarray, int]:
+    """(read-only memmap of the texts' embeddings, number encoded): ``compute`` runs only when the
+    ``.npy`` for this model and these texts is not in the cache yet; it is written atomically."""
+    h = hashlib.sha256(model_id.encode())
+    for t in texts:
+        h.update(hashlib.sha256(t.encode()).digest())
+    path = Path(cache_dir) / "memmap" / f"{model_id.replace('/', '_')}-{h.hexdigest()[:20]}.npy"
+    n = 0
+    if not path.is_file():
+        xb, n = compute(texts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:  # streamed to disk, renamed only when complete
+                np.save(fh, np.ascontiguousarray(xb, dtype=np.float32))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return np.load(path, mmap_mode="r"), n

@@ -1,0 +1,139 @@
+"""Recall cache (``recall precompute``): hits/misses per key part, byte-stable reruns, equality with
+a plain run, per-scope invalidation."""
+import datetime as dt
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from pipeline import precompute, runner
+
+SCOPES = ("c1", "c2", "c3")
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
+
+
+def make_data(root, changed: str | None = None, rows=None):
+    """3 conversations × 12 turns; 2 queries per conversation + 2 without doc_scope."""
+    nodes, t0 = [], dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    for c, conv in enumerate(SCOPES):
+        for i in range(12):
+            text = " ".join(WORDS[(i + j + c) % len(WORDS)] for j in range(5)) + f" turn {conv} {i}"
+            nodes.append({"node_id": f"{conv}-{i:02d}", "text": text, "doc_id": f"{conv}/s{i // 6}", "seq": i % 6,
+                          "created_at": t0 + dt.timedelta(hours=c * 24 + i)})
+    if changed:
+        for n in nodes:
+            if n["node_id"] == changed:
+                n["text"] = "zulu yankee whiskey alpha bravo changed"
+    queries = [{"query_id": f"q-{conv}-{j}", "text": f"{WORDS[j * 3 + c]} {WORDS[j + 5]} turn", "doc_scope": [conv]}
+               for c, conv in enumerate(SCOPES) for j in range(2)]
+    queries += [{"query_id": f"q-all-{j}", "text": f"{WORDS[j]} {WORDS[j + 7]}", "doc_scope": None} for j in range(2)]
+    edges = [{"src": "c1-00", "dst": "c1-07"}, {"src": "c2-03", "dst": "c2-10"}]
+    root.mkdir(parents=True, exist_ok=True)
+    pl.DataFrame(nodes).write_parquet(root / "nodes.parquet")
+    pl.DataFrame(queries, schema={"query_id": pl.String, "text": pl.String, "doc_scope": pl.List(pl.String)}
+                 ).write_parquet(root / "queries.parquet")
+    pl.DataFrame(edges).write_parquet(root / "edges.parquet")
+    return root
+
+
+@pytest.fixture
+def setup(tmp_path, compose):
+    data = make_data(tmp_path / "data")
+
+    def cfg(*extra):
+        return compose(["data=parquet", f"data.path={data}", "embed=hashing", "preset=best", "k=5", *extra,
+                        f"cache_dir={tmp_path / 'cache'}"])
+
+    return data, cfg
+
+
+def _parts(tmp_path):
+    return {p: p.read_bytes() for p in sorted((tmp_path / "cache" / "recall").glob("scope=*/data.parquet"))}
+
+
+def _cached(tmp_path):
+    df = pl.read_parquet(tmp_path / "cache" / "recall" / "**" / "*.parquet", hive_partitioning=True)
+    return df.drop("scope", *precompute.KEY_COLUMNS).sort(["query_id", "rank"])
+
+
+def test_first_run_misses_then_all_hits_byte_identical(setup, tmp_path):
+    _data, cfg = setup
+    first = precompute.precompute(cfg(), tmp_path / "o1")
+    assert (first["hits"], first["misses"]) == (0, 8)
+    assert len(first["partitions"]) == 4  # c1, c2, c3, whole corpus
+    before = _parts(tmp_path)
+    again = precompute.precompute(cfg(), tmp_path / "o2")
+    assert (again["hits"], again["misses"]) == (8, 0) and again["rewritten"] == []
+    assert _parts(tmp_path) == before
+    assert (tmp_path / "cache" / "recall" / "_manifest.json").is_file()
+
+
+def test_cache_equals_plain_run(setup, tmp_path):
+    _data, cfg = setup
+    precompute.precompute(cfg(), tmp_path / "o1")
+    runner.run(cfg("report=false"), tmp_path / "plain")
+    plain = pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"])
+    assert _cached(tmp_path).equals(plain)
+
+
+def test_changed_node_invalidates_only_its_scope(setup, tmp_path):
+    data, cfg = setup
+    precompute.precompute(cfg(), tmp_path / "o1")
+    before = _parts(tmp_path)
+    make_data(data, changed="c2-04")
+    res = precompute.precompute(cfg(), tmp_path / "o2")
+    assert (res["hits"], res["misses"]) == (4, 4)  # c2's 2 queries + the 2 whole-corpus ones
+    assert len(res["rewritten"]) == 2 and "all" in res["rewritten"]
+    after = _parts(tmp_path)
+    assert [p for p in before if before[p] != after[p]] == sorted(
+        p for p in before if p.parent.name.split("=")[1] in res["rewritten"])
+    runner.run(cfg("report=false"), tmp_path / "plain")  # the merged cache equals a run on the new data
+    plain = pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"])
+    assert _cached(tmp_path).equals(plain)
+
+
+def test_changed_recipe_misses_everything(setup, tmp_path):
+    _data, cfg = setup
+    precompute.precompute(cfg(), tmp_path / "o1")
+    res = precompute.precompute(cfg("k=3"), tmp_path / "o2")
+    assert (res["hits"], res["misses"]) == (0, 8)
+    assert _cached(tmp_path).group_by("query_id").len()["len"].max() == 3
+
+
+def test_removed_query_drops_its_entry(setup, tmp_path):
+    data, cfg = setup
+    precompute.precompute(cfg(), tmp_path / "o1")
+    q = pl.read_parquet(data / "queries.parquet")
+    q.filter(~pl.col("query_id").str.starts_with("q-c3")).write_parquet(data / "queries.parquet")
+    res = precompute.precompute(cfg(), tmp_path / "o2")
+    assert (res["hits"], res["misses"]) == (6, 0) and len(res["removed"]) == 1
+    assert not _cached(tmp_path)["query_id"].str.starts_with("q-c3").any()
+
+
+def test_cli_last_line(setup, tmp_path):
+    data, _cfg = setup
+    args = [sys.executable, "-m", "pipeline.cli", "precompute", "data=parquet", f"data.path={data}", "embed=hashing",
+            "device=cpu", "k=5", f"cache_dir={tmp_path / 'cache'}", f"out_dir={tmp_path / 'o'}"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "cache: 0 hits, 8 misses"
+    out = subprocess.run(args, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "cache: 8 hits, 0 misses"
+
+
+def test_scope_rows_match_in_scope():
+    import random
+
+    import numpy as np
+
+    from pipeline.cachekeys import scope_rows
+    from pipeline.ops.scope import in_scope
+
+    rng = random.Random(1)
+    segs = ["a", "b", "a/", "c", ""]
+    path = lambda: "/".join(rng.choice(segs) for _ in range(rng.randint(1, 3)))  # noqa: E731
+    nodes = pl.DataFrame({"doc_id": [path() for _ in range(300)] + [None]})
+    scopes = list(dict.fromkeys(tuple(sorted({path(), path()})) for _ in range(50)))
+    got, docs = scope_rows(nodes, scopes), nodes["doc_id"].fill_null("").to_numpy().astype(str)
+    for s in scopes:
+        assert np.array_equal(got[s], np.flatnonzero(in_scope(docs, s))), s
