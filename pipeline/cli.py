@@ -22,6 +22,9 @@ COMMANDS = {
     "export-trec": "write a run's recall as a TREC run file (qid Q0 docid rank score tag)",
     "import-trec": "turn an external TREC run file into a run directory (to compare or fuse)",
     "analyze": "corpus NMF topic analysis of a finished run (topics, node topics, recall spread)",
+    "tune": "search a preset's weights on a dev set (Hydra Optuna sweeper); write the best as a new preset",
+    "feedback": "apply a run's recall (or injection) to the signals as a new table revision",
+    "precompute": "update the recall cache under cache_dir: recompute only queries whose key changed",
 }
 USAGE = """usage: recall <command> [overrides]
 
@@ -32,6 +35,10 @@ commands:
   export-trec  recall export-trec <run dir> <file> [--level node_id|doc_id] [--tag NAME]
   import-trec  recall import-trec <run file> --out DIR [--qrels FILE] [--level node_id|doc_id]
   analyze      recall analyze <run dir>
+  feedback     recall feedback <run dir> [--signals TABLE] [--out PATH] [--injected] [--now ISO]
+  precompute   recall precompute [run overrides] cache_dir=<dir>
+  tune         recall tune data=<d> preset=<p> [tune.trials=40 tune.metric=recall@5 tune.seed=13
+                 tune.space=<entry of conf/tune_spaces.yaml> tune.name=<new preset>]
 
 common overrides (Hydra syntax, any config key works):
   data=sample|workspace|locomo|beir|scifact|musique   data.path=<file or folder>
@@ -63,7 +70,7 @@ def summary_table(metrics: dict | None, out_dir: str) -> str:
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
-def _run(cfg: DictConfig) -> None:
+def _run(cfg: DictConfig) -> float | None:
     from pipeline import runner
 
     out_dir = HydraConfig.get().runtime.output_dir
@@ -73,6 +80,7 @@ def _run(cfg: DictConfig) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     print(summary_table(result["metrics"], result["out_dir"]))
+    return (result["metrics"] or {}).get(cfg.tune.metric)  # the objective under `recall tune`
 
 
 def check_overrides(args: list[str]) -> None:
@@ -88,12 +96,12 @@ def check_overrides(args: list[str]) -> None:
         if arg.startswith("-") or "=" not in arg or arg[0] in "+~":
             continue
         key, value = arg.split("=", 1)
-        head = key.split(".")[0]
+        head = key.split(".")[0].split("/")[0]
         if head not in top:
             close = difflib.get_close_matches(head, sorted(top), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UserError(f"unknown option {head!r} in {arg!r}{hint}; see recall --help")
-        if key in groups:
+        if key in groups and "(" not in value:  # choice(...), interval(...): sweep expressions
             for v in value.split(","):
                 choose(key, v, groups[key])
 
@@ -117,13 +125,26 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if cmd != "run":
+    if cmd == "tune":
+        from pipeline.tune import tune
+
+        try:
+            return tune(rest)
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
+    if cmd not in ("run", "precompute"):
         try:
             return tool(cmd, rest)
         except UserError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return exc.exit_code
     sys.argv = [f"recall {cmd}", *rest]
+    if cmd == "precompute":
+        from pipeline.cli_precompute import main as _precompute
+
+        _precompute()
+        return 0
     _run()
     return 0
 
@@ -149,6 +170,10 @@ def tool(cmd: str, args: list[str]) -> int:
         if a.out:
             md, html = report.compare_report(res, a.out)
             print(f"report: {md} {html}")
+    elif cmd == "feedback":
+        from pipeline.feedback import main as feedback_main
+
+        return feedback_main(ap, args)
     elif cmd == "analyze":
         from pipeline.runner import analyze_run
 

@@ -12,9 +12,10 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import backend, io
-from pipeline.errors import ConfigError
-from pipeline.stages import analyze, anchors, channels, inject, probrecall, dense, diffuse, evaluate, fuse, graph, novelty, query, score, signals
+from pipeline import backend, feedback, io
+from pipeline.errors import ConfigError, choose
+from pipeline.stages import (analyze, anchors, channels, dense, diffuse, evaluate, fuse, graph, hubs, inject, novelty,
+                             cooccur, probrecall, query, score, scope_policy, signals)
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
@@ -143,12 +144,28 @@ def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
     return nodes.sort("node_id"), queries
 
 
+def query_half(queries: pl.DataFrame, part: str) -> pl.DataFrame:
+    """A fixed half of the queries by a hash of ``query_id``: ``a`` or ``b`` (tune on one, check on the other)."""
+    import hashlib
+
+    choose("query_part", part, ("a", "b"))
+    bit = [hashlib.sha1(q.encode()).digest()[0] & 1 for q in queries["query_id"].cast(pl.String).to_list()]
+    return queries.filter(pl.Series(bit) == (0 if part == "a" else 1))
+
+
 def embed_nodes(cfg: DictConfig, nodes: pl.DataFrame, device: str):
     """(encoder, cache, node embeddings (n, d), number of texts actually encoded)."""
     encoder = call_target(cfg.embed.encoder)
     cache = EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim) \
         if cfg.embed.cache else None
-    xb, n = embed_cached(encoder, embed_texts(nodes, cfg.embed.include_title), cache, device)
+    texts = embed_texts(nodes, cfg.embed.include_title)
+    if cfg.dense.get("index") == "blocked":  # kept on disk as a memmapped .npy, keyed by content hash
+        from pipeline.stages.blocked import memmap_cached
+
+        xb, n = memmap_cached(Path(cfg.cache_dir), f"{encoder.model_id}-d{encoder.dim}", texts,
+                              lambda t: embed_cached(encoder, t, cache, device))
+        return encoder, cache, xb, n
+    xb, n = embed_cached(encoder, texts, cache, device)
     return encoder, cache, xb, n
 
 
@@ -206,6 +223,8 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     with timer.stage("ingest"):
         ds = dataset if dataset is not None else call_target(cfg.data)
         nodes, queries = drop_empty(ds)
+        if cfg.get("query_part"):
+            queries = query_half(queries, cfg.query_part)
     timer.rows |= {"nodes": nodes.height, "queries": queries.height,
                    "edges": 0 if ds.edges is None else ds.edges.height}
     if queries.height == 0:
@@ -254,17 +273,23 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
             cand = add_component(cand, hits, "residual", enabled, xb, (xparts, part_q, part_w), params)
         timer.rows["residual_hits"] = hits.height
 
-    edges = None
+    edges = hub_graph = None
     if cfg.diffuse.method != "none" or cfg.signals.enabled:
         with timer.stage("graph"):
-            edges = graph.build(nodes, ds.edges, graph.GraphParams(**OmegaConf.to_container(cfg.graph)), xb, ds.skipped)
+            gp = graph.GraphParams(**OmegaConf.to_container(cfg.graph, resolve=True))
+            edges = graph.build(nodes, ds.edges, gp, xb, ds.skipped)
+            hub_p = hubs.HubParams(**gp.hubs)
+            if cfg.diffuse.method != "none":
+                hub_graph = hubs.build(nodes, hub_p, (lambda t: embed_cached(encoder, t, cache, device)[0])
+                                       if "dense" in enabled else None)
         timer.rows["graph_edges"] = edges.height
+        timer.rows["hubs"] = 0 if hub_graph is None else hub_graph.size
 
     freshness, sig_table = {"status": "disabled"}, None
     if cfg.signals.enabled:
         with timer.stage("signals"):
             sig_p = signals.SignalsParams(**OmegaConf.to_container(cfg.signals, resolve=True))
-            sig_table, freshness = signals.resolve(nodes, edges, run_now(cfg, nodes, queries), sig_p)
+            nodes, sig_table, freshness = feedback.resolve(nodes, edges, run_now(cfg, nodes, queries), sig_p)
             if sig_table is not None and cfg.signals.path is None:
                 io.write_parquet(out_dir / "signals.parquet", sig_table)
 
@@ -283,25 +308,38 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
                     extra.append(anchors.cross(found, edges, nodes, queries, mult=cfg.query.cross_mult,
                                                include_archived=cfg.include_archived))
             seeds_extra = pl.concat([x.cast(anchors.SCHEMA) for x in extra]) if extra else None
-            g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived, seeds_extra)
+            hub_seeds = hubs.query_seeds(queries, hub_graph, hub_p) if dp.entity_seed_share > 0 else None
+            g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived, seeds_extra,
+                            hub_graph, hub_seeds)
             cand = add_component(cand, g, "graph", enabled, xb, (xparts, part_q, part_w), params)
         timer.rows["graph_hits"] = g.height
+
+    if cfg.query.cooccur.enabled:
+        with timer.stage("cooccur"):
+            exact = anchors.find(nodes, queries, min_len=cfg.query.anchor_min_len, energy=cfg.query.anchor_energy,
+                                 include_archived=cfg.include_archived) if cfg.query.anchors else None
+            bonus = cooccur.boost(cand, nodes, queries, exact, cooccur.CooccurParams(**cfg.query.cooccur),
+                                  cfg.include_archived)
+            cand = cooccur.merge(cand, bonus)
+        timer.rows["cooccur_boosts"] = bonus.height
 
     with timer.stage("score"):
         terms, factors = dict(cfg.score.terms), list(cfg.score.factors)
         names = [n for n, w in terms.items() if w] + factors
         cand = score.attach(cand, nodes, queries, sig_table, names, run_now(cfg, nodes, queries))
-        cand = score.compute(cand, terms, factors, bool(cfg.score.normalize))
+        pol = scope_policy.apply(cand, nodes, queries, scope_policy.ScopeParams(**cfg.scope))
+        cand = score.compute(pol.cand, terms, factors + pol.factors, bool(cfg.score.normalize))
 
     with timer.stage("select"):
         doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
-        sel = select(cand, int(cfg.k), SelectParams(**{k: v for k, v in cfg.select.items() if k != "prob_recall"}),
-                     xb, device, doc_idx)
+        sel = select(cand, int(cfg.k), SelectParams(**{k: v for k, v in cfg.select.items() if k != "prob_recall"},
+                                                    sort_by=tuple(pol.sort_by)), xb, device, doc_idx)
         pr = cfg.select.prob_recall
         if pr.enabled:
             sel = probrecall.append(sel, nodes, queries, int(cfg.k), p=pr.p, min_importance=pr.min_importance,
                                     seed=cfg.seed, include_archived=cfg.include_archived)
-        extra = [n for n in names if n in score.TERMS or n in score.FACTORS]
+        extra = [n for n in names if n in score.TERMS or n in score.FACTORS] + pol.factors + pol.sort_by
+        extra += ["cooccur"] if "cooccur" in sel.columns else []
         recall = to_recall(sel, nodes, queries, enabled, extra, bool(cfg.select.top_chunks_per_doc))
     timer.rows["recall"] = recall.height
     timer.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
@@ -321,7 +359,8 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     metrics = None
     if ds.qrels is not None and ds.qrels.height:
         with timer.stage("evaluate"):
-            metrics = evaluate.evaluate_run(recall, ds.qrels, queries, ds.qrels_level, list(cfg.eval.metrics))
+            qrels = ds.qrels.filter(pl.col("query_id").is_in(queries["query_id"].implode())) if cfg.get("query_part") else ds.qrels
+            metrics = evaluate.evaluate_run(recall, qrels, queries, ds.qrels_level, list(cfg.eval.metrics))
             io.write_json(out_dir / "metrics.json", metrics)
 
     container = OmegaConf.to_container(cfg, resolve=True)

@@ -11,6 +11,8 @@ from pipeline import backend
 from pipeline.errors import choose
 from pipeline.ops import diffusion
 from pipeline.ops.scope import scope_groups
+from pipeline.progress import progress
+from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
 
 METHODS = ("pedsa", "ppr", "expand", "none")
@@ -35,6 +37,7 @@ class DiffusionParams:
     depth: int = 1  # expand: BFS hops (ReMe default 1, at most 3)
     per_node: int = 10  # expand: neighbours per direction per node
     budget: int = 30  # expand: nodes added per query
+    entity_seed_share: float = 0.0  # part of the seed energy given to the query's own entity hubs
 
 
 def _to_device(adj, inhib, e0, device: str):
@@ -58,9 +61,12 @@ def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
 
 def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame,
         p: DiffusionParams, device: str = "cpu", include_archived: bool = False,
-        extra_seeds: pl.DataFrame | None = None) -> pl.DataFrame:
+        extra_seeds: pl.DataFrame | None = None, hubs: hub_layer.Hubs | None = None,
+        hub_seeds: pl.DataFrame | None = None) -> pl.DataFrame:
     """Returns (query_idx, node_idx, graph) for every node with positive energy. ``extra_seeds``
-    (query_idx, node_idx, energy) join the fused seeds, deduplicated by max energy (BME)."""
+    (query_idx, node_idx, energy) join the fused seeds, deduplicated by max energy (BME). ``hubs``
+    (entity and group layers) join each scope's graph; ``hub_seeds`` (query_idx, hub_idx, weight)
+    seed them with ``entity_seed_share`` of the seed energy. Hubs never appear in the output."""
     choose("diffusion.method", p.method, METHODS)
     empty = pl.DataFrame(schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "graph": pl.Float32})
     if p.method == "none" or cand.height == 0:
@@ -71,24 +77,29 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
                  .agg(pl.col("energy").max()).sort(["query_idx", "node_idx"]))
     parts = []
     n_nodes = nodes.height
-    for _key, rows, qs in scope_groups(nodes, queries, include_archived):
+    for _key, rows, qs in progress(scope_groups(nodes, queries, include_archived), "diffuse", unit="scope"):
         if len(rows) == 0 or len(qs) == 0:
             continue
         if p.method == "expand":
             adj, inhib = directed_topn(edges, n_nodes, rows, p.per_node)
         else:
             adj, inhib = adjacency(edges, n_nodes, rows)
+        cols = np.zeros(0, np.int64)
+        if hubs is not None and p.method != "expand":
+            adj, inhib, cols = hub_layer.augment(adj, inhib, hubs, rows)
         local = np.full(n_nodes, -1, np.int64)
         local[rows] = np.arange(len(rows))
-        step = max(1, p.block // max(1, len(rows)))
+        step = max(1, p.block // max(1, len(rows) + len(cols)))
         for b in range(0, len(qs), step):
             qb = qs[b:b + step]
             s = seeds.filter(pl.col("query_idx").is_in(qb.tolist()))
             col = np.searchsorted(qb, s["query_idx"].to_numpy())
             row = local[s["node_idx"].to_numpy()]
             ok = row >= 0
-            e0 = np.zeros((len(rows), len(qb)), np.float32)
+            e0 = np.zeros((len(rows) + len(cols), len(qb)), np.float32)
             e0[row[ok], col[ok]] = s["energy"].to_numpy()[ok]
+            if hub_seeds is not None:
+                hub_layer.seed(e0, len(rows), qb, cols, hub_seeds, p.entity_seed_share)
             if p.method == "ppr":
                 mass = e0.sum(axis=0)
                 e0 = e0 / np.where(mass > 0, mass, 1.0)
@@ -101,7 +112,7 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
                 out = diffusion.expand(a, i, e, depth=p.depth, decay=p.decay, budget=p.budget)
             else:
                 out, _info = diffusion.ppr(a, e, damping=p.damping, max_iter=p.max_iter)
-            out = np.asarray(out.get() if hasattr(out, "get") else out)
+            out = np.asarray(out.get() if hasattr(out, "get") else out)[:len(rows)]
             r, c = np.nonzero(out > 0)
             parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]}))
     return pl.concat(parts).cast(empty.schema) if parts else empty

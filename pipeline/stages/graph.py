@@ -33,6 +33,7 @@ class GraphParams:
     knn_k: int = 0
     knn_threshold: float = 0.8
     knn_weight: float = 1.0
+    hubs: dict = field(default_factory=dict)  # virtual hub layers (pipeline.stages.hubs.HubParams)
 
 
 def explicit_edges(edges: pl.DataFrame | None, node_ids: pl.Series, rel_w: dict, skipped: Counter) -> pl.DataFrame:

@@ -29,12 +29,12 @@ def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None):
     from bm25s.tokenization import Tokenizer
 
     stem = None
-    if stemmer:
+    if stemmer and stemmer != "none":
         try:
             import Stemmer
         except ImportError:
             raise ConfigError("lexical.stemmer needs PyStemmer: pip install PyStemmer") from None
-        stem = Stemmer.Stemmer(stemmer).stemWords
+        stem = Stemmer.Stemmer(stemmer)  # bm25s calls its stemWord per token
     return Tokenizer(stopwords=stopwords or [], stemmer=stem)
 
 

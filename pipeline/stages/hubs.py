@@ -1,0 +1,191 @@
+"""Hub layers of the graph: virtual nodes that carry energy between units and never reach outputs.
+
+- **entity layer** (HippoRAG's phrase nodes without an LLM): every entity key that
+  :func:`pipeline.ops.entities.extract` finds in a unit's text is a hub linked to the units that
+  mention it, edge weight ``entity_weight / df**df_power``; entities in more than ``max_df`` of the
+  units are dropped (they connect everything and carry nothing).
+- **synonym links** between entity hubs whose key embeddings have cosine ≥ ``synonym_threshold``
+  (HippoRAG 2 uses 0.8), found with a FAISS kNN over the keys, weight ``synonym_weight × cosine``.
+- **group layers** (conversation links): each distinct value of a node column (``doc_id`` = session,
+  ``speaker``) is a hub linked to the units carrying it, weight ``w / size**df_power``.
+
+``build`` returns a :class:`Hubs` (an (N × H) incidence matrix and an (H × H) synonym matrix); the
+diffusion stage appends the hubs of each scope to that scope's adjacency. ``query_seeds`` gives the
+entity hubs a query's own text mentions, weighted by specificity (``1 / df**df_power``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import polars as pl
+import scipy.sparse as sp
+
+from pipeline.ops import entities
+
+
+@dataclass
+class HubParams:
+    entities: bool = False
+    entity_weight: float = 1.0
+    df_power: float = 1.0
+    max_df: float = 0.05  # fraction of units; an entity in more units is dropped
+    numbers: bool = True
+    quoted: bool = True
+    subwords: bool = False  # also each capitalised word of a multi-word span ("Obama")
+    synonym_k: int = 0  # 0 = no synonym links
+    synonym_threshold: float = 0.8
+    synonym_weight: float = 1.0
+    groups: dict = field(default_factory=dict)  # node column → weight of its value hubs
+
+
+@dataclass
+class Hubs:
+    inc: sp.csr_matrix  # (N units × H hubs)
+    syn: sp.csr_matrix  # (H × H), symmetric
+    keys: list[str]  # hub names: "entity:<key>" or "<column>:<value>"
+    df: np.ndarray  # units per hub
+    entity_index: dict[str, int]  # entity key → hub index
+
+    @property
+    def size(self) -> int:
+        return len(self.keys)
+
+
+def _extract_kw(p: HubParams) -> dict:
+    return {"numbers": p.numbers, "quoted": p.quoted, "subwords": p.subwords}
+
+
+def _entity_pairs(nodes: pl.DataFrame, p: HubParams) -> tuple[list[str], np.ndarray, np.ndarray]:
+    kw = _extract_kw(p)
+    texts = nodes["text"].to_list()
+    pairs = pl.DataFrame({"unit": np.arange(len(texts), dtype=np.int64),
+                          "key": [entities.extract(t, **kw) for t in texts]},
+                         schema={"unit": pl.Int64, "key": pl.List(pl.String)}).explode("key").drop_nulls()
+    df = pairs.group_by("key").len()
+    keep = df.filter(pl.col("len") <= max(1, int(p.max_df * max(1, len(texts))))).sort("key")
+    pairs = pairs.join(keep.with_row_index("hub"), on="key").sort("hub", "unit")
+    return keep["key"].to_list(), pairs["unit"].to_numpy(), pairs["hub"].cast(pl.Int64).to_numpy()
+
+
+def _group_pairs(nodes: pl.DataFrame, col: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    if col not in nodes.columns:
+        return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    v = nodes[col].cast(pl.String)
+    vals = sorted(set(v.drop_nulls().to_list()))
+    pos = {x: i for i, x in enumerate(vals)}
+    units = np.flatnonzero(v.is_not_null().to_numpy())
+    hubs = np.array([pos[x] for x in v.drop_nulls().to_list()], np.int64)
+    return [f"{col}:{x}" for x in vals], units.astype(np.int64), hubs
+
+
+def _synonyms(keys: list[str], embed: Callable[[list[str]], np.ndarray], p: HubParams) -> sp.csr_matrix:
+    from pipeline.stages import dense
+
+    h = len(keys)
+    if p.synonym_k <= 0 or h < 2:
+        return sp.csr_matrix((h, h), dtype=np.float32)
+    x = np.ascontiguousarray(embed(keys), dtype=np.float32)
+    D, I = dense.search(dense.build_index(x), x, p.synonym_k + 1)
+    src = np.repeat(np.arange(h), I.shape[1])
+    dst, sim = I.ravel(), D.ravel()
+    ok = (dst >= 0) & (dst != src) & (sim >= p.synonym_threshold)
+    s, d, w = src[ok], dst[ok], (p.synonym_weight * sim[ok]).astype(np.float32)
+    # a pair found from both ends counts once, symmetric
+    both = pl.DataFrame({"a": np.minimum(s, d), "b": np.maximum(s, d), "w": w}).group_by("a", "b").agg(pl.col("w").max())
+    a, b, ww = both["a"].to_numpy(), both["b"].to_numpy(), both["w"].to_numpy().astype(np.float32)
+    return sp.coo_matrix((np.r_[ww, ww], (np.r_[a, b], np.r_[b, a])), shape=(h, h)).tocsr()
+
+
+def build(nodes: pl.DataFrame, p: HubParams, embed: Callable[[list[str]], np.ndarray] | None = None) -> Hubs | None:
+    """The hub layers of ``nodes`` (None when no layer is enabled)."""
+    layers = []  # (names, units, hubs, weight per unit-hub pair)
+    ent_keys: list[str] = []
+    if p.entities:
+        ent_keys, u, hb = _entity_pairs(nodes, p)
+        layers.append(([f"entity:{k}" for k in ent_keys], u, hb, p.entity_weight))
+    for col, w in sorted((p.groups or {}).items()):
+        if w:
+            names, u, hb = _group_pairs(nodes, col)
+            layers.append((names, u, hb, float(w)))
+    if not layers:
+        return None
+    keys, rows, cols, vals, offset = [], [], [], [], 0
+    df = []
+    for names, u, hb, w in layers:
+        cnt = np.bincount(hb, minlength=len(names)).astype(np.float64)
+        df.append(cnt)
+        rows.append(u)
+        cols.append(hb + offset)
+        vals.append((w / np.maximum(cnt[hb], 1.0) ** p.df_power).astype(np.float32))
+        keys += names
+        offset += len(names)
+    n, h = nodes.height, len(keys)
+    inc = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, h)).tocsr()
+    inc.sum_duplicates()
+    syn = sp.csr_matrix((h, h), dtype=np.float32)
+    if p.entities and p.synonym_k > 0 and embed is not None and ent_keys:
+        s = _synonyms(ent_keys, embed, p)
+        syn = sp.block_diag([s, sp.csr_matrix((h - len(ent_keys), h - len(ent_keys)), dtype=np.float32)], format="csr") \
+            if h > len(ent_keys) else s
+    return Hubs(inc=inc, syn=syn.astype(np.float32), keys=keys, df=np.concatenate(df),
+                entity_index={k: i for i, k in enumerate(ent_keys)})
+
+
+def query_seeds(queries: pl.DataFrame, hubs: Hubs | None, p: HubParams) -> pl.DataFrame:
+    """(query_idx, hub_idx, weight): the entity hubs a query's text mentions, weights
+    ``1/df**df_power`` normalised to sum 1 per query."""
+    schema = {"query_idx": pl.Int64, "hub_idx": pl.Int64, "weight": pl.Float32}
+    if hubs is None or not hubs.entity_index:
+        return pl.DataFrame(schema=schema)
+    kw = _extract_kw(p)
+    q, hb = [], []
+    for i, t in enumerate(queries["text"].to_list()):
+        for k in entities.extract(t, **kw):
+            j = hubs.entity_index.get(k)
+            if j is not None:
+                q.append(i)
+                hb.append(j)
+    if not q:
+        return pl.DataFrame(schema=schema)
+    w = 1.0 / hubs.df[np.array(hb)] ** p.df_power
+    out = pl.DataFrame({"query_idx": q, "hub_idx": hb, "weight": w})
+    return out.with_columns(pl.col("weight") / pl.col("weight").sum().over("query_idx")).cast(schema)
+
+
+def augment(adj: sp.csr_matrix, inhib: sp.csr_matrix, hubs: Hubs, rows: np.ndarray
+            ) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """A scope's (normal, inhibitory) adjacency over ``rows`` with the hubs its units touch appended
+    as extra rows/columns; returns those hubs' indices too."""
+    inc = hubs.inc[rows]
+    cols = np.flatnonzero(np.diff(inc.tocsc().indptr))
+    m = inc[:, cols].astype(np.float32)
+    s = hubs.syn[cols][:, cols].astype(np.float32)
+    big = sp.bmat([[adj.astype(np.float32), m], [m.T, s]], format="csr")
+    big.sum_duplicates()
+    n = len(rows) + len(cols)
+    inh = sp.bmat([[inhib, None], [None, sp.csr_matrix((len(cols), len(cols)), dtype=inhib.dtype)]], format="csr")
+    return big, inh.reshape((n, n)).tocsr(), cols
+
+
+def seed(e0: np.ndarray, n_units: int, qb: np.ndarray, cols: np.ndarray, qseeds: pl.DataFrame, share: float) -> None:
+    """Give each query of the block its entity hubs, in place: a total energy of ``share / (1 - share)``
+    times the query's unit-seed energy, split by the hub weights (queries without unit seeds get
+    ``share`` in total). ``share`` is the hubs' part of all seed energy."""
+    if share <= 0 or qseeds.height == 0 or len(cols) == 0:
+        return
+    pos = np.full(int(cols.max()) + 1, -1, np.int64)
+    pos[cols] = np.arange(len(cols))
+    s = qseeds.filter(pl.col("query_idx").is_in(qb.tolist()))
+    hub = s["hub_idx"].to_numpy()
+    r = np.where(hub < len(pos), pos[np.minimum(hub, len(pos) - 1)], -1)
+    ok = r >= 0
+    if not ok.any():
+        return
+    c = np.searchsorted(qb, s["query_idx"].to_numpy()[ok])
+    w = s["weight"].to_numpy()[ok]
+    w = w / np.bincount(c, weights=w, minlength=len(qb))[c]  # renormalise over the hubs in scope
+    mass = e0[:n_units].sum(axis=0)
+    total = np.where(mass > 0, mass * share / max(1e-9, 1.0 - share), share)
+    np.add.at(e0, (n_units + r[ok], c), (w * total[c]).astype(e0.dtype))

@@ -1,0 +1,110 @@
+"""``recall tune``: search a preset's weights on a dev set with Hydra's Optuna sweeper and write the
+best values as a new preset file, with the score it reached.
+
+    recall tune data=locomo preset=best tune.trials=40 tune.seed=13 [tune.space=best] [tune.name=best_locomo]
+
+1. The search space is entry ``<space>`` of ``conf/tune_spaces.yaml`` (default: the preset's name): config key →
+   Hydra sweep expression (``interval(a, b)``, ``range(a, b)``, ``choice(...)``, ``tag(log, ...)``).
+2. ``recall run --multirun hydra/sweeper=optuna`` fits on query half ``a`` (``query_part=a``) with a
+   seeded TPE sampler, one trial at a time, maximising ``tune.metric``: the same seed, the same trials.
+3. ``conf/preset/<name>.yaml`` = the base preset with the best values; its header records the command
+   and the scores.
+4. The new preset is run on half ``a`` (it must reproduce the best trial), on the held-out half ``b``
+   and on all queries; the three scores are printed and written into the header.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from pipeline import io
+from pipeline.errors import ConfigError
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _opt(args: list[str], key: str, default: str | None = None) -> str | None:
+    for a in args:
+        if a.startswith(key + "="):
+            return a.split("=", 1)[1]
+    return default
+
+
+def _recall(args: list[str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ConfigError(f"recall run {' '.join(args)} failed:\n{proc.stderr.strip()[-2000:]}")
+
+
+def _metric(run_dir: Path, metric: str) -> float:
+    return float(json.loads((run_dir / "metrics.json").read_text())[metric])
+
+
+def preset_text(base: str, best: dict, name: str, header: list[str]) -> str:
+    """The base preset's YAML with ``best`` applied: group choices become ``override /group: value``
+    entries of the defaults list, other keys are set at their dotted path."""
+    doc = yaml.safe_load((CONF / "preset" / f"{base}.yaml").read_text()) or {}
+    defaults = list(doc.pop("defaults", []))
+    groups = {p.name for p in CONF.iterdir() if p.is_dir()}
+    for key, value in sorted(best.items()):
+        if key in groups:
+            entry = f"override /{key}"
+            defaults = [d for d in defaults if not (isinstance(d, dict) and entry in d)] + [{entry: value}]
+            continue
+        node = doc
+        *path, leaf = key.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    doc["preset_name"] = name
+    body = yaml.safe_dump({"defaults": defaults, **doc} if defaults else doc, sort_keys=False)
+    return "# @package _global_\n" + "".join(f"# {h}\n" for h in header) + body
+
+
+def tune(args: list[str]) -> int:
+    base = _opt(args, "preset", "best")
+    data = _opt(args, "data", "sample")
+    trials, seed = int(_opt(args, "tune.trials", "40")), int(_opt(args, "tune.seed", "13"))
+    metric = _opt(args, "tune.metric", "recall@5")
+    space_name = _opt(args, "tune.space", None) or base
+    name = _opt(args, "tune.name", None) or f"{base}_{data}"
+    if name in ("null", "None"):
+        name = f"{base}_{data}"
+    spaces = yaml.safe_load((CONF / "tune_spaces.yaml").read_text()) or {}
+    if space_name not in spaces:
+        raise ConfigError(f"{CONF / 'tune_spaces.yaml'}: no search space named {space_name!r}; "
+                          f"give tune.space=<one of {sorted(spaces)}> or add one there")
+    space = spaces[space_name]
+    out = Path(_opt(args, "out_dir", None) or f"runs/tune-{name}")
+    passthrough = [a for a in args if not a.startswith(("out_dir=", "query_part="))]
+    sweep = ["--multirun", *passthrough, "query_part=a", "report=false", f"out_dir={out}", "hydra/sweeper=optuna",
+             "hydra.sweeper.direction=maximize", f"hydra.sweeper.n_trials={trials}", "hydra.sweeper.n_jobs=1",
+             f"hydra.sweeper.sampler.seed={seed}", f"hydra.sweeper.study_name={name}",
+             *[f"{k}={v}" for k, v in space.items()]]
+    _recall(sweep)
+    res = yaml.safe_load((out / "optimization_results.yaml").read_text())
+    best, best_value = dict(res["best_params"]), float(res["best_value"])
+    cmd = "recall tune " + " ".join(args)
+    header = [f"Written by `{cmd}`", f"from preset {base!r}; search space {space_name!r} of conf/tune_spaces.yaml; {trials} TPE trials, "
+              f"seed {seed}; fitted on query half a of data={data}.",
+              f"best trial: {metric} = {best_value:.4f} on half a"]
+    path = CONF / "preset" / f"{name}.yaml"
+    io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
+    scores = {}
+    for part in ("a", "b", None):
+        run_dir = out / f"final-{part or 'all'}"
+        extra = [f"query_part={part}"] if part else []
+        _recall([f"data={data}", *[a for a in passthrough if not a.startswith(("preset=", "data=", "tune."))],
+                 f"preset={name}", "report=false", f"out_dir={run_dir}", *extra])
+        scores[part or "all"] = _metric(run_dir, metric)
+    header.append(f"rerun of this preset: {metric} half a {scores['a']:.4f}, held-out half b {scores['b']:.4f}, "
+                  f"all queries {scores['all']:.4f}")
+    io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
+    print(f"best {metric} on half a: {best_value:.4f} (trials in {out})")
+    print(f"rerun: half a {scores['a']:.4f}, held-out half b {scores['b']:.4f}, all {scores['all']:.4f}")
+    print(f"wrote {path} (use: recall run data={data} preset={name})")
+    return 0
