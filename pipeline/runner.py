@@ -229,6 +229,11 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
                    "edges": 0 if ds.edges is None else ds.edges.height}
     if queries.height == 0:
         raise ConfigError(f"data={cfg.data.name}: the dataset has no queries; give it a queries file")
+    if cfg.get("executor", "local") != "local":  # query shards on Ray workers: pipeline/executor.py
+        from pipeline import executor
+
+        recall, state = executor.run_shards(cfg, ds, nodes, queries, timer, out_dir, device)
+        return finish(cfg, out_dir, ds, nodes, queries, recall, timer, device, **state)
 
     xb = xq = xparts = part_q = part_w = None
     n_embedded = 0
@@ -343,7 +348,14 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         recall = to_recall(sel, nodes, queries, enabled, extra, bool(cfg.select.top_chunks_per_doc))
     timer.rows["recall"] = recall.height
     timer.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
+    return finish(cfg, out_dir, ds, nodes, queries, recall, timer, device, xb, n_embedded, reused, freshness)
 
+
+def finish(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.DataFrame, recall: pl.DataFrame,
+           timer: Timer, device: str, xb=None, n_embedded: int = 0, reused: list[str] = (), freshness: dict | None = None,
+           executor: dict | None = None) -> dict:
+    """Export, analysis, evaluation, the manifest (last) and the report: run once per run, on the
+    driver, whichever executor computed ``recall``."""
     with timer.stage("export"):
         io.write_parquet(out_dir / "recall.parquet", recall)
         if cfg.inject.format != "none":
@@ -368,7 +380,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
         "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "config": container, "config_hash": io.config_hash(container),
         "dataset": ds.name, "inputs": ds.fingerprints, "versions": versions(),
-        "device": device, "timings_s": timer.seconds, "rows": timer.rows,
+        "device": device, "executor": executor or {"name": "local"}, "timings_s": timer.seconds, "rows": timer.rows,
         "skipped": {k: v for k, v in sorted(ds.skipped.items()) if v}, "fallbacks": backend.FALLBACKS[:],
         "embedded_texts": n_embedded, "reused_stages": reused, "peak_rss_mb": peak_rss_mb(), "signals_freshness": freshness,
         "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),

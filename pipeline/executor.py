@@ -1,0 +1,244 @@
+"""``executor=ray``: the per-query stages of ``runner.run`` on query shards under Ray Data.
+
+The driver loads the dataset, pins the run's reference time (as ``recall precompute`` does), cuts
+the queries into shards and hands them to ``num_workers`` actors through
+``ray.data.from_items(shards).map_batches(ShardWorker, batch_size=1)``. Each actor receives the
+dataset once, in ``__init__``, and runs every shard it gets through ``runner.run`` (executor=local,
+all nodes, only that shard's queries) — the same stage code as a local run. Corpus-wide work that
+does not depend on the queries (node embeddings with their encoder, the graph, the hubs, the
+signals) is computed once per actor — the embeddings in ``__init__``, the rest on its first
+shard — and reused for the shards that follow. The driver merges the
+recall rows in query order; export, evaluation and the manifest then run once on the driver
+(``runner.finish``), exactly as for the local executor.
+
+Shards keep every query scope whole when queries carry ``doc_scope`` (each scope's node subset and
+index is then built by one shard only); otherwise they are contiguous blocks of queries.
+"""
+from __future__ import annotations
+
+import io as _io
+import json
+import logging
+import os
+import pickle
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.errors import ConfigError, choose
+
+log = logging.getLogger(__name__)
+EXECUTORS = ("local", "ray")
+PER_QUERY_ROWS = ("query_parts", "candidates", "residual_hits", "graph_hits", "anchors", "cooccur_boosts")
+DRIVER_SKIPPED = ("empty_node_text", "empty_query_text")  # counted by the driver's own ingest
+
+
+def import_ray():
+    """The one place ``ray`` is imported; a ConfigError naming the fix when it is missing."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(f"executor=ray needs Ray Data ({e}); install it with "
+                          "pip install 'recall-pipeline[ray]' (or 'ray[data]>=2.9'), or use executor=local") from e
+    return ray
+
+
+def shard_queries(queries: pl.DataFrame, n_shards: int) -> list[np.ndarray]:
+    """Query indices of each shard (ascending, none empty, at most ``n_shards``).
+
+    With a ``doc_scope`` column, queries of one (scope, viewer) group — the unit of
+    ``ops.scope.scope_groups`` — stay in one shard; groups are packed in first-seen order, a shard
+    closing once it holds its share of the queries. Otherwise shards are contiguous blocks.
+    """
+    n = queries.height
+    if n_shards < 1:
+        raise ConfigError(f"ray.shards={n_shards}; give a positive number of shards")
+    if "doc_scope" not in queries.columns:
+        return [b for b in np.array_split(np.arange(n, dtype=np.int64), min(n_shards, n)) if len(b)]
+    from pipeline.cachekeys import scope_of
+
+    viewers = queries["viewer"].to_list() if "viewer" in queries.columns else [None] * n
+    groups: dict = {}
+    for qi, (s, v) in enumerate(zip(queries["doc_scope"].to_list(), viewers)):
+        groups.setdefault((scope_of(s), v), []).append(qi)
+    target, out, cur = -(-n // n_shards), [], []
+    for qs in groups.values():
+        cur += qs
+        if len(cur) >= target:
+            out.append(np.sort(np.asarray(cur, dtype=np.int64)))
+            cur = []
+    if cur:
+        out.append(np.sort(np.asarray(cur, dtype=np.int64)))
+    return out
+
+
+def shard_config(cfg: DictConfig, now) -> dict:
+    """The config each shard runs: executor=local, the reference time pinned, no driver-only outputs."""
+    from pipeline.precompute import _subset_config
+
+    sub = _subset_config(cfg, now, Path("."))
+    sub.executor, sub.query_part = "local", None
+    return OmegaConf.to_container(sub, resolve=True)
+
+
+def _to_ipc(frame: pl.DataFrame) -> bytes:
+    buf = _io.BytesIO()
+    frame.write_ipc(buf)
+    return buf.getvalue()
+
+
+def _nodes_key(nodes: pl.DataFrame) -> tuple:
+    return nodes.shape, tuple(nodes.columns), int(nodes.hash_rows(seed=0).sum())
+
+
+class ShardWorker:
+    """A Ray Data actor: holds the dataset and the corpus-wide work, runs one shard per call."""
+
+    # (module, attribute, position of the nodes argument): query-independent, corpus-wide steps
+    MEMO = (("pipeline.runner", "embed_nodes", 1), ("pipeline.stages.graph", "build", 0),
+            ("pipeline.stages.hubs", "build", 0), ("pipeline.feedback", "resolve", 0))
+
+    def __init__(self, cfg: dict, dataset_ref: list, cwd: str) -> None:
+        from pipeline import backend, runner
+        from pipeline.dataset import Dataset
+
+        os.chdir(cwd)  # relative paths in the config (cache_dir, data) mean the driver's
+        self.cfg = OmegaConf.create(cfg)
+        self.ds = import_ray().get(dataset_ref[0])
+        self.memo: dict = {}
+        if "dense" in self.cfg.channels:  # the encoder and the node embeddings, once per worker
+            ds = self.ds
+            nodes = runner.drop_empty(Dataset(ds.name, ds.nodes, ds.queries, None, None, {}, Counter()))[0]
+            self._memoised("pipeline.runner.embed_nodes", runner.embed_nodes, 1)(
+                self.cfg, nodes, backend.resolve_device(self.cfg.device))
+
+    def _memoised(self, name: str, fn, pos: int):
+        def wrapped(*args, **kwargs):
+            key = (name, _nodes_key(args[pos]))
+            if key not in self.memo:
+                self.memo[key] = fn(*args, **kwargs)
+            return self.memo[key]
+        return wrapped
+
+    def run_shard(self, shard: int, qidx: np.ndarray) -> dict:
+        """Run ``runner.run`` on this shard's queries; recall (and any other Parquet outputs) as IPC bytes."""
+        import importlib
+
+        from pipeline import runner
+        from pipeline.dataset import Dataset
+
+        ds = self.ds
+        sub = Dataset(ds.name, ds.nodes, ds.queries[qidx], ds.edges, None, ds.fingerprints, Counter())
+        saved = []
+        try:
+            for mod_name, attr, pos in self.MEMO:
+                mod = importlib.import_module(mod_name)
+                saved.append((mod, attr, getattr(mod, attr)))
+                setattr(mod, attr, self._memoised(f"{mod_name}.{attr}", getattr(mod, attr), pos))
+            with tempfile.TemporaryDirectory(prefix=f"recall-shard{shard}-") as tmp:
+                res = runner.run(self.cfg, tmp, dataset=sub)
+                frames = {p.stem: _to_ipc(pl.read_parquet(p)) for p in sorted(Path(tmp).glob("*.parquet"))}
+        finally:
+            for mod, attr, fn in saved:
+                setattr(mod, attr, fn)
+        m = res["manifest"]
+        keep = ("timings_s", "rows", "skipped", "fallbacks", "embedded_texts", "reused_stages", "signals_freshness",
+                "peak_rss_mb")
+        return {"shard": shard, "pid": os.getpid(), "frames": frames, "manifest": {k: m[k] for k in keep}}
+
+    def __call__(self, batch: dict) -> dict:
+        outs = [self.run_shard(int(s), np.asarray(q, dtype=np.int64)) for s, q in zip(batch["shard"], batch["qidx"])]
+        return {"shard": np.array([o["shard"] for o in outs]),
+                "result": np.array([pickle.dumps(o) for o in outs], dtype=object)}
+
+
+def _run_on_ray(cfg: DictConfig, ds, queries: pl.DataFrame, shards: list[np.ndarray], sub_cfg: dict) -> list[dict]:
+    ray = import_ray()
+    opts = cfg.get("ray") or {}
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=opts.get("address"), include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.WARNING)
+    try:
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        # the workers see the driver's (filtered) queries: shard indices refer to them
+        from pipeline.dataset import Dataset
+
+        shipped = Dataset(ds.name, ds.nodes, queries, ds.edges, None, ds.fingerprints, Counter())
+        ref = [ray.put(shipped)]  # in a list, so Ray hands the actor the reference and not the object
+        items = [{"shard": i, "qidx": q.tolist()} for i, q in enumerate(shards)]
+        workers = max(1, min(int(opts.get("num_workers", 2)), len(shards)))
+        out = (ray.data.from_items(items, override_num_blocks=len(items))
+               .map_batches(ShardWorker, fn_constructor_args=(sub_cfg, ref, os.getcwd()), batch_size=1,
+                            compute=ray.data.ActorPoolStrategy(size=workers),
+                            num_cpus=float(opts.get("cpus_per_worker", 1)), batch_format="numpy")
+               .take_all())
+    finally:
+        if started:
+            ray.shutdown()
+    results = [pickle.loads(row["result"]) for row in sorted(out, key=lambda r: int(r["shard"]))]
+    for res in results:
+        res["frames"] = {k: pl.read_ipc(v) for k, v in res["frames"].items()}
+    return results
+
+
+def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, timer, out_dir: Path,
+               device: str) -> tuple[pl.DataFrame, dict]:
+    """Recall of every query, computed shard by shard on Ray; also writes the other per-run Parquet
+    outputs (novelty, signals) into ``out_dir``. Returns (recall, keyword arguments of ``runner.finish``)."""
+    from pipeline import io, runner
+
+    choose("executor", cfg.executor, EXECUTORS)
+    opts = cfg.get("ray") or {}
+    now = runner.run_now(cfg, nodes, queries)
+    shards = shard_queries(queries, int(opts.get("shards", 8)))
+    t0 = time.perf_counter()
+    with timer.stage("shards"):
+        results = _run_on_ray(cfg, ds, queries, shards, shard_config(cfg, now))
+    pos = {q: i for i, q in enumerate(queries["query_id"].cast(pl.String).to_list())}
+    recall = pl.concat([r["frames"]["recall"] for r in results], how="vertical")
+    order = np.argsort(np.array([pos[q] for q in recall["query_id"].to_list()], dtype=np.int64), kind="stable")
+    recall = recall[order]
+    for name in sorted({n for r in results for n in r["frames"]} - {"recall"}):
+        parts = [r["frames"][name] for r in results if name in r["frames"]]
+        # signals are corpus-wide (the same table in every shard); anything else is per query
+        frame = parts[0] if name == "signals" else pl.concat(parts, how="vertical")
+        io.write_parquet(out_dir / f"{name}.parquet", frame)
+    mans = [r["manifest"] for r in results]
+    for m in mans:
+        for k, v in m["rows"].items():
+            if k in PER_QUERY_ROWS:
+                timer.rows[k] = timer.rows.get(k, 0) + v
+            elif k not in timer.rows and k not in ("recall", "queries_without_results"):
+                timer.rows[k] = v
+    timer.rows["recall"] = recall.height
+    timer.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
+    for k in {k for m in mans for k in m["skipped"]} - set(DRIVER_SKIPPED):
+        ds.skipped[k] += max(m["skipped"].get(k, 0) for m in mans)
+    stage_sum: dict[str, float] = {}
+    for m in mans:
+        for k, v in m["timings_s"].items():
+            stage_sum[k] = round(stage_sum.get(k, 0.0) + v, 4)
+    info = {"name": "ray", "shards": len(shards), "workers": len({r["pid"] for r in results}),
+            "num_workers": int(opts.get("num_workers", 2)), "shard_queries": [len(s) for s in shards],
+            "wall_s": round(time.perf_counter() - t0, 4), "worker_timings_s": stage_sum,
+            "worker_peak_rss_mb": max(m["peak_rss_mb"] for m in mans), "now": now.isoformat()}
+    fallbacks = {json.dumps(f, sort_keys=True, default=str): f for m in mans for f in m["fallbacks"]}
+    from pipeline import backend
+
+    backend.FALLBACKS.extend(f for f in fallbacks.values() if f not in backend.FALLBACKS)
+    xb = None
+    if cfg.analyze.enabled and "dense" in cfg.channels:  # the topic analysis runs on the driver
+        with timer.stage("embed"):
+            xb = runner.embed_nodes(cfg, nodes, device)[2]
+    state = {"xb": xb, "n_embedded": sum(m["embedded_texts"] for m in mans),
+             "reused": sorted({s for m in mans for s in m["reused_stages"]}),
+             "freshness": mans[0]["signals_freshness"], "executor": info}
+    return recall, state
