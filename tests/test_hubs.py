@@ -120,3 +120,10 @@ def test_diffusion_through_hubs_equals_materialised_graph(method):
     b = ref.sort("query_idx", "node_idx")
     assert a.select("query_idx", "node_idx").equals(b.select("query_idx", "node_idx"))
     np.testing.assert_allclose(a["graph"].to_numpy(), b["graph"].to_numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_seed_power_sharpens_seed_energy():
+    cand = pl.DataFrame({"query_idx": [0, 0, 0], "node_idx": [4, 2, 9], "fused": [0.5, 0.9, 0.2]})
+    s = diffuse.seed_matrix(cand, diffuse.DiffusionParams(seed_k=2, seed_power=2.0))
+    assert s["node_idx"].to_list() == [2, 4]  # top 2 by fused
+    np.testing.assert_allclose(s["energy"].to_numpy(), [0.81, 0.25], rtol=1e-6)

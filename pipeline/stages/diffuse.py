@@ -23,6 +23,7 @@ class DiffusionParams:
     method: str = "pedsa"
     seed_k: int = 20  # top fused candidates per query that seed the diffusion
     seed_from: str = "fused"  # candidate column giving seed energy
+    seed_power: float = 1.0  # seed energy = seed_from ** seed_power (> 1 sharpens towards the top seeds)
     steps: int = 2
     decay: float = 0.6
     alpha: float = 0.15
@@ -56,7 +57,7 @@ def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
     return (cand.filter(pl.col(p.seed_from) > 0)
             .sort(["query_idx", p.seed_from, "node_idx"], descending=[False, True, False])
             .group_by("query_idx", maintain_order=True).head(p.seed_k)
-            .select("query_idx", "node_idx", energy=pl.col(p.seed_from).cast(pl.Float32)))
+            .select("query_idx", "node_idx", energy=(pl.col(p.seed_from) ** p.seed_power).cast(pl.Float32)))
 
 
 def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame,

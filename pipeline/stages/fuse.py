@@ -7,6 +7,8 @@
 """
 from __future__ import annotations
 
+import inspect
+
 import polars as pl
 
 from pipeline.errors import ConfigError, choose
@@ -59,7 +61,17 @@ def wsum(cand: pl.DataFrame, channels: list[str], weights: dict, norm: dict | st
 METHODS = {"rrf": rrf, "wsum": wsum}
 
 
+def _options(fn) -> set[str]:
+    return set(inspect.signature(fn).parameters) - {"cand", "channels"}
+
+
 def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.DataFrame:
-    """Adds a ``fused`` column (float64) to the candidates."""
+    """Adds a ``fused`` column (float64) to the candidates. Options of the other method (a preset's
+    ``norm`` under ``fusion=rrf``, say) are ignored; unknown options are an error."""
     choose("fusion.method", method, METHODS)
-    return METHODS[method](cand, channels, **params)
+    mine = _options(METHODS[method])
+    other = set().union(*(_options(f) for f in METHODS.values())) - mine
+    unknown = sorted(set(params) - mine - other)
+    if unknown:
+        raise ConfigError(f"fusion.{unknown[0]} is not an option of fusion={method}; its options: {sorted(mine)}")
+    return METHODS[method](cand, channels, **{k: v for k, v in params.items() if k in mine})
