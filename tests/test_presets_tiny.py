@@ -127,27 +127,55 @@ def test_reme_preset_rrf_and_single_branch_raw(compose, tmp_path):
     assert _q(rec, "the")["node_id"][0] == "n7"
 
 
-def test_best_preset_fused_plus_two_graph(compose, tmp_path):
+def test_best_preset_fused_plus_100_ppr(compose, tmp_path):
     rec = _run(compose, tmp_path, "best")
     q = _q(rec, "lemon")
-    # fused(n8) = 0.75·cos 1 + 0.25·(BM25 / max BM25 = 1) = 1; it is the only positive seed (energy 1)
-    # PEDSA: step 1 n9 = 1·0.2·0.6·(1 − 0.15) = 0.102; n8 = 0.15 (teleport) < its seed energy 1
-    #        step 2 n9 ← n8: 0.15·0.2·0.51 = 0.0153 < 0.102 → graph(n8) = 1, graph(n9) = 0.102
-    assert q["node_id"].to_list()[:2] == ["n8", "n9"]
-    assert _score(rec, "lemon", "n8") == pytest.approx(1.0 + 2 * 1.0, abs=1e-5)
-    assert _score(rec, "lemon", "n9", "graph") == pytest.approx(0.102, abs=1e-6)
-    assert _score(rec, "lemon", "n9") == pytest.approx(0.0 + 2 * 0.102, abs=1e-5)
-
-
-def test_hipporag_preset_ppr_on_a_two_node_component(compose, tmp_path):
-    rec = _run(compose, tmp_path, "hipporag")
-    # the only seed is n8 (fused 1); its component is n8 ─ n9. PPR, damping d = 0.5:
-    # x8 = d·x9 + (1 − d), x9 = d·x8 → x8 = 1/(1 + d) = 2/3, x9 = 1/3; score = 0.001·fused + graph
-    q = _q(rec, "lemon")
+    # fused(n8) = 0.6·cos 1 + 0.4·(BM25 / max BM25 = 1) = 1; the only positive seed, energy 1^10 = 1.
+    # No capitalised words → no entity hubs. Component n8 ─0.8─ n9 (temporal chain). PPR, d = 0.5:
+    # x8 = d·x9 + (1 − d), x9 = d·x8 → x8 = 1/(1 + d) = 2/3, x9 = 1/3; score = fused + 100·graph
     assert q["node_id"].to_list()[:2] == ["n8", "n9"]
     assert _score(rec, "lemon", "n8", "graph") == pytest.approx(2 / 3, abs=1e-5)
-    assert _score(rec, "lemon", "n8") == pytest.approx(0.001 * 1.0 + 2 / 3, abs=1e-5)
-    assert _score(rec, "lemon", "n9") == pytest.approx(1 / 3, abs=1e-5)
+    assert _score(rec, "lemon", "n8") == pytest.approx(1.0 + 100 * 2 / 3, abs=1e-3)
+    assert _score(rec, "lemon", "n9") == pytest.approx(0.0 + 100 / 3, abs=1e-3)
+
+
+def test_hipporag_preset_seed_without_edges_keeps_its_mass(compose, tmp_path):
+    rec = _run(compose, tmp_path, "hipporag")
+    # hipporag has no temporal chain: n8 has no edge, so all PPR mass returns to it: graph = 1;
+    # score = 0.001·fused (= dense cosine 1) + graph
+    q = _q(rec, "lemon")
+    assert q["node_id"].to_list()[0] == "n8"
+    assert _score(rec, "lemon", "n8", "graph") == pytest.approx(1.0, abs=1e-5)
+    assert _score(rec, "lemon", "n8") == pytest.approx(0.001 + 1.0, abs=1e-5)
+    assert _score(rec, "lemon", "n9", "graph") == 0.0  # a dense candidate (cosine 0) that PPR never reaches
+
+
+def test_hipporag_preset_ppr_through_entity_nodes(compose, tmp_path):
+    """Units a "Alice met Bob.", b "Bob likes tea.", c "Carol sings."; entities alice (a), bob (a, b),
+    carol (c), unit–entity weight 1/df: a–alice 1, a–bob 0.5, b–bob 0.5, c–carol 1. Query "Bob":
+    its entity bob gets 95% of the seed mass, the dense hits (cosine > 0) share 5% by cosine.
+    The expected PPR solves x = (1 − d)·r + d·Pᵀx over the six nodes (P = row-normalised weights)."""
+    import numpy as np
+
+    nodes = pl.DataFrame({"node_id": ["a", "b", "c"], "text": ["Alice met Bob.", "Bob likes tea.", "Carol sings."]})
+    queries = pl.DataFrame({"query_id": ["q"], "text": ["Bob"]})
+    rec = _run(compose, tmp_path, "hipporag", ds=Dataset("ents", nodes, queries, None))
+    dense = dict(zip(rec["node_id"], rec["dense"]))
+    order = ["a", "b", "c", "alice", "bob", "carol"]
+    w = np.zeros((6, 6))
+    for u, e, x in [("a", "alice", 1), ("a", "bob", .5), ("b", "bob", .5), ("c", "carol", 1)]:
+        i, j = order.index(u), order.index(e)
+        w[i, j] = w[j, i] = x
+    r = np.array([max(dense.get(u, 0.0), 0.0) for u in "abc"] + [0, 0, 0])
+    r[order.index("bob")] = r.sum() * 0.95 / 0.05
+    r /= r.sum()
+    P = w / w.sum(axis=1, keepdims=True)
+    x = np.linalg.solve(np.eye(6) - 0.5 * P.T, 0.5 * r)
+    got = dict(zip(rec["node_id"], rec["graph"]))
+    for u in ("a", "b"):
+        assert got[u] == pytest.approx(x[order.index(u)], abs=1e-5)
+    assert set(rec["node_id"]) <= {"a", "b", "c"}  # entity hubs never come out
+    assert rec["node_id"].to_list()[:2] == ["a", "b"] or rec["node_id"].to_list()[:2] == ["b", "a"]
 
 
 def _bme_n0_n3():
