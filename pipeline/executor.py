@@ -20,7 +20,6 @@ import io as _io
 import json
 import logging
 import os
-import pickle
 import tempfile
 import time
 from collections import Counter
@@ -155,7 +154,22 @@ class ShardWorker:
     def __call__(self, batch: dict) -> dict:
         outs = [self.run_shard(int(s), np.asarray(q, dtype=np.int64)) for s, q in zip(batch["shard"], batch["qidx"])]
         return {"shard": np.array([o["shard"] for o in outs]),
-                "result": np.array([pickle.dumps(o) for o in outs], dtype=object)}
+                "result": np.array([_encode(o) for o in outs], dtype=object)}
+
+
+def _encode(result: dict) -> str:
+    """A shard's result as JSON (no pickle): Arrow IPC frames base64-encoded."""
+    import base64
+
+    return json.dumps({**result, "frames": {k: base64.b64encode(v).decode() for k, v in result["frames"].items()}})
+
+
+def _decode(text: str) -> dict:
+    import base64
+
+    res = json.loads(text)
+    res["frames"] = {k: pl.read_ipc(base64.b64decode(v)) for k, v in res["frames"].items()}
+    return res
 
 
 def _run_on_ray(cfg: DictConfig, ds, queries: pl.DataFrame, shards: list[np.ndarray], sub_cfg: dict) -> list[dict]:
@@ -183,10 +197,7 @@ def _run_on_ray(cfg: DictConfig, ds, queries: pl.DataFrame, shards: list[np.ndar
     finally:
         if started:
             ray.shutdown()
-    results = [pickle.loads(row["result"]) for row in sorted(out, key=lambda r: int(r["shard"]))]
-    for res in results:
-        res["frames"] = {k: pl.read_ipc(v) for k, v in res["frames"].items()}
-    return results
+    return [_decode(row["result"]) for row in sorted(out, key=lambda r: int(r["shard"]))]
 
 
 def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, timer, out_dir: Path,

@@ -1,15 +1,17 @@
 """Batched graph diffusion (PEDSA, PPR) vs per-query loops, on the 2Wiki mention graph and a synthetic power-law graph.
 
 Methods (time per query):
-  batched PEDSA     ``pipeline.ops.diffusion.pedsa`` over blocks of ``--pedsa-block`` queries (N×B float32)
-  batched PPR       ``pipeline.ops.diffusion.ppr`` over blocks of ``--ppr-block`` queries, damping 0.5, tol 1e-6
+  batched PEDSA     ``pipeline.ops.diffusion.pedsa`` over blocks of ``--pedsa-block`` queries: sparse (N, B)
+                    float32 seeds in, sparse results out (sparse frontier, sparse × sparse products)
+  batched PPR       ``pipeline.ops.diffusion.ppr`` over blocks of ``--ppr-block`` queries, damping 0.5, tol 1e-6:
+                    sparse seeds in, dense (N, B) float32 scores out (solved on the seeds' components)
   PEDSA reference   ST-BME's per-query dict loop (``tests/test_diffusion.py::pedsa_reference``) with the
                     adjacency lists built once per graph instead of once per call; it is checked against
                     the literal test function on a few queries
   igraph PPR        ``Graph.personalized_pagerank(damping=0.5, reset=<seed weights>, weights="weight",
                     directed=False, implementation="prpack")`` per query, as HippoRAG calls it
-  scipy PPR         our ``ppr`` with B=1 per query (each call also pays ppr's setup: row sums and the
-                    CSR transpose, ~20 ms of the ~45 ms per query on the 100k graph)
+  scipy PPR         our ``ppr`` with B=1 per query, dense seed vector (each call also pays ppr's setup:
+                    row sums, the CSR transpose, the component labels)
 
 Per-query loops run on a random subset of the queries and are extrapolated per query. Every query has
 10 distinct seed nodes with energies U(0.1, 2.0) (PPR: the same energies normalised to sum 1). PPR runs
@@ -17,7 +19,10 @@ on the normal (non-inhibitory) edges only. Thread settings are left as they are.
 
 The last line printed is ``min speedup vs per-query loops: <ratio>``.
 
-Usage: python scripts/bench_diffusion.py [--quick] [--subset 100] [--pedsa-block 8] [--ppr-block 0]
+Block sizes (0 = auto): PEDSA 2^24 // N queries per call, PPR 2^26 // N (its dense output is N×B).
+Building the sparse seed matrix of a block and reading its results is inside the batched timings.
+
+Usage: python scripts/bench_diffusion.py [--quick] [--subset 100] [--pedsa-block 0] [--ppr-block 0]
 """
 from __future__ import annotations
 
@@ -43,7 +48,8 @@ from pipeline.stages import graph  # noqa: E402
 from test_diffusion import adjacency_lists, pedsa_lists, pedsa_reference  # noqa: E402
 
 CORPUS = Path("/work/shared/data/hipporag/2wikimultihopqa_corpus.json.gz")
-MAX_BLOCK_ELEMS = 2 ** 26  # N×B float32 per block at most
+MAX_BLOCK_ELEMS = 2 ** 26  # N×B float32 per block at most (ppr's dense output)
+PEDSA_BLOCK_ELEMS = 2 ** 24  # N×B per PEDSA block (bounds the step-2 products on hub-heavy graphs)
 N_SEEDS = 10
 
 
@@ -82,6 +88,16 @@ def make_queries(n: int, q: int, seed: int):
     return idx, rng.uniform(0.1, 2.0, (q, N_SEEDS))
 
 
+def sparse(n: int, idx: np.ndarray, en: np.ndarray, normalise: bool = False):
+    """(N, B) float32 CSC seed matrix for the queries in ``idx``/``en`` (columns summing to 1 if ``normalise``)."""
+    import scipy.sparse as sp
+
+    if normalise:
+        en = en / en.sum(axis=1, keepdims=True)
+    b, k = idx.shape
+    return sp.csc_matrix((en.ravel().astype(np.float32), idx.ravel(), np.arange(0, b * k + 1, k)), shape=(n, b))
+
+
 def dense(n: int, idx: np.ndarray, en: np.ndarray, normalise: bool = False) -> np.ndarray:
     """(N, B) float32 seed matrix for the queries in ``idx``/``en`` (columns summing to 1 if ``normalise``)."""
     if normalise:
@@ -111,17 +127,6 @@ def igraph_ppr(g, reset: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- the benchmark
 
-def auto_ppr_block(n: int) -> int:
-    """Largest power of two with N×B ≤ 2^21 (8 MB of float32), within [8, 64].
-
-    scipy's CSR × dense product reads one row of the (N, B) block per nonzero, in random order; once
-    the block no longer fits in cache the cost per query rises with B (measured here: 100k nodes, B=16
-    ≈20 ms/query, B=64 ≈30–50 ms/query; 6k nodes, B=64–128 about equal, B=16 2× slower).
-    """
-    b = 1 << max(0, (2 ** 21 // n).bit_length() - 1)
-    return max(8, min(64, b))
-
-
 def clock(fn):
     t0 = time.perf_counter()
     out = fn()
@@ -129,22 +134,33 @@ def clock(fn):
 
 
 def batched(kind, n, A, I, idx, en, block, keep):
-    """Run all queries in blocks; return (seconds, {query: result column}) for the queries in ``keep``."""
+    """Run all queries in blocks; return (seconds, {query: result column}, iterations) for the queries in ``keep``."""
     kept, iters = {}, []
     t0 = time.perf_counter()
     for s in range(0, len(idx), block):
         cols = slice(s, min(s + block, len(idx)))
         if kind == "pedsa":
-            r = pedsa(A, I, dense(n, idx[cols], en[cols]))
+            r = pedsa(A, I, sparse(n, idx[cols], en[cols]))
         else:
-            r, info = ppr(A, dense(n, idx[cols], en[cols], normalise=True), damping=0.5, tol=1e-6)
+            r, info = ppr(A, sparse(n, idx[cols], en[cols], normalise=True), damping=0.5, tol=1e-6)
             iters.append(info.n_iter)
             if not info.converged:
                 raise SystemExit(f"ppr did not converge: {info}")
         for q in keep:
             if cols.start <= q < cols.stop:
-                kept[q] = np.array(r[:, q - cols.start], dtype=np.float64)
+                kept[q] = column(r, q - cols.start)
     return time.perf_counter() - t0, kept, iters
+
+
+def column(r, j: int) -> np.ndarray:
+    """Column ``j`` of a dense (N, B) array or a CSC matrix, as float64 (CSC: from its arrays, since
+    scipy's column indexing costs ~0.1 ms a call)."""
+    if not hasattr(r, "indptr"):
+        return np.array(r[:, j], dtype=np.float64)
+    out = np.zeros(r.shape[0])
+    lo, hi = r.indptr[j], r.indptr[j + 1]
+    out[r.indices[lo:hi]] = r.data[lo:hi]
+    return out
 
 
 def bench_graph(name, n, edges, sizes, subset, n_literal, args, rows, ratios, checks):
@@ -158,12 +174,12 @@ def bench_graph(name, n, edges, sizes, subset, n_literal, args, rows, ratios, ch
     idx, en = make_queries(n, qmax, seed=args.seed + 1)
     rng = np.random.default_rng(args.seed + 2)
     sub = np.sort(rng.choice(min(sizes), subset, replace=False))  # in every query set
-    pb = max(1, min(args.pedsa_block, MAX_BLOCK_ELEMS // n))
-    rb = max(1, min(args.ppr_block or auto_ppr_block(n), MAX_BLOCK_ELEMS // n))
+    pb = max(1, min(args.pedsa_block or PEDSA_BLOCK_ELEMS // n, MAX_BLOCK_ELEMS // n, qmax))
+    rb = max(1, min(args.ppr_block or MAX_BLOCK_ELEMS // n, MAX_BLOCK_ELEMS // n, qmax))
 
     # warm-up (first-call overheads: imports, allocator)
-    pedsa(A, I, dense(n, idx[:2], en[:2]))
-    ppr(A, dense(n, idx[:2], en[:2], normalise=True), damping=0.5, tol=1e-6)
+    pedsa(A, I, sparse(n, idx[:2], en[:2]))
+    ppr(A, sparse(n, idx[:2], en[:2], normalise=True), damping=0.5, tol=1e-6)
 
     # per-query loops on the subset
     rows_e = list(zip(edges["src"].to_list(), edges["dst"].to_list(), edges["weight"].to_list(),
@@ -239,9 +255,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="2Wiki + 20k/200k synthetic, 200 queries, loops on 30")
     ap.add_argument("--subset", type=int, default=0, help="queries timed in the per-query loops (default 100; quick 30)")
     ap.add_argument("--literal", type=int, default=3, help="queries run through the literal test function")
-    ap.add_argument("--pedsa-block", type=int, default=8, help="queries per batched PEDSA call (capped at 2^26/N)")
+    ap.add_argument("--pedsa-block", type=int, default=0,
+                    help="queries per batched PEDSA call (0: auto, 2^24/N; capped at 2^26/N)")
     ap.add_argument("--ppr-block", type=int, default=0,
-                    help="queries per batched PPR call (0: auto, see auto_ppr_block; capped at 2^26/N)")
+                    help="queries per batched PPR call (0: auto, 2^26/N, i.e. the largest dense output allowed)")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None, help="markdown + json record (default runs/bench_diffusion[_quick])")
@@ -275,7 +292,7 @@ def main() -> int:
     lines += [f"| {tag} | {m} | {timed} | {ms:.3f} | {'≈' if extrap else ''}{tot:.2f} |"
               for tag, m, timed, ms, tot, extrap in rows]
     lines += ["", "≈: extrapolated from the timed subset. PPR runs on the normal edges only; the per-query scipy "
-              "row includes ppr's per-call setup (row sums, CSR transpose).", "",
+              "row includes ppr's per-call setup (row sums, CSR transpose, component labels).", "",
               "| graph, queries | speedup | × |", "|---|---|---|"]
     lines += [f"| {tag} | {what} | {r:.1f} |" for tag, what, r in ratios]
     lines += ["", "| graph, queries | correctness check | max abs diff | tolerance | ok |", "|---|---|---|---|---|"]

@@ -28,7 +28,7 @@ def test_sample_best_run_outputs_and_pinned_metrics(compose, tmp_path):
     assert first["score"].to_list() == sorted(first["score"].to_list(), reverse=True)
     assert set(recall["channel"].unique()) <= {"dense", "lexical", "dense+lexical", "graph", "dense+graph",
                                                "lexical+graph", "dense+lexical+graph"}
-    assert (recall["score"] - (recall["fused"] + 100.0 * recall["graph"])).abs().max() < 1e-6  # best: fused + 100·graph
+    assert (recall["score"] - (recall["fused"] + 100.0 * recall["graph"])).abs().max() < 1e-4  # best: fused + 100·graph (float32 graph)
     metrics = json.loads((out / "metrics.json").read_text())
     for key in ("recall@1", "recall@2", "recall@5", "recall@10", "recall@25", "recall@50", "ndcg@10", "mrr", "p@5"):
         assert 0.0 <= metrics[key] <= 1.0

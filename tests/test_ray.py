@@ -48,16 +48,11 @@ def test_sample_ray_equals_local(ray_cluster, compose, tmp_path):
     assert res["ray"]["manifest"]["config"]["executor"] == "ray"
 
 
-def test_sample_ppr_blocks_equal_within_tolerance(ray_cluster, compose, tmp_path):
-    """Batched PPR iterates until every query of its batch has converged (tol 1e-8), so cutting one
-    scope's queries into blocks moves the graph energies within that tolerance; ids and ranks stay."""
-    res = _both(compose, tmp_path, ["preset=best", "diffuse=ppr"], shards=3)
-    local, ray_ = (pl.read_parquet(tmp_path / ex / "recall.parquet") for ex in ("local", "ray"))
-    assert ray_.drop("score", "graph", "fused").equals(local.drop("score", "graph", "fused"))
-    for col in ("graph", "score"):
-        np.testing.assert_allclose(ray_[col].to_numpy(), local[col].to_numpy(), rtol=1e-4, atol=1e-7)
-    for key, val in res["local"]["metrics"].items():
-        assert res["ray"]["metrics"][key] == (pytest.approx(val, abs=1e-9) if isinstance(val, float) else val)
+def test_sample_ppr_ray_equals_local(ray_cluster, compose, tmp_path):
+    """PPR freezes each (query, component) part at its own convergence step, so cutting one scope's
+    queries into shards gives the same bytes as one batch (the current `best` is PPR)."""
+    res = _both(compose, tmp_path, ["preset=best"], shards=3)
+    _assert_same(tmp_path, res)
 
 
 def test_doc_scope_ray_equals_local(ray_cluster, compose, tmp_path):

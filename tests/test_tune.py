@@ -27,7 +27,7 @@ def test_preset_text_sets_dotted_keys_and_group_choices():
     assert text.startswith("# @package _global_\n# header line\n")
     doc = yaml.safe_load(text)
     assert {"override /diffuse": "ppr"} in doc["defaults"] and {"override /diffuse": "pedsa"} not in doc["defaults"]
-    assert doc["fusion"]["weights"] == {"dense": 0.5, "lexical": 0.25}
+    assert doc["fusion"]["weights"] == {"dense": 0.5, "lexical": 0.4}  # lexical from conf/preset/best.yaml
     assert doc["graph"]["hubs"]["entities"] is True and doc["preset_name"] == "best_x"
 
 

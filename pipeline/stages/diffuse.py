@@ -102,8 +102,8 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
             if hub_seeds is not None:
                 hub_layer.seed(e0, len(rows), qb, cols, hub_seeds, p.entity_seed_share)
             if p.method == "ppr":
-                mass = e0.sum(axis=0)
-                e0 = e0 / np.where(mass > 0, mass, 1.0)
+                mass = e0.sum(axis=0, dtype=np.float64)  # float64: the same per column whatever the block width
+                e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
             a, i, e = _to_device(adj, inhib, e0, device)
             if p.method == "pedsa":
                 out = diffusion.pedsa(a, i, e, steps=p.steps, decay=p.decay, alpha=p.alpha,

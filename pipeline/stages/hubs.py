@@ -186,6 +186,6 @@ def seed(e0: np.ndarray, n_units: int, qb: np.ndarray, cols: np.ndarray, qseeds:
     c = np.searchsorted(qb, s["query_idx"].to_numpy()[ok])
     w = s["weight"].to_numpy()[ok]
     w = w / np.bincount(c, weights=w, minlength=len(qb))[c]  # renormalise over the hubs in scope
-    mass = e0[:n_units].sum(axis=0)
+    mass = e0[:n_units].sum(axis=0, dtype=np.float64)  # float64: independent of the block width
     total = np.where(mass > 0, mass * share / max(1e-9, 1.0 - share), share)
     np.add.at(e0, (n_units + r[ok], c), (w * total[c]).astype(e0.dtype))
