@@ -127,3 +127,18 @@ def test_seed_power_sharpens_seed_energy():
     s = diffuse.seed_matrix(cand, diffuse.DiffusionParams(seed_k=2, seed_power=2.0))
     assert s["node_idx"].to_list() == [2, 4]  # top 2 by fused
     np.testing.assert_allclose(s["energy"].to_numpy(), [0.81, 0.25], rtol=1e-6)
+
+
+def test_ppr_keep_limits_graph_hits_to_each_querys_largest():
+    n = 30  # a path graph: PPR reaches every node with positive mass
+    nodes = pl.DataFrame({"node_id": [f"n{i:02d}" for i in range(n)], "text": ["x"] * n})
+    edges = pl.DataFrame({"src": np.arange(n - 1), "dst": np.arange(1, n), "weight": 1.0, "inhibit": False,
+                          "relation": "edge"}).cast(graph.EDGE_SCHEMA)
+    queries = pl.DataFrame({"query_id": ["q0", "q1"], "text": ["a", "b"]})
+    cand = pl.DataFrame({"query_idx": [0, 1], "node_idx": [3, 20], "fused": [1.0, 1.0]})
+    full = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams(method="ppr"))
+    kept = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams(method="ppr", keep=5))
+    assert full.group_by("query_idx").len()["len"].to_list() == [n, n]
+    for q in (0, 1):
+        top = full.filter(pl.col("query_idx") == q).sort("graph", "node_idx", descending=[True, False]).head(5)
+        assert kept.filter(pl.col("query_idx") == q).sort("graph", "node_idx", descending=[True, False]).equals(top)

@@ -38,6 +38,7 @@ class DiffusionParams:
     depth: int = 1  # expand: BFS hops (ReMe default 1, at most 3)
     per_node: int = 10  # expand: neighbours per direction per node
     budget: int = 30  # expand: nodes added per query
+    keep: int = 0  # graph hits kept per query (its `keep` largest; 0 = every node with energy > 0)
     entity_seed_share: float = 0.0  # part of the seed energy given to the query's own entity hubs
 
 
@@ -114,6 +115,8 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
             else:
                 out, _info = diffusion.ppr(a, e, damping=p.damping, max_iter=p.max_iter)
             out = np.asarray(out.get() if hasattr(out, "get") else out)[:len(rows)]
+            if p.keep and len(rows) > p.keep:  # PPR reaches a whole component: keep each query's top nodes
+                out = np.where(diffusion.topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
             r, c = np.nonzero(out > 0)
             parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]}))
     return pl.concat(parts).cast(empty.schema) if parts else empty
