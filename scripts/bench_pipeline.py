@@ -1,9 +1,10 @@
 """End-to-end batch recall on synthetic corpora, per stage, next to a plain FAISS flat scan.
 
-    .venv/bin/python scripts/bench_pipeline.py [--sizes 10000 100000] [--queries 1000]
+    .venv/bin/python scripts/bench_pipeline.py [--sizes 10000 100000] [--queries 1000] [overrides, e.g. diffuse=pedsa]
 
 Query encoding is excluded (embeddings are generated); everything else of `preset=best` runs:
-dense + BM25 channels, fusion, graph build, PEDSA diffusion, scoring, top-k selection. The floor is
+dense + BM25 channels, fusion, graph build, diffusion (PPR; `diffuse=pedsa` as an override), scoring,
+top-k selection. The floor is
 `IndexFlatIP.search(xq, 100)` over the same embeddings in the same process. Prints a table; the last
 line is `end-to-end / flat-scan throughput at <n>: <ratio>` for the largest size.
 """
@@ -31,9 +32,9 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(n: int, nq: int) -> dict:
+def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("config", overrides=["preset=best", "device=cpu"])
+        cfg = compose("config", overrides=["preset=best", "device=cpu", *overrides])
     ds, xb, xq = make(n, nq)
     nodes, queries = ds.nodes.sort("node_id"), ds.queries
     order = np.argsort(ds.nodes["node_id"].to_numpy(), kind="stable")
@@ -73,12 +74,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("overrides", nargs="*", help="config overrides on top of preset=best, e.g. diffuse=pedsa")
     a = ap.parse_args()
     print(f"queries per size: {a.queries}; CPU threads: faiss {faiss.omp_get_max_threads()}")
     print(f"| nodes | edges | stage | seconds | queries/s | peak RSS MiB |\n|---|---|---|---|---|---|")
     last = None
     for n in a.sizes:
-        r = run(n, a.queries)
+        r = run(n, a.queries, a.overrides)
         for stage, sec in r["t"].items():
             print(f"| {n:,} | {r['edges']:,} | {stage} | {sec:.2f} | {a.queries / sec:,.0f} | {r['rss']:,.0f} |")
         last = r
