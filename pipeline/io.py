@@ -18,21 +18,30 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+def atomic_write(path: str | Path, write) -> None:
+    """``write(fh)`` fills a temp file beside ``path``; it is fsynced and renamed over ``path`` only
+    when complete (a crash leaves the old file or none, never half of one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data[: len(data) // 2])
-            fault_point(f"write:{path.name}")  # half of the bytes are in the temp file here
-            fh.write(data[len(data) // 2:])
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    def write(fh):
+        fh.write(data[: len(data) // 2])
+        fault_point(f"write:{Path(path).name}")  # half of the bytes are in the temp file here
+        fh.write(data[len(data) // 2:])
+
+    atomic_write(path, write)
 
 
 def write_json(path: str | Path, obj) -> None:

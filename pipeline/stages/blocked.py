@@ -8,12 +8,12 @@ Ties are broken by node index. Same results as a FAISS flat scan up to float rou
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from pipeline import io
 
 
 def _topk(s: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -73,15 +73,5 @@ def memmap_cached(cache_dir: Path, model_id: str, texts: list[str],
     n = 0
     if not path.is_file():
         xb, n = compute(texts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:  # streamed to disk, renamed only when complete
-                np.save(fh, np.ascontiguousarray(xb, dtype=np.float32))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        io.atomic_write(path, lambda fh: np.save(fh, np.ascontiguousarray(xb, dtype=np.float32)))
     return np.load(path, mmap_mode="r"), n
