@@ -21,6 +21,7 @@ import numpy as np
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from pipeline import backend
 from pipeline.stages import channels, diffuse, fuse, graph, score
 from pipeline.stages.select import SelectParams, select
 from pipeline.synth.corpus import make
@@ -39,6 +40,7 @@ def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
     nodes, queries = ds.nodes.sort("node_id"), ds.queries
     order = np.argsort(ds.nodes["node_id"].to_numpy(), kind="stable")
     xb = xb[order]
+    device = backend.resolve_device(cfg.device)  # device=cuda as an override: FAISS, CuPy diffusion
     t = {}
     t0 = time.perf_counter()
     flat = faiss.IndexFlatIP(xb.shape[1])
@@ -48,7 +50,7 @@ def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
     start = time.perf_counter()
     s = time.perf_counter()
     cand = channels.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams(**cfg.dense),
-                             channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)))
+                             channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device)
     t["channels"] = time.perf_counter() - s
     s = time.perf_counter()
     fp = OmegaConf.to_container(cfg.fusion)
@@ -58,7 +60,7 @@ def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
     edges = graph.build(nodes, ds.edges, graph.GraphParams(**OmegaConf.to_container(cfg.graph)))
     t["graph"] = time.perf_counter() - s
     s = time.perf_counter()
-    g = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams(**cfg.diffuse))
+    g = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams(**cfg.diffuse), device)
     cand = cand.join(g, on=["query_idx", "node_idx"], how="full", coalesce=True)
     t["diffuse"] = time.perf_counter() - s
     s = time.perf_counter()

@@ -14,8 +14,10 @@ export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/device_check}"
 mkdir -p "$OUT"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
-python3 -m pytest -q -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log"
+python3 -m pytest -q -m gpu tests/ 2>&1 | tee "$OUT/gpu_tests.log"
 for dev in cpu cuda; do
   python3 -m pipeline run preset=best device=$dev out_dir="$OUT/run-$dev" cache_dir="/tmp/cache-$dev" 2>&1 | tail -3
   python3 -c "import json,sys; m=json.load(open('$OUT/run-$dev/manifest.json')); print('$dev', m['timings_s'])"
 done
+# issue 6: the 1M-node end-to-end table (same script and table as on the CPU), bounded in time
+timeout 300 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda 2>&1 | tail -10 | tee "$OUT/bench_pipeline_1m.log" || true
