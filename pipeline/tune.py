@@ -10,7 +10,8 @@ best values as a new preset file, with the score it reached.
 3. ``conf/preset/<name>.yaml`` = the base preset with the best values; its header records the command
    and the scores.
 4. The new preset is run on half ``a`` (it must reproduce the best trial), on the held-out half ``b``
-   and on all queries; the three scores are printed and written into the header.
+   and on all queries, the base preset on both halves; the scores are printed and written into the
+   header, with a note when the tuned preset does not beat the base on half ``b``.
 """
 from __future__ import annotations
 
@@ -95,16 +96,20 @@ def tune(args: list[str]) -> int:
     path = CONF / "preset" / f"{name}.yaml"
     io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
     scores = {}
-    for part in ("a", "b", None):
-        run_dir = out / f"final-{part or 'all'}"
+    rest = [a for a in passthrough if not a.startswith(("preset=", "data=", "tune."))]
+    for preset, part in ((name, "a"), (name, "b"), (name, None), (base, "a"), (base, "b")):
+        run_dir = out / f"final-{preset}-{part or 'all'}"
         extra = [f"query_part={part}"] if part else []
-        _recall([f"data={data}", *[a for a in passthrough if not a.startswith(("preset=", "data=", "tune."))],
-                 f"preset={name}", "report=false", f"out_dir={run_dir}", *extra])
-        scores[part or "all"] = _metric(run_dir, metric)
-    header.append(f"rerun of this preset: {metric} half a {scores['a']:.4f}, held-out half b {scores['b']:.4f}, "
-                  f"all queries {scores['all']:.4f}")
+        _recall([f"data={data}", *rest, f"preset={preset}", "report=false", f"out_dir={run_dir}", *extra])
+        scores[(preset, part)] = _metric(run_dir, metric)
+    header.append(f"rerun of this preset: {metric} half a {scores[(name, 'a')]:.4f}, held-out half b "
+                  f"{scores[(name, 'b')]:.4f}, all queries {scores[(name, None)]:.4f}")
+    header.append(f"base preset {base!r}: half a {scores[(base, 'a')]:.4f}, half b {scores[(base, 'b')]:.4f}")
     io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
     print(f"best {metric} on half a: {best_value:.4f} (trials in {out})")
-    print(f"rerun: half a {scores['a']:.4f}, held-out half b {scores['b']:.4f}, all {scores['all']:.4f}")
+    print(f"rerun: half a {scores[(name, 'a')]:.4f}, held-out half b {scores[(name, 'b')]:.4f}, "
+          f"all {scores[(name, None)]:.4f}")
+    print(f"base preset {base}: half a {scores[(base, 'a')]:.4f}, held-out half b {scores[(base, 'b')]:.4f}"
+          + ("" if scores[(name, "b")] > scores[(base, "b")] else f"  (not beaten on half b: keep {base})"))
     print(f"wrote {path} (use: recall run data={data} preset={name})")
     return 0

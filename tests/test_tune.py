@@ -48,8 +48,10 @@ def test_tune_writes_a_preset_that_reproduces_its_best_trial(tmp_path):
         lines = out.strip().splitlines()
         assert lines[0] == f"best recall@5 on half a: {best:.4f} (trials in {tmp_path / 't1'})"
         assert lines[1].startswith(f"rerun: half a {best:.4f}, held-out half b ")  # the preset reproduces the trial
+        assert lines[2].startswith("base preset best: half a ")
         text = path.read_text()
         assert "3 TPE trials, seed 5" in text and f"recall@5 = {best:.4f} on half a" in text
+        assert "# base preset 'best': half a " in text
         doc = yaml.safe_load(text)
         for key, value in res["best_params"].items():
             if "." in key:
