@@ -24,7 +24,7 @@ VARIANTS = [
     ("− diffusion (channels + fusion only)", ["diffuse=none"]),
     ("− stemming, k1/b back to 1.5/0.75", ["lexical.stemmer=none", "lexical.k1=1.5", "lexical.b=0.75"]),
     ("RRF instead of weighted sum (same weights)", ["fusion=rrf"]),
-    ("+ session/speaker links (doc_id 5, speaker 5)", ["+graph.hubs.groups.doc_id=5", "+graph.hubs.groups.speaker=5"]),
+    ("+ session/speaker links (doc_id 5, speaker 5)", ["graph.hubs.groups.doc_id=5", "graph.hubs.groups.speaker=5"]),
     ("+ synonym links (k 10, cos ≥ 0.8)", ["graph.hubs.synonym_k=10"]),
     ("plain hybrid (wsum 0.75/0.25, no graph; issue 2)", ["diffuse=none", "lexical.stemmer=none", "lexical.k1=1.5",
                                                          "lexical.b=0.75", "fusion.weights.dense=0.75",
