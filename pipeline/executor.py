@@ -6,7 +6,7 @@ the queries into shards and hands them to ``num_workers`` actors through
 dataset once, in ``__init__``, and runs every shard it gets through ``runner.run`` (executor=local,
 all nodes, only that shard's queries) — the same stage code as a local run. Corpus-wide work that
 does not depend on the queries (node embeddings with their encoder, the graph, the hubs, the
-signals) is computed once per actor — the embeddings in ``__init__``, the rest on its first
+signals) is computed once per actor through ``runner.corpus_step`` — the embeddings in ``__init__``, the rest on its first
 shard — and reused for the shards that follow. The driver merges the
 recall rows in query order; export, evaluation and the manifest then run once on the driver
 (``runner.finish``), exactly as for the local executor.
@@ -92,16 +92,8 @@ def _to_ipc(frame: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def _nodes_key(nodes: pl.DataFrame) -> tuple:
-    return nodes.shape, tuple(nodes.columns), int(nodes.hash_rows(seed=0).sum())
-
-
 class ShardWorker:
     """A Ray Data actor: holds the dataset and the corpus-wide work, runs one shard per call."""
-
-    # (module, attribute, position of the nodes argument): query-independent, corpus-wide steps
-    MEMO = (("pipeline.runner", "embed_nodes", 1), ("pipeline.stages.graph", "build", 0),
-            ("pipeline.stages.hubs", "build", 0), ("pipeline.feedback", "resolve", 0))
 
     def __init__(self, cfg: dict, dataset_ref: list, cwd: str) -> None:
         from pipeline import backend, runner
@@ -110,42 +102,23 @@ class ShardWorker:
         os.chdir(cwd)  # relative paths in the config (cache_dir, data) mean the driver's
         self.cfg = OmegaConf.create(cfg)
         self.ds = import_ray().get(dataset_ref[0])
-        self.memo: dict = {}
-        if "dense" in self.cfg.channels:  # the encoder and the node embeddings, once per worker
+        self.memo: dict = {}  # runner.corpus_step: embeddings, graph, hubs, signals, once per worker
+        if "dense" in self.cfg.channels:  # the encoder and the node embeddings, before the first shard
             ds = self.ds
             nodes = runner.drop_empty(Dataset(ds.name, ds.nodes, ds.queries, None, None, {}, Counter()))[0]
-            self._memoised("pipeline.runner.embed_nodes", runner.embed_nodes, 1)(
-                self.cfg, nodes, backend.resolve_device(self.cfg.device))
-
-    def _memoised(self, name: str, fn, pos: int):
-        def wrapped(*args, **kwargs):
-            key = (name, _nodes_key(args[pos]))
-            if key not in self.memo:
-                self.memo[key] = fn(*args, **kwargs)
-            return self.memo[key]
-        return wrapped
+            device = backend.resolve_device(self.cfg.device)
+            runner.corpus_step(self.memo, "embed", nodes, lambda: runner.embed_nodes(self.cfg, nodes, device))
 
     def run_shard(self, shard: int, qidx: np.ndarray) -> dict:
         """Run ``runner.run`` on this shard's queries; recall (and any other Parquet outputs) as IPC bytes."""
-        import importlib
-
         from pipeline import runner
         from pipeline.dataset import Dataset
 
         ds = self.ds
         sub = Dataset(ds.name, ds.nodes, ds.queries[qidx], ds.edges, None, ds.fingerprints, Counter())
-        saved = []
-        try:
-            for mod_name, attr, pos in self.MEMO:
-                mod = importlib.import_module(mod_name)
-                saved.append((mod, attr, getattr(mod, attr)))
-                setattr(mod, attr, self._memoised(f"{mod_name}.{attr}", getattr(mod, attr), pos))
-            with tempfile.TemporaryDirectory(prefix=f"recall-shard{shard}-") as tmp:
-                res = runner.run(self.cfg, tmp, dataset=sub)
-                frames = {p.stem: _to_ipc(pl.read_parquet(p)) for p in sorted(Path(tmp).glob("*.parquet"))}
-        finally:
-            for mod, attr, fn in saved:
-                setattr(mod, attr, fn)
+        with tempfile.TemporaryDirectory(prefix=f"recall-shard{shard}-") as tmp:
+            res = runner.run(self.cfg, tmp, dataset=sub, memo=self.memo)
+            frames = {p.stem: _to_ipc(pl.read_parquet(p)) for p in sorted(Path(tmp).glob("*.parquet"))}
         m = res["manifest"]
         keep = ("timings_s", "rows", "skipped", "fallbacks", "embedded_texts", "reused_stages", "signals_freshness",
                 "peak_rss_mb")

@@ -153,6 +153,17 @@ def query_half(queries: pl.DataFrame, part: str) -> pl.DataFrame:
     return queries.filter(pl.Series(bit) == (0 if part == "a" else 1))
 
 
+def corpus_step(memo: dict | None, name: str, nodes: pl.DataFrame, compute):
+    """Query-independent work on the corpus (embeddings, graph, hubs, signals): computed once per
+    node table when ``memo`` is given. A Ray worker keeps one memo across the shards it runs."""
+    if memo is None:
+        return compute()
+    key = (name, nodes.shape, tuple(nodes.columns), int(nodes.hash_rows(seed=0).sum()))
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
 def embed_nodes(cfg: DictConfig, nodes: pl.DataFrame, device: str):
     """(encoder, cache, node embeddings (n, d), number of texts actually encoded)."""
     encoder = call_target(cfg.embed.encoder)
@@ -209,8 +220,9 @@ def run_now(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> dt.d
     return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
-    """Run every stage; ``dataset`` (a ``Dataset``) replaces ``cfg.data`` when given (tests, API use)."""
+def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = None) -> dict:
+    """Run every stage; ``dataset`` (a ``Dataset``) replaces ``cfg.data`` when given (tests, API use);
+    ``memo`` keeps the corpus-wide steps between runs over the same nodes (see ``corpus_step``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "manifest.json").unlink(missing_ok=True)  # no stale "finished" marker while we work
@@ -239,7 +251,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     n_embedded = 0
     if "dense" in enabled:
         with timer.stage("embed"):
-            encoder, cache, xb, n1 = embed_nodes(cfg, nodes, device)
+            encoder, cache, xb, n1 = corpus_step(memo, "embed", nodes, lambda: embed_nodes(cfg, nodes, device))
             qplan = query.plan(queries, cfg.query.blend, cfg.query.intent_split, tuple(cfg.query.weights),
                                cfg.query.max_segments)
             xparts, n2 = embed_cached(encoder, qplan["text"].to_list(), cache, device)
@@ -282,11 +294,11 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     if cfg.diffuse.method != "none" or cfg.signals.enabled:
         with timer.stage("graph"):
             gp = graph.GraphParams(**OmegaConf.to_container(cfg.graph, resolve=True))
-            edges = graph.build(nodes, ds.edges, gp, xb, ds.skipped)
+            edges = corpus_step(memo, "graph", nodes, lambda: graph.build(nodes, ds.edges, gp, xb, ds.skipped))
             hub_p = hubs.HubParams(**gp.hubs)
             if cfg.diffuse.method != "none":
-                hub_graph = hubs.build(nodes, hub_p, (lambda t: embed_cached(encoder, t, cache, device)[0])
-                                       if "dense" in enabled else None)
+                embed = (lambda t: embed_cached(encoder, t, cache, device)[0]) if "dense" in enabled else None
+                hub_graph = corpus_step(memo, "hubs", nodes, lambda: hubs.build(nodes, hub_p, embed))
         timer.rows["graph_edges"] = edges.height
         timer.rows["hubs"] = 0 if hub_graph is None else hub_graph.size
 
@@ -294,7 +306,9 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None) -> dict:
     if cfg.signals.enabled:
         with timer.stage("signals"):
             sig_p = signals.SignalsParams(**OmegaConf.to_container(cfg.signals, resolve=True))
-            nodes, sig_table, freshness = feedback.resolve(nodes, edges, run_now(cfg, nodes, queries), sig_p)
+            now = run_now(cfg, nodes, queries)
+            nodes, sig_table, freshness = corpus_step(memo, "signals", nodes,
+                                                      lambda: feedback.resolve(nodes, edges, now, sig_p))
             if sig_table is not None and cfg.signals.path is None:
                 io.write_parquet(out_dir / "signals.parquet", sig_table)
 
