@@ -79,9 +79,9 @@ def shard_queries(queries: pl.DataFrame, n_shards: int) -> list[np.ndarray]:
 
 def shard_config(cfg: DictConfig, now) -> dict:
     """The config each shard runs: executor=local, the reference time pinned, no driver-only outputs."""
-    from pipeline.precompute import _subset_config
+    from pipeline.precompute import subset_config
 
-    sub = _subset_config(cfg, now, Path("."))
+    sub = subset_config(cfg, now, Path("."))
     sub.executor, sub.query_part = "local", None
     return OmegaConf.to_container(sub, resolve=True)
 

@@ -44,7 +44,7 @@ def read_keys(root: Path) -> pl.DataFrame:
     return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
 
-def _subset_config(cfg: DictConfig, now: dt.datetime, out_dir: Path) -> DictConfig:
+def subset_config(cfg: DictConfig, now: dt.datetime, out_dir: Path) -> DictConfig:
     sub = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     sub.now, sub.report, sub.out_dir = now.isoformat(), False, str(out_dir)
     sub.inject.format, sub.analyze.enabled = "none", False
@@ -67,7 +67,7 @@ def compute_missing(cfg: DictConfig, ds: Dataset, miss: pl.DataFrame, now: dt.da
     ids = miss["query_id"].implode()
     sub = Dataset(ds.name, scope_nodes(cfg, ds.nodes, ds.queries.filter(pl.col("query_id").is_in(ids))),
                   ds.queries.filter(pl.col("query_id").is_in(ids)), ds.edges, None, ds.fingerprints, Counter())
-    res = runner.run(_subset_config(cfg, now, out_dir), out_dir, dataset=sub)
+    res = runner.run(subset_config(cfg, now, out_dir), out_dir, dataset=sub)
     rows = pl.read_parquet(Path(out_dir) / "recall.parquet")
     keyed = miss.drop("scope").join(rows, on="query_id", how="left")  # no recall → one null-rank row
     return keyed.select(*rows.columns, *KEY_COLUMNS), res["manifest"]
