@@ -164,9 +164,8 @@ def augment(adj: sp.csr_matrix, inhib: sp.csr_matrix, hubs: Hubs, rows: np.ndarr
     s = hubs.syn[cols][:, cols].astype(np.float32)
     big = sp.bmat([[adj.astype(np.float32), m], [m.T, s]], format="csr")
     big.sum_duplicates()
-    n = len(rows) + len(cols)
-    inh = sp.bmat([[inhib, None], [None, sp.csr_matrix((len(cols), len(cols)), dtype=inhib.dtype)]], format="csr")
-    return big, inh.reshape((n, n)).tocsr(), cols
+    inh = sp.block_diag([inhib, sp.csr_matrix((len(cols), len(cols)), dtype=inhib.dtype)], format="csr")
+    return big, inh, cols
 
 
 def seed(e0: np.ndarray, n_units: int, qb: np.ndarray, cols: np.ndarray, qseeds: pl.DataFrame, share: float) -> None:
