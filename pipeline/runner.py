@@ -306,12 +306,13 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     if cfg.signals.enabled:
         with timer.stage("signals"):
             sig_p = signals.SignalsParams(**OmegaConf.to_container(cfg.signals, resolve=True))
-            now = run_now(cfg, nodes, queries)
+            now = run_now(cfg, nodes, queries)  # the signals' reference time, the same as the score stage's
             nodes, sig_table, freshness = corpus_step(memo, "signals", nodes,
                                                       lambda: feedback.resolve(nodes, edges, now, sig_p))
             if sig_table is not None and cfg.signals.path is None:
                 io.write_parquet(out_dir / "signals.parquet", sig_table)
 
+    found = None  # exact-name anchors: diffusion seeds and co-occurrence anchors, found once
     if cfg.diffuse.method != "none":
         with timer.stage("diffuse"):
             dp = diffuse.DiffusionParams(**cfg.diffuse)
@@ -335,9 +336,10 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
 
     if cfg.query.cooccur.enabled:
         with timer.stage("cooccur"):
-            exact = anchors.find(nodes, queries, min_len=cfg.query.anchor_min_len, energy=cfg.query.anchor_energy,
-                                 include_archived=cfg.include_archived) if cfg.query.anchors else None
-            bonus = cooccur.boost(cand, nodes, queries, exact, cooccur.CooccurParams(**cfg.query.cooccur),
+            if found is None and cfg.query.anchors:
+                found = anchors.find(nodes, queries, min_len=cfg.query.anchor_min_len, energy=cfg.query.anchor_energy,
+                                     include_archived=cfg.include_archived)
+            bonus = cooccur.boost(cand, nodes, queries, found, cooccur.CooccurParams(**cfg.query.cooccur),
                                   cfg.include_archived)
             cand = cooccur.merge(cand, bonus)
         timer.rows["cooccur_boosts"] = bonus.height
