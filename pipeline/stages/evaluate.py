@@ -93,10 +93,12 @@ def evaluate(recall: pl.DataFrame, qrels: pl.DataFrame, queries: pl.DataFrame, l
     metrics = list(metrics)
     table = per_query(recall, qrels, level, metrics)
     grouped = "group" in queries.columns
-    groups = queries.select("query_id", pl.col("group").cast(pl.String).fill_null("none")) if grouped else None
-    table = (table.join(groups, on="query_id", how="left").with_columns(pl.col("group").fill_null("none"))
-             if grouped else table.with_columns(group=pl.lit(None, pl.String)))
-    table = table.select("query_id", "group", *metrics)
+    if grouped:
+        groups = queries.select("query_id", pl.col("group").cast(pl.String).fill_null("none"))
+        groups = groups.unique("query_id", keep="first", maintain_order=True)
+        table = table.join(groups, on="query_id", how="left", maintain_order="left")
+    group = pl.col("group").fill_null("none") if grouped else pl.lit(None, pl.String).alias("group")
+    table = table.select("query_id", group, *metrics)
     out = {**_means(table, metrics), "n_queries": table.height, "by_group": {}}
     if grouped:
         for (g,), sub in table.sort("group").group_by("group", maintain_order=True):
