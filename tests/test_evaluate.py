@@ -119,7 +119,7 @@ def test_judged_items_not_in_corpus_are_counted_and_stay_relevant():
     m = evaluate_run(RUN, qrels, QUERIES, "node_id", ["recall@50"], corpus=corpus)
     assert m["judged_not_in_corpus"] == {"items": 2, "queries": 2, "query_share": pytest.approx(2 / 3)}
     assert m["recall@50"] == pytest.approx((0.5 + 0.5 + 1.0) / 3)  # the missing ones stay in the denominator
-    assert judged_warning(m) == ["warning: 2 judged items are not in the corpus, in 2 of 3 queries (66.7%); they "
+    assert judged_warning(m) == ["warning: judged items not in the corpus: 2, in 2 of 3 queries (66.7%); they "
                                  "count as relevant (trec_eval's convention), so recall on those queries stays below 1"]
     clean = evaluate_run(RUN, qrels.filter(pl.col("node_id") != "gone"), QUERIES, "node_id", ["mrr"], corpus=corpus)
     assert clean["judged_not_in_corpus"]["items"] == 1 and judged_warning({"n_queries": 1}) == []

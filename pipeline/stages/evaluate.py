@@ -127,7 +127,7 @@ def judged_warning(metrics: dict) -> list[str]:
     miss = metrics.get("judged_not_in_corpus") or {}
     if not miss.get("items"):
         return []
-    return [f"warning: {miss['items']} judged items are not in the corpus, in {miss['queries']} of "
+    return [f"warning: judged items not in the corpus: {miss['items']}, in {miss['queries']} of "
             f"{metrics['n_queries']} queries ({miss['query_share']:.1%}); they count as relevant (trec_eval's "
             "convention), so recall on those queries stays below 1"]
 
