@@ -121,6 +121,10 @@ def test_judged_items_not_in_corpus_are_counted_and_stay_relevant():
     assert m["recall@50"] == pytest.approx((0.5 + 0.5 + 1.0) / 3)  # the missing ones stay in the denominator
     assert judged_warning(m) == ["warning: judged items not in the corpus: 2, in 2 of 3 queries (66.7%); they "
                                  "count as relevant (trec_eval's convention), so recall on those queries stays below 1"]
+    from pipeline.cli import summary_table
+
+    table = summary_table(m, "runs/x").splitlines()
+    assert table[-2] == judged_warning(m)[0] and table[-1] == "run directory: runs/x"
     clean = evaluate_run(RUN, qrels.filter(pl.col("node_id") != "gone"), QUERIES, "node_id", ["mrr"], corpus=corpus)
     assert clean["judged_not_in_corpus"]["items"] == 1 and judged_warning({"n_queries": 1}) == []
 
