@@ -22,7 +22,14 @@ def fallback(reason: str) -> None:
         log.warning(reason)
 
 
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/proc/driver/nvidia")  # dxg: WSL2
+
+
 def has_cuda() -> bool:
+    import os
+
+    if not any(os.path.exists(p) for p in GPU_DEVICE_FILES):
+        return False  # no GPU driver: skip importing torch (seconds) just to hear "no"
     try:
         import torch
     except ImportError:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING
 
 from pipeline.errors import UserError, choose
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 COMMANDS = {
@@ -57,20 +57,24 @@ logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its AVX probing i
 
 
 def summary_table(metrics: dict | None, out_dir: str) -> str:
+    from pipeline.stages.evaluate import judged_warning, metric_names
+
     lines = []
     if metrics:
-        names = [m for m in metrics if m not in ("by_group", "n_queries")]
+        names = metric_names(metrics)
         head = f"{'group':<14}{'n':>6}" + "".join(f"{m:>11}" for m in names)
         lines += [head, "-" * len(head)]
         rows = [("all", metrics)] + sorted(metrics["by_group"].items())
         for g, m in rows:
             lines.append(f"{str(g)[:13]:<14}{m['n_queries']:>6}" + "".join(f"{m[x]:>11.4f}" for x in names))
+        lines += judged_warning(metrics)
     lines.append(f"run directory: {out_dir}")
     return "\n".join(lines)
 
 
-@hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
-def _run(cfg: DictConfig) -> float | None:
+def _run(cfg: DictConfig) -> float | None:  # wrapped by hydra.main in main(): hydra loads only for runs
+    from hydra.core.hydra_config import HydraConfig
+
     from pipeline import runner
 
     out_dir = HydraConfig.get().runtime.output_dir
@@ -145,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
 
         _precompute()
         return 0
-    _run()
+    import hydra
+
+    hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_run)()
     return 0
 
 

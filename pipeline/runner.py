@@ -20,7 +20,7 @@ from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
 log = logging.getLogger(__name__)
-VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu", "bm25s", "ranx",
+VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu", "bm25s", "pytrec-eval-terrier",
             "sentence-transformers", "hydra-core")
 
 
@@ -388,8 +388,9 @@ def finish(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.
     if ds.qrels is not None and ds.qrels.height:
         with timer.stage("evaluate"):
             qrels = ds.qrels.filter(pl.col("query_id").is_in(queries["query_id"].implode())) if cfg.get("query_part") else ds.qrels
-            metrics = evaluate.evaluate_run(recall, qrels, queries, ds.qrels_level, list(cfg.eval.metrics))
+            metrics, per_query = evaluate.evaluate(recall, qrels, queries, ds.qrels_level, cfg.eval.metrics, nodes)
             io.write_json(out_dir / "metrics.json", metrics)
+            io.write_parquet(out_dir / "per_query.parquet", per_query)
 
     container = OmegaConf.to_container(cfg, resolve=True)
     manifest = {

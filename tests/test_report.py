@@ -1,4 +1,4 @@
-"""Reports: TREC files (round trip, malformed lines, ranx parity with metrics.json), run comparison
+"""Reports: TREC files (round trip, malformed lines, trec_eval parity with metrics.json), run comparison
 with paired t-tests, plots and the markdown/HTML reports."""
 import json
 import math
@@ -123,23 +123,31 @@ def test_trec_rejects_ids_with_spaces_and_bad_tag(tmp_path):
         write_run(_recall(), tmp_path / "run.txt", tag="t", level="unit")
 
 
-def test_ranx_on_our_trec_files_equals_metrics_json(sample_runs, tmp_path):
-    from ranx import Qrels, Run, evaluate
+def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_path, capsys):
+    import pytrec_eval
 
-    from pipeline.stages.evaluate import ranx_name
+    from pipeline.cli import main
+    from pipeline.stages.evaluate import trec_key
 
     ds = runner.call_target(json.loads((sample_runs["dense"] / "manifest.json").read_text())["config"]["data"])
     assert ds.qrels_level == "doc_id"
-    qrels_path = write_qrels(ds.qrels, tmp_path / "qrels.txt")
+    with (write_qrels(ds.qrels, tmp_path / "qrels.txt")).open() as fh:
+        qrels = pytrec_eval.parse_qrel(fh)
     for preset in ("bm25", "dense"):
-        recall = pl.read_parquet(sample_runs[preset] / "recall.parquet")
-        # both runs have tied scores, which ranx orders arbitrarily: 1/rank keeps our order exactly
-        path = write_run(recall, tmp_path / f"{preset}.txt", tag=preset, level="doc_id", score="rank")
-        res = evaluate(Qrels.from_file(str(qrels_path), kind="trec"), Run.from_file(str(path), kind="trec"),
-                       [ranx_name(m) for m in METRICS], make_comparable=True)
+        # both runs have tied scores; export-trec writes 1/rank, so trec_eval sees exactly our order
+        path = tmp_path / f"{preset}.txt"
+        assert main(["export-trec", str(sample_runs[preset]), str(path), "--level", "doc_id"]) == 0
+        with path.open() as fh:
+            run = pytrec_eval.parse_run(fh)
+        res = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,2,5,10,25,50", "ndcg_cut.10", "recip_rank", "P.5"})
+        per_q = res.evaluate(run)
+        judged = {q for q, d in qrels.items() if any(r > 0 for r in d.values())}
         expected = _metrics_json(sample_runs[preset])
+        assert expected["n_queries"] == len(judged) == 30
         for m in METRICS:
-            assert res[ranx_name(m)] == pytest.approx(expected[m], abs=1e-12), (preset, m)
+            mean = sum(per_q.get(q, {}).get(trec_key(m), 0.0) for q in judged) / len(judged)
+            assert mean == pytest.approx(expected[m], abs=1e-12), (preset, m)
+    assert "wrote" in capsys.readouterr().out
 
 
 def test_import_run_reproduces_metrics_and_compares_with_native_run(sample_runs, tmp_path):
@@ -222,6 +230,50 @@ def test_compare_marks_clear_improvement_significant(tmp_path):
     assert set(res.groups) == {"a", "b"} and res.groups["a"]["n_queries"].to_list() == [10, 10, 10]
 
 
+def test_compare_reads_per_query_parquet_without_recomputing(sample_runs, tmp_path, monkeypatch):
+    import importlib
+    import shutil
+
+    compare_mod = importlib.import_module("pipeline.report.compare")  # the package exports a function of that name
+
+    for name in ("bm25", "dense"):
+        pq = pl.read_parquet(sample_runs[name] / "per_query.parquet")
+        assert pq.columns == ["query_id", "group", *METRICS] and pq.height == 30
+        expected = _metrics_json(sample_runs[name])
+        assert all(pq[m].mean() == pytest.approx(expected[m], abs=1e-12) for m in METRICS)
+
+    def boom(*a, **k):
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr(compare_mod, "_load_truth", boom)
+    res = compare([sample_runs["bm25"], sample_runs["dense"]])
+    stored = pl.read_parquet(sample_runs["dense"] / "per_query.parquet")
+    got = res.per_query.filter(pl.col("run") == "dense").drop("run").sort("query_id")
+    assert got.equals(stored.sort("query_id"))
+    # a run without per_query.parquet (an older run) is recomputed from the qrels
+    old = tmp_path / "old"
+    shutil.copytree(sample_runs["dense"], old)
+    (old / "per_query.parquet").unlink()
+    with pytest.raises(AssertionError, match="recomputed"):
+        compare([sample_runs["bm25"], old])
+    monkeypatch.undo()
+    again = compare([sample_runs["bm25"], old])
+    assert again.per_query.filter(pl.col("run") == "old").drop("run").sort("query_id").equals(stored.sort("query_id"))
+
+
+def test_worst_queries_and_wins_losses_hand_made():
+    from pipeline.report import wins_losses, worst_queries
+
+    pq = pl.DataFrame({"run": ["a"] * 3 + ["b"] * 3, "query_id": ["q1", "q2", "q3"] * 2,
+                       "mrr": [1.0, 0.5, 0.25, 0.5, 0.5, 1.0], "recall@1": [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]})
+    worst = worst_queries(pq.filter(pl.col("run") == "a"), "mrr", 2)
+    assert worst["query_id"].to_list() == ["q3", "q2"]
+    assert worst_queries(pq.filter(pl.col("run") == "b"), "mrr", 2)["query_id"].to_list() == ["q1", "q2"]  # tie: by id
+    wl = wins_losses(pq, "a", ["mrr", "recall@1"])
+    assert wl.to_dicts() == [{"run": "b", "metric": "mrr", "wins": 1, "losses": 1, "ties": 1},
+                             {"run": "b", "metric": "recall@1", "wins": 1, "losses": 1, "ties": 1}]
+
+
 def test_compare_errors_name_the_run_dir(tmp_path, sample_runs):
     (tmp_path / "unfinished").mkdir()
     with pytest.raises(DataError, match="unfinished.*no manifest.json"):
@@ -264,6 +316,10 @@ def test_run_report_writes_md_html_and_pngs(sample_runs):
         assert (run_dir / name).read_bytes()[:8] == PNG_MAGIC
     assert page.count("data:image/png;base64,") == 4 and 'src="report-' not in page
     assert f"<td>{metrics['ndcg@10']:.4f}</td>" in page
+    pq = pl.read_parquet(run_dir / "per_query.parquet").sort("ndcg@10", "query_id")
+    assert "## Worst 10 queries by ndcg@10" in md
+    assert f"| {pq['query_id'][0]} | {pq['group'][0]} | {pq['recall@1'][0]:.4f} |" in md
+    assert "judged items not in the corpus" not in md  # the sample's qrels are all in the corpus
 
 
 def test_compare_report_writes_table_and_figures(sample_runs, tmp_path):
@@ -273,5 +329,11 @@ def test_compare_report_writes_table_and_figures(sample_runs, tmp_path):
     assert format_table(res) in md and "![Recall@k](compare-recall.png)" in md
     assert (tmp_path / "cmp" / "compare-groups.png").read_bytes()[:8] == PNG_MAGIC
     page = html_path.read_text()
-    assert page.count("<table>") == 1 + len(res.groups) and page.count("data:image/png;base64,") == 2
+    # overall + one per group + the wins/losses table
+    assert page.count("<table>") == 2 + len(res.groups) and page.count("data:image/png;base64,") == 2
     assert not math.isnan(res.table["mrr"][1])
+    a = res.per_query.filter(pl.col("run") == "bm25").sort("query_id")["mrr"]
+    b = res.per_query.filter(pl.col("run") == "dense").sort("query_id")["mrr"]
+    wins, losses = int(((b - a) > 1e-12).sum()), int(((a - b) > 1e-12).sum())
+    assert "## Wins and losses per query against bm25" in md
+    assert f"| dense | mrr | {wins} | {losses} | {30 - wins - losses} |" in md

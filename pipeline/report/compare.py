@@ -1,15 +1,15 @@
 """Compare finished run directories: per-query metrics against shared qrels, paired t-tests
 against a baseline run, and a markdown table with significance (``*``) and best (``†``) markers.
 
-A run's name is its folder name. Per-query values are computed as ``pipeline.stages.evaluate``
-computes metrics.json (ranx; doc-level qrels rank documents by their best unit), so a run's
-mean equals its metrics.json value.
+A run's name is its folder name. Per-query values are read from each run's per_query.parquet when
+every run has one with the metrics asked for, the same data config and the same queries; otherwise
+they are computed as ``pipeline.stages.evaluate`` computes metrics.json (trec_eval; doc-level qrels
+rank documents by their best unit). Either way a run's mean equals its metrics.json value.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,14 +63,10 @@ def compare(run_dirs: list[str | Path], baseline: str | None = None, metrics: li
     choose("baseline", baseline, names)
     if metrics is None:
         metrics = list(manifests[dirs[0]].get("config", {}).get("eval", {}).get("metrics") or _default_metrics())
-    truth = Truth(qrels, _groups(queries)) if qrels is not None else _load_truth(dirs, manifests)
-    per_query = pl.concat([
-        per_query_metrics(pl.read_parquet(d / "recall.parquet"), truth, metrics).select(
-            pl.lit(n).alias("run"), pl.all()) for n, d in zip(names, dirs)])
-    if truth.groups:
-        per_query = per_query.with_columns(group=pl.col("query_id").replace_strict(truth.groups, default="none"))
-    else:
-        per_query = per_query.with_columns(group=pl.lit(None, pl.String))
+    per_query = _stored_per_query(dirs, names, manifests, metrics) if qrels is None else None
+    if per_query is None:
+        truth = Truth(qrels, _groups(queries)) if qrels is not None else _load_truth(dirs, manifests)
+        per_query = _computed_per_query(dirs, names, metrics, truth)
     per_query = per_query.select("run", "query_id", "group", *metrics)
     table = _table(per_query, names, baseline, metrics)
     groups = {g: _table(per_query.filter(pl.col("group") == g), names, baseline, metrics)
@@ -90,26 +86,39 @@ def compare_dir(sweep_dir: str | Path, **kwargs) -> CompareResult:
 
 def per_query_metrics(recall: pl.DataFrame, truth: Truth, metrics: list[str]) -> pl.DataFrame:
     """recall.parquet frame → (query_id, <metric>...) for every query with a relevant item."""
-    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "numba"))
-    from ranx import Qrels, Run, evaluate
+    from pipeline.stages.evaluate import per_query
 
-    from pipeline.stages.evaluate import ranx_name
-
-    level = truth.level
-    q_dict: dict[str, dict[str, int]] = {}
-    for q, t, r in truth.qrels.filter(pl.col("relevance") > 0).select("query_id", level, "relevance").iter_rows():
-        q_dict.setdefault(q, {})[t] = int(r)
-    if not q_dict:
+    out = per_query(recall, truth.qrels, truth.level, list(metrics))
+    if not out.height:
         raise DataError("qrels", "no query has a relevant item", "pass qrels with relevance > 0")
-    r_dict: dict[str, dict[str, float]] = {q: {} for q in q_dict}
-    ranking = to_ranking(recall.with_columns(score=pl.lit(0.0)), level).filter(pl.col("query_id").is_in(list(q_dict)))
-    for q, t, rank in ranking.select("query_id", level, "rank").iter_rows():
-        r_dict[q][t] = 1.0 / rank  # strictly decreasing: ranx keeps our order
-    run = Run({q: (d or {"\0none": 0.0}) for q, d in r_dict.items()})  # ranx rejects empty lists
-    evaluate(Qrels(q_dict), run, [ranx_name(m) for m in metrics], make_comparable=True)
-    qids = sorted(q_dict)
-    return pl.DataFrame({"query_id": qids, **{m: [float(run.scores[ranx_name(m)][q]) for q in qids]
-                                              for m in metrics}})
+    return out
+
+
+def _computed_per_query(dirs: list[Path], names: list[str], metrics: list[str], truth: Truth) -> pl.DataFrame:
+    per_query = pl.concat([
+        per_query_metrics(pl.read_parquet(d / "recall.parquet"), truth, metrics).select(
+            pl.lit(n).alias("run"), pl.all()) for n, d in zip(names, dirs)])
+    if truth.groups:
+        return per_query.with_columns(group=pl.col("query_id").replace_strict(truth.groups, default="none"))
+    return per_query.with_columns(group=pl.lit(None, pl.String))
+
+
+def _stored_per_query(dirs: list[Path], names: list[str], manifests: dict[Path, dict],
+                      metrics: list[str]) -> pl.DataFrame | None:
+    """The runs' per_query.parquet tables, or None when any run lacks one
+    or the metrics, or the runs differ in data config or in the queries judged: then recompute."""
+    data = {json.dumps(m.get("config", {}).get("data"), sort_keys=True) for m in manifests.values()}
+    paths = [d / "per_query.parquet" for d in dirs]
+    if len(data) != 1 or not all(p.is_file() for p in paths):
+        return None
+    tables = [pl.read_parquet(p) for p in paths]
+    if any(not {"query_id", "group", *metrics} <= set(t.columns) for t in tables):
+        return None
+    qids = tables[0]["query_id"].sort()
+    if not qids.len() or any(not t["query_id"].sort().equals(qids) for t in tables[1:]):
+        return None
+    return pl.concat([t.select(pl.lit(n).alias("run"), "query_id", pl.col("group").cast(pl.String), *metrics)
+                      for n, t in zip(names, tables)])
 
 
 def format_table(result: CompareResult, digits: int = 4) -> str:

@@ -17,6 +17,8 @@ from pipeline import io
 from pipeline.errors import DataError
 from pipeline.report import plots
 from pipeline.report.compare import CompareResult, cells, format_table, markdown_table
+from pipeline.report.per_query import wins_losses, worst_queries
+from pipeline.stages.evaluate import judged_warning, metric_names
 
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
        "table{border-collapse:collapse;margin:1em 0;font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px}"
@@ -44,10 +46,11 @@ def run_report(run_dir: str | Path) -> tuple[Path, Path]:
     name = run_dir.resolve().name
     if metrics:
         blocks += [("h2", "Metrics"), ("table", metrics_cells(metrics, cfg.get("eval", {}).get("metrics")))]
+        blocks += _judged_blocks(metrics) + _worst_blocks(run_dir / "per_query.parquet", _main_metric(metrics))
         if any(m.startswith("recall@") for m in metrics):
             figures.append(("Recall@k", lambda: plots.recall_curve({name: metrics}, run_dir / "report-recall.png")))
         if metrics.get("by_group"):
-            metric = "ndcg@10" if "ndcg@10" in metrics else _first_metric(metrics)
+            metric = _main_metric(metrics)
             figures.append((f"{metric} per group", lambda: plots.group_bars(
                 {name: metrics["by_group"]}, run_dir / "report-groups.png", metric)))
     else:
@@ -80,6 +83,10 @@ def compare_report(result: CompareResult, out_dir: str | Path) -> tuple[Path, Pa
     parts += [f"<h3>{html.escape(g)}</h3>{_html_table(*cells(result, g))}" for g in result.groups]
     blocks: list[tuple[str, object]] = [("h1", f"Comparison of {len(result.runs)} runs"), ("h2", "Metrics"),
                                         ("md", format_table(result)), ("html", "\n".join(parts))]
+    if len(result.runs) > 1:
+        wl = wins_losses(result.per_query, result.baseline, result.metrics)
+        blocks += [("h2", f"Wins and losses per query against {result.baseline}"),
+                   ("table", (wl.columns, [[str(c) for c in r] for r in wl.iter_rows()]))]
     means = {r: dict(zip(result.metrics, row)) for r, row in
              zip(result.table["run"], result.table.select(result.metrics).iter_rows())}
     figures: list[tuple[str, Callable[[], Path]]] = []
@@ -100,7 +107,7 @@ def metrics_cells(metrics: dict, order: list[str] | None = None,
 
     Columns follow ``order`` (the run's ``eval.metrics``), then the rest by name and cut-off.
     """
-    names = [m for m in metrics if m not in ("by_group", "n_queries")]
+    names = metric_names(metrics)
     rank = {m: i for i, m in enumerate(order or [])}
     names.sort(key=lambda m: (rank.get(m, len(rank)), m.split("@")[0], _cutoff(m)))
     rows = [("all", metrics)] + sorted(metrics.get("by_group", {}).items())
@@ -163,5 +170,18 @@ def _json(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _first_metric(metrics: dict) -> str:
-    return next(m for m in metrics if m not in ("by_group", "n_queries"))
+def _main_metric(metrics: dict) -> str:
+    return "ndcg@10" if "ndcg@10" in metrics else metric_names(metrics)[0]
+
+
+def _judged_blocks(metrics: dict) -> list[tuple[str, object]]:
+    return [("p", line) for line in judged_warning(metrics)]
+
+
+def _worst_blocks(path: Path, metric: str, n: int = 10) -> list[tuple[str, object]]:
+    """The run's worst queries on ``metric``, from per_query.parquet (absent in older runs)."""
+    if not path.is_file():
+        return []
+    worst = worst_queries(pl.read_parquet(path), metric, n)
+    rows = [[f"{v:.4f}" if isinstance(v, float) else "" if v is None else str(v) for v in r] for r in worst.iter_rows()]
+    return [("h2", f"Worst {worst.height} queries by {metric}"), ("table", (worst.columns, rows))]

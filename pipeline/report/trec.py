@@ -15,6 +15,7 @@ import polars as pl
 
 from pipeline import io
 from pipeline.errors import ConfigError, DataError, choose
+from pipeline.stages import evaluate
 
 LEVELS = ("node_id", "doc_id")
 SCORES = ("score", "rank")
@@ -25,16 +26,13 @@ def to_ranking(recall: pl.DataFrame, level: str = "node_id") -> pl.DataFrame:
     """recall (query_id, rank, <level>, score) → (query_id, <level>, rank, score), ranks 1..n per query.
 
     ``level="doc_id"`` maps units to their document and keeps each document's first (best) rank,
-    as doc-level evaluation does.
+    as evaluation does (an item repeated at node level also keeps its first rank).
     """
     choose("level", level, LEVELS)
     missing = [c for c in ("query_id", "rank", level, "score") if c not in recall.columns]
     if missing:
         raise ConfigError(f"recall frame lacks columns {missing}; it has {recall.columns}")
-    run = recall.select("query_id", level, "rank", "score").sort("query_id", "rank")
-    if level == "doc_id":
-        run = run.unique(["query_id", "doc_id"], keep="first", maintain_order=True)
-    return run.with_columns(rank=pl.int_range(1, pl.len() + 1).over("query_id").cast(pl.Int32))
+    return evaluate.first_occurrence(recall, level, "score")
 
 
 def write_run(recall: pl.DataFrame, path: str | Path, tag: str, level: str = "node_id",
@@ -108,11 +106,9 @@ def import_run(run_path: str | Path, out_dir: str | Path, qrels_path: str | Path
                level: str = "node_id", name: str | None = None) -> Path:
     """Turn a TREC run file into a run directory that ``report`` and ``compare`` accept.
 
-    Writes recall.parquet, metrics.json (when qrels are given; the qrels are copied to
-    ``qrels.txt`` so ``compare`` finds them) and manifest.json last. Returns ``out_dir``.
+    Writes recall.parquet, metrics.json and per_query.parquet (when qrels are given; the qrels are
+    copied to ``qrels.txt`` so ``compare`` finds them) and manifest.json last. Returns ``out_dir``.
     """
-    from pipeline.stages import evaluate
-
     out_dir = Path(out_dir)
     run = read_run(run_path, level).sort("query_id", "rank", pl.col("score"), descending=[False, False, True])
     run = run.with_columns(rank=pl.int_range(1, pl.len() + 1).over("query_id").cast(pl.Int32))
@@ -126,8 +122,10 @@ def import_run(run_path: str | Path, out_dir: str | Path, qrels_path: str | Path
         qrels = read_qrels(qrels_path, level)
         write_qrels(qrels, out_dir / QRELS_FILE)
         queries = recall.select("query_id").unique(maintain_order=True)
-        io.write_json(out_dir / "metrics.json", evaluate.evaluate_run(recall, qrels, queries, level))
-        outputs += [QRELS_FILE, "metrics.json"]
+        metrics, per_query = evaluate.evaluate(recall, qrels, queries, level)
+        io.write_json(out_dir / "metrics.json", metrics)
+        io.write_parquet(out_dir / "per_query.parquet", per_query)
+        outputs += [QRELS_FILE, "metrics.json", "per_query.parquet"]
         data |= {"qrels_file": QRELS_FILE, "qrels_level": level}
     manifest = {"config": {"preset_name": name or Path(run_path).stem, "data": data},
                 "dataset": "trec", "imported_from": str(run_path), "outputs": sorted(outputs),

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import torch
 
-from pipeline.ops.nmf import nmf_batched, prepare_basis
 from pipeline.stages import lexical
 
 
 def topic_model(xb: np.ndarray, k: int = 20, mode: str = "abs", max_iter: int = 200,
                 device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
     """(W (n, k) node-topic weights, H (k, d') topics) for the corpus embeddings xb (n, d)."""
+    import torch  # deferred: a run without topic analysis never loads torch
+
+    from pipeline.ops.nmf import nmf_batched, prepare_basis
+
     n = xb.shape[0]
     k = max(1, min(k, n))
     E = torch.as_tensor(xb[None], dtype=torch.float32, device=device)

@@ -14,11 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-import torch
 
 from pipeline.ops.eligible import eligible as eligible_nodes
-from pipeline.ops.fista import fista_batched
-from pipeline.ops.nmf import nmf_batched, novelty_batched, prepare_basis
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long
 
@@ -49,6 +46,11 @@ def eligible(nodes: pl.DataFrame, p: NoveltyParams) -> np.ndarray:
 def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, xb: np.ndarray, xq: np.ndarray,
         p: NoveltyParams, device: str = "cpu", include_archived: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Returns (per-query analysis frame, residual hits: query_idx, node_idx, residual)."""
+    import torch  # deferred: runs without the novelty gate never load torch
+
+    from pipeline.ops.fista import fista_batched
+    from pipeline.ops.nmf import nmf_batched, novelty_batched, prepare_basis
+
     ok = eligible(nodes, p)
     basis = (cand.filter(pl.col("dense_rank").is_not_null())
              .filter(pl.Series(ok[cand.filter(pl.col("dense_rank").is_not_null())["node_idx"].to_numpy()]))
