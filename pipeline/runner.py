@@ -20,7 +20,7 @@ from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
 log = logging.getLogger(__name__)
-VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu", "bm25s", "ranx",
+VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu", "bm25s", "rjieba", "ranx",
             "sentence-transformers", "hydra-core")
 
 

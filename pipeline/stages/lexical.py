@@ -1,6 +1,7 @@
 """Field-weighted BM25 as sparse matrices: all queries of a scope scored in one sparse product.
 
-Tokenisation is bm25s's (stopwords, optional stemmer). Scoring follows bm25s's ``lucene`` variant
+Tokenisation is bm25s's (stopwords, optional stemmer) with a script-aware word splitter
+(``pipeline.ops.tokenize``: English, per Han character, jieba, or ``auto`` by script). Scoring follows bm25s's ``lucene`` variant
 (``idf = ln(1 + (N − df + 0.5)/(df + 0.5))``, ``tf/(tf + k1·(1 − b + b·|d|/avgdl))``) with the
 field weighting of OKS/FTS5: ``tf = Σ_field w_field·tf_field`` while ``|d|`` counts the tokens of
 all fields. With only a body field of weight 1 this equals bm25s exactly (tests check it).
@@ -13,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline.errors import ConfigError
+from pipeline.ops.tokenize import splitter
 
 FIELDS = ("title", "tags", "body", "code")
 
@@ -25,7 +27,8 @@ class Tokens:
     vocab: dict[str, int]
 
 
-def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None):
+def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None, tokenizer: str = "auto",
+                   cjk_bigrams: bool = False, cjk_min_len: int = 1):
     from bm25s.tokenization import Tokenizer
 
     stem = None
@@ -35,7 +38,7 @@ def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None):
         except ImportError:
             raise ConfigError("lexical.stemmer needs PyStemmer: pip install PyStemmer") from None
         stem = Stemmer.Stemmer(stemmer)  # bm25s calls its stemWord per token
-    return Tokenizer(stopwords=stopwords or [], stemmer=stem)
+    return Tokenizer(splitter=splitter(tokenizer, cjk_bigrams, cjk_min_len), stopwords=stopwords or [], stemmer=stem)
 
 
 def _counts(ids: list[list[int]], n_vocab: int) -> sp.csr_matrix:
