@@ -276,7 +276,8 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     timer.rows["candidates"] = cand.height
 
     with timer.stage("fuse"):
-        params = OmegaConf.to_container(cfg.fusion, resolve=True)
+        params = fuse.script_scaled(OmegaConf.to_container(cfg.fusion, resolve=True),
+                                    bool(cfg.embed.get("english_only", False)), nodes["text"].fill_null("").to_list())
         cand = fuse.fuse(cand, enabled, params["method"], **{k: v for k, v in params.items() if k != "method"})
 
     if cfg.novelty.enabled:

@@ -36,7 +36,9 @@ def test_jieba_cuts_words_in_search_mode_and_drops_short_ones():
 
 def test_mixed_text_stems_and_stops_only_the_english_words():
     text = "在Kubernetes集群上部署the running services"
-    assert _words(text, "auto", stemmer="english") == ["在", "kubernet", "集群", "上", "部署", "run", "servic"]
+    assert _words(text, "auto", stemmer="english") == ["在", "kubernet", "集", "群", "上", "部", "署", "集群", "群上",
+                                                         "上部", "部署", "run", "servic"]
+    assert _words(text, "jieba", stemmer="english") == ["在", "kubernet", "集群", "上", "部署", "run", "servic"]
     assert _words(text, "cjk_char", stopwords=None) == ["在", "kubernetes", "集", "群", "上", "部", "署", "the",
                                                         "running", "services"]
     # the old splitter glued the Latin word to the Chinese around it
@@ -57,9 +59,10 @@ def test_auto_splits_the_non_han_text_exactly_like_english(text):
 
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(st.text(st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF), min_size=1, max_size=30))
-def test_cjk_char_on_pure_han_gives_every_character_then_every_pair(text):
-    got = tokenize.splitter("cjk_char", cjk_bigrams=True)(text)
-    assert got == list(text) + [text[i:i + 2] for i in range(len(text) - 1)]
+def test_cjk_char_and_auto_on_pure_han_give_every_character_then_every_pair(text):
+    want = list(text) + [text[i:i + 2] for i in range(len(text) - 1)]
+    assert tokenize.splitter("cjk_char", cjk_bigrams=True)(text) == want == tokenize.splitter("auto")(text)
+    assert tokenize.splitter("cjk_char")(text) == list(text)
 
 
 def test_rjieba_matches_python_jieba_search_mode():

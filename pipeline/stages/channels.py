@@ -40,7 +40,7 @@ class LexicalParams:
     stemmer: str | None = None
     tokenizer: str = "auto"  # auto | english | cjk_char | jieba (pipeline.ops.tokenize)
     cjk_bigrams: bool = False  # cjk_char: add each pair of adjacent Han characters
-    cjk_min_len: int = 1  # jieba/auto: drop Han words shorter than this (OKS: 2)
+    cjk_min_len: int = 1  # jieba: drop Han words shorter than this (OKS: 2)
     dedupe_query_terms: bool = False
     idf: str = "lucene"  # lucene (bm25s) | fts5 (SQLite FTS5, OKS)
     field_weights: dict = field(default_factory=lambda: {"title": 5.0, "tags": 3.0, "body": 1.0, "code": 0.5})

@@ -75,3 +75,18 @@ def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.D
     if unknown:
         raise ConfigError(f"fusion.{unknown[0]} is not an option of fusion={method}; its options: {sorted(mine)}")
     return METHODS[method](cand, channels, **{k: v for k, v in params.items() if k in mine})
+
+
+def script_scaled(params: dict, english_only: bool, texts: list[str]) -> dict:
+    """Fusion params with the dense weight × the corpus's non-Han letter share when the embedding
+    model is English-only (``embed.english_only``): its cosine carries little on Chinese text, so
+    on a CJK corpus the lexical channel leads. Reads only the node texts (never queries or qrels),
+    so every query batch and shard gets the same weight; an English corpus is left unchanged."""
+    from pipeline.ops.tokenize import han_share
+
+    if not english_only or "dense" not in params.get("weights", {}):
+        return params
+    share = han_share(texts)
+    if share == 0.0:
+        return params
+    return {**params, "weights": {**params["weights"], "dense": float(params["weights"]["dense"]) * (1.0 - share)}}

@@ -38,7 +38,21 @@ def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None, tok
         except ImportError:
             raise ConfigError("lexical.stemmer needs PyStemmer: pip install PyStemmer") from None
         stem = Stemmer.Stemmer(stemmer)  # bm25s calls its stemWord per token
-    return Tokenizer(splitter=splitter(tokenizer, cjk_bigrams, cjk_min_len), stopwords=stopwords or [], stemmer=stem)
+    return Tokenizer(splitter=splitter(tokenizer, cjk_bigrams, cjk_min_len), stopwords=stopword_list(stopwords),
+                     stemmer=stem)
+
+
+def stopword_list(names: str | None) -> list[str]:
+    """bm25s's stopword lists by name, several joined with ``+`` (``en+zh``: English and Chinese)."""
+    from bm25s.tokenization import _infer_stopwords
+
+    out: dict[str, None] = {}
+    for name in names.split("+") if names and names != "none" else []:
+        try:
+            out |= dict.fromkeys(_infer_stopwords(name))
+        except ValueError:
+            raise ConfigError(f"lexical.stopwords={names!r}: no stopword list {name!r}; use e.g. en, zh, en+zh or null") from None
+    return list(out)
 
 
 def _counts(ids: list[list[int]], n_vocab: int) -> sp.csr_matrix:
