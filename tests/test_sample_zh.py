@@ -54,3 +54,11 @@ def test_english_only_model_weight_follows_the_corpus_script_share():
     assert script_scaled(params, True, ["plain English notes"]) == params  # English corpus: unchanged
     assert script_scaled(params, False, ["数据 ab"]) == params  # a multilingual model: unchanged
     assert script_scaled({"method": "wsum", "weights": {"lexical": 1.0}}, True, ["数据"])["weights"] == {"lexical": 1.0}
+
+
+def test_best_on_sample_zh_stays_near_its_english_recall(compose, tmp_path):
+    # MiniLM (English) + auto tokenizer + the script-scaled dense weight: measured R@5 0.767 (English 0.800)
+    res = runner.run(compose(["data=sample_zh", "preset=best", "report=false"]), tmp_path / "run")
+    assert res["metrics"]["recall@5"] >= 0.75
+    assert any(f.startswith("embed.english_only: dense fusion weight 0.6 × non-Han share 0.49")
+               for f in res["manifest"]["fallbacks"])

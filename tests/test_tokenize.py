@@ -110,3 +110,12 @@ def test_bm25_fts5_with_jieba_on_a_tiny_chinese_corpus_by_hand():
     # each in 1 of 4 docs: idf ln(3.5/1.5); tf 1: (k1+1)/(1 + k1·(0.25 + 0.75·4/1.75))
     idf = math.log(3.5 / 1.5)
     assert got == pytest.approx([3 * idf * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 4 / 1.75)), 0, 0, 0], rel=1e-6)
+
+
+def test_stopword_lists_join_by_plus_and_unknown_names_are_config_errors():
+    en, zh = lexical.stopword_list("en"), lexical.stopword_list("en+zh")
+    assert "the" in en and "的" not in en and zh[:len(en)] == en and "的" in zh and len(set(zh)) == len(zh)
+    assert lexical.stopword_list(None) == [] == lexical.stopword_list("none")
+    assert _words("这是我的备份策略", "cjk_char", stopwords="en+zh") == ["备", "份", "策", "略"]  # 这 是 我 的: stopwords
+    with pytest.raises(ConfigError, match="lexical.stopwords='en\\+xx': no stopword list 'xx'"):
+        lexical.stopword_list("en+xx")

@@ -11,6 +11,7 @@ import inspect
 
 import polars as pl
 
+from pipeline.backend import fallback
 from pipeline.errors import ConfigError, choose
 
 NORMS = ("max", "minmax", "none")
@@ -89,4 +90,6 @@ def script_scaled(params: dict, english_only: bool, texts: list[str]) -> dict:
     share = han_share(texts)
     if share == 0.0:
         return params
-    return {**params, "weights": {**params["weights"], "dense": float(params["weights"]["dense"]) * (1.0 - share)}}
+    w = float(params["weights"]["dense"])
+    fallback(f"embed.english_only: dense fusion weight {w:g} × non-Han share {1.0 - share:.3f} = {w * (1.0 - share):.4f}")
+    return {**params, "weights": {**params["weights"], "dense": w * (1.0 - share)}}
