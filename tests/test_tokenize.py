@@ -119,3 +119,18 @@ def test_stopword_lists_join_by_plus_and_unknown_names_are_config_errors():
     assert _words("这是我的备份策略", "cjk_char", stopwords="en+zh") == ["备", "份", "策", "略"]  # 这 是 我 的: stopwords
     with pytest.raises(ConfigError, match="lexical.stopwords='en\\+xx': no stopword list 'xx'"):
         lexical.stopword_list("en+xx")
+
+
+def test_cjk_set_counts_each_term_of_a_chinese_text_once_as_oks_does():
+    docs = ["备份，备份，策略", "backup backup plan"]
+    tok = lexical.make_tokenizer(None, None, "jieba", cjk_min_len=2)
+    tokens = lexical.tokenize_fields(tok, {"body": docs}, cjk_set=True)
+    assert tokens.fields["body"].toarray().sum(axis=1).tolist() == [2.0, 3.0]  # 备份 策略 | backup ×2, plan
+    s = lexical.bm25_matrix(tokens, {"body": 1.0})
+    q = lexical.tokenize_queries(tok, ["备份 备份", "backup backup"], tokens.vocab, cjk_set=True)
+    assert q.toarray().sum(axis=1).tolist() == [1.0, 2.0]  # the English query keeps its repeat
+    got = lexical.score(q, s).toarray()
+    # N 2, df 1 → idf ln 2; |d| 2 and 3, avgdl 2.5
+    norm = lambda dl: 1.5 * (0.25 + 0.75 * dl / 2.5)  # noqa: E731
+    assert got[0] == pytest.approx([math.log(2) / (1 + norm(2)), 0.0], rel=1e-6)
+    assert got[1] == pytest.approx([0.0, 2 * math.log(2) * 2 / (2 + norm(3))], rel=1e-6)

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline.errors import ConfigError
-from pipeline.ops.tokenize import splitter
+from pipeline.ops.tokenize import has_cjk, splitter
 
 FIELDS = ("title", "tags", "body", "code")
 
@@ -64,8 +64,9 @@ def _counts(ids: list[list[int]], n_vocab: int) -> sp.csr_matrix:
     return m
 
 
-def tokenize_fields(tokenizer, fields: dict[str, list[str]]) -> Tokens:
-    """Tokenise each field's texts into one growing vocabulary."""
+def tokenize_fields(tokenizer, fields: dict[str, list[str]], cjk_set: bool = False) -> Tokens:
+    """Tokenise each field's texts into one growing vocabulary. ``cjk_set`` (OKS): a text holding
+    Han characters counts each of its terms once (tf = 1, |d| = distinct terms)."""
     ids = {name: tokenizer.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
            for name, texts in fields.items()}
     vocab = dict(tokenizer.get_vocab_dict())
@@ -74,14 +75,19 @@ def tokenize_fields(tokenizer, fields: dict[str, list[str]]) -> Tokens:
     for name, rows in ids.items():
         if empty is not None:
             rows = [[t for t in row if t != empty] for row in rows]
+        if cjk_set:
+            rows = [list(dict.fromkeys(row)) if has_cjk(text) else row for row, text in zip(rows, fields[name])]
         out[name] = _counts(rows, len(vocab))
     return Tokens(out, vocab)
 
 
-def tokenize_queries(tokenizer, texts: list[str], vocab: dict[str, int], dedupe: bool = False) -> sp.csr_matrix:
-    """(nq, V) query term counts; out-of-vocabulary terms are dropped."""
+def tokenize_queries(tokenizer, texts: list[str], vocab: dict[str, int], dedupe: bool = False,
+                     cjk_set: bool = False) -> sp.csr_matrix:
+    """(nq, V) query term counts; out-of-vocabulary terms are dropped. ``dedupe`` counts each term of
+    a query once; ``cjk_set`` does so for queries holding Han characters."""
     strs = tokenizer.tokenize(texts, update_vocab=False, return_as="string", show_progress=False)
-    rows = [[vocab[t] for t in (dict.fromkeys(toks) if dedupe else toks) if t and t in vocab] for toks in strs]
+    rows = [[vocab[t] for t in (dict.fromkeys(toks) if dedupe or (cjk_set and has_cjk(text)) else toks)
+             if t and t in vocab] for toks, text in zip(strs, texts)]
     return _counts(rows, len(vocab))
 
 
