@@ -9,7 +9,6 @@ from pipeline.dataset import Dataset
 from pipeline.errors import ConfigError
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
-SAMPLE_DIR = RESOURCES / "sample"
 BUNDLED = ("sample", "sample_zh")
 
 
