@@ -277,7 +277,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
 
     with timer.stage("fuse"):
         params = fuse.script_scaled(OmegaConf.to_container(cfg.fusion, resolve=True),
-                                    bool(cfg.embed.get("english_only", False)), nodes["text"].fill_null("").to_list())
+                                    bool(cfg.embed.get("english_only", False)), nodes, queries, cfg.include_archived)
         cand = fuse.fuse(cand, enabled, params["method"], **{k: v for k, v in params.items() if k != "method"})
 
     if cfg.novelty.enabled:

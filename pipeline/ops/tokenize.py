@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+import numpy as np
+
 from pipeline.errors import ConfigError
 
 TOKENIZERS = ("auto", "english", "cjk_char", "jieba")
@@ -31,11 +33,17 @@ def has_cjk(text: str) -> bool:
     return _HAN_RUN.search(text) is not None
 
 
+def han_letters(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per text: (number of Han characters, number of letters, i.e. alphabetic characters)."""
+    han = np.fromiter((sum(map(len, _HAN_RUN.findall(t))) for t in texts), np.int64, len(texts))
+    letters = np.fromiter((sum(map(str.isalpha, t)) for t in texts), np.int64, len(texts))
+    return han, letters
+
+
 def han_share(texts: list[str]) -> float:
-    """Share of Han characters among the letters (word characters that are not digits) of ``texts``."""
-    han = sum(len(r) for t in texts for r in _HAN_RUN.findall(t))
-    letters = sum(sum(c.isalpha() for c in t) for t in texts)
-    return han / letters if letters else 0.0
+    """Share of Han characters among the letters of ``texts`` (digits, spaces, punctuation excluded)."""
+    han, letters = han_letters(texts)
+    return float(han.sum() / letters.sum()) if letters.sum() else 0.0
 
 
 def _chars(run: str, bigrams: bool) -> list[str]:
