@@ -55,6 +55,8 @@ def test_english_only_model_weight_follows_each_scopes_script_share():
     # zh scope: 3 Han of 5 letters (digits, spaces not letters); en scope: none; unscoped: 3 of 5 + 17
     assert got["channel_scale"]["dense"] == pytest.approx([2 / 5, 1.0, 1 - 3 / 22])
     assert got["weights"] == params["weights"] and "channel_scale" not in params  # the config is not mutated
+    batch = script_scaled(params, True, nodes, queries.slice(1))  # another batch: the same per-query values
+    assert batch["channel_scale"]["dense"] == pytest.approx([1.0, 1 - 3 / 22])
     en_only = queries.filter(pl.col("query_id") == "q1")
     assert script_scaled(params, True, nodes, en_only) is params  # an English scope: unchanged
     assert script_scaled(params, False, nodes, queries) is params  # a multilingual model: unchanged
