@@ -20,7 +20,7 @@ from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
 log = logging.getLogger(__name__)
-VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu", "bm25s", "pytrec-eval-terrier",
+VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu", "bm25s", "rjieba", "pytrec-eval-terrier",
             "sentence-transformers", "hydra-core")
 
 
@@ -276,7 +276,8 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     timer.rows["candidates"] = cand.height
 
     with timer.stage("fuse"):
-        params = OmegaConf.to_container(cfg.fusion, resolve=True)
+        params = fuse.script_scaled(OmegaConf.to_container(cfg.fusion, resolve=True),
+                                    bool(cfg.embed.get("english_only", False)), nodes, queries, cfg.include_archived)
         cand = fuse.fuse(cand, enabled, params["method"], **{k: v for k, v in params.items() if k != "method"})
 
     if cfg.novelty.enabled:

@@ -1,15 +1,20 @@
-"""The bundled demo workspace (``pipeline/resources/sample``): notes, queries and judged notes."""
+"""The bundled demo workspaces (``pipeline/resources/sample``, its Chinese translation ``sample_zh``):
+notes, queries and judged notes."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from pipeline.adapters import workspace
 from pipeline.dataset import Dataset
+from pipeline.errors import ConfigError
 
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "resources" / "sample"
+RESOURCES = Path(__file__).resolve().parents[1] / "resources"
+BUNDLED = ("sample", "sample_zh")
 
 
 def load(path: str | None = None, *, name: str = "sample", limit_queries: int | None = None) -> Dataset:
-    root = Path(path) if path else SAMPLE_DIR
+    if not path and name not in BUNDLED:
+        raise ConfigError(f"data.name={name!r} is not a bundled workspace; choose from {list(BUNDLED)} or set data.path")
+    root = Path(path) if path else RESOURCES / name
     return workspace.load(str(root / "notes"), name=name, queries=str(root / "queries.jsonl"),
                           qrels=str(root / "qrels.tsv"), limit_queries=limit_queries)

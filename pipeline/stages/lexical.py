@@ -1,6 +1,7 @@
 """Field-weighted BM25 as sparse matrices: all queries of a scope scored in one sparse product.
 
-Tokenisation is bm25s's (stopwords, optional stemmer). Scoring follows bm25s's ``lucene`` variant
+Tokenisation is bm25s's (stopwords, optional stemmer) with a script-aware word splitter
+(``pipeline.ops.tokenize``: English, per Han character, jieba, or ``auto`` by script). Scoring follows bm25s's ``lucene`` variant
 (``idf = ln(1 + (N − df + 0.5)/(df + 0.5))``, ``tf/(tf + k1·(1 − b + b·|d|/avgdl))``) with the
 field weighting of OKS/FTS5: ``tf = Σ_field w_field·tf_field`` while ``|d|`` counts the tokens of
 all fields. With only a body field of weight 1 this equals bm25s exactly (tests check it).
@@ -13,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline.errors import ConfigError
+from pipeline.ops.tokenize import has_cjk, splitter
 
 FIELDS = ("title", "tags", "body", "code")
 
@@ -25,7 +27,8 @@ class Tokens:
     vocab: dict[str, int]
 
 
-def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None):
+def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None, tokenizer: str = "auto",
+                   cjk_bigrams: bool = False, cjk_min_len: int = 1):
     from bm25s.tokenization import Tokenizer
 
     stem = None
@@ -35,7 +38,21 @@ def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None):
         except ImportError:
             raise ConfigError("lexical.stemmer needs PyStemmer: pip install PyStemmer") from None
         stem = Stemmer.Stemmer(stemmer)  # bm25s calls its stemWord per token
-    return Tokenizer(stopwords=stopwords or [], stemmer=stem)
+    return Tokenizer(splitter=splitter(tokenizer, cjk_bigrams, cjk_min_len), stopwords=stopword_list(stopwords),
+                     stemmer=stem)
+
+
+def stopword_list(names: str | None) -> list[str]:
+    """bm25s's stopword lists by name, several joined with ``+`` (``en+zh``: English and Chinese)."""
+    from bm25s.tokenization import _infer_stopwords
+
+    out: dict[str, None] = {}
+    for name in names.split("+") if names and names != "none" else []:
+        try:
+            out |= dict.fromkeys(_infer_stopwords(name))
+        except ValueError:
+            raise ConfigError(f"lexical.stopwords={names!r}: no stopword list {name!r}; use e.g. en, zh, en+zh or null") from None
+    return list(out)
 
 
 def _counts(ids: list[list[int]], n_vocab: int) -> sp.csr_matrix:
@@ -47,8 +64,9 @@ def _counts(ids: list[list[int]], n_vocab: int) -> sp.csr_matrix:
     return m
 
 
-def tokenize_fields(tokenizer, fields: dict[str, list[str]]) -> Tokens:
-    """Tokenise each field's texts into one growing vocabulary."""
+def tokenize_fields(tokenizer, fields: dict[str, list[str]], cjk_set: bool = False) -> Tokens:
+    """Tokenise each field's texts into one growing vocabulary. ``cjk_set`` (OKS): a text holding
+    Han characters counts each of its terms once (tf = 1, |d| = distinct terms)."""
     ids = {name: tokenizer.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
            for name, texts in fields.items()}
     vocab = dict(tokenizer.get_vocab_dict())
@@ -57,14 +75,19 @@ def tokenize_fields(tokenizer, fields: dict[str, list[str]]) -> Tokens:
     for name, rows in ids.items():
         if empty is not None:
             rows = [[t for t in row if t != empty] for row in rows]
+        if cjk_set:
+            rows = [list(dict.fromkeys(row)) if has_cjk(text) else row for row, text in zip(rows, fields[name])]
         out[name] = _counts(rows, len(vocab))
     return Tokens(out, vocab)
 
 
-def tokenize_queries(tokenizer, texts: list[str], vocab: dict[str, int], dedupe: bool = False) -> sp.csr_matrix:
-    """(nq, V) query term counts; out-of-vocabulary terms are dropped."""
+def tokenize_queries(tokenizer, texts: list[str], vocab: dict[str, int], dedupe: bool = False,
+                     cjk_set: bool = False) -> sp.csr_matrix:
+    """(nq, V) query term counts; out-of-vocabulary terms are dropped. ``dedupe`` counts each term of
+    a query once; ``cjk_set`` does so for queries holding Han characters."""
     strs = tokenizer.tokenize(texts, update_vocab=False, return_as="string", show_progress=False)
-    rows = [[vocab[t] for t in (dict.fromkeys(toks) if dedupe else toks) if t and t in vocab] for toks in strs]
+    rows = [[vocab[t] for t in (dict.fromkeys(toks) if dedupe or (cjk_set and has_cjk(text)) else toks)
+             if t and t in vocab] for toks, text in zip(strs, texts)]
     return _counts(rows, len(vocab))
 
 

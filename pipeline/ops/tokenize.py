@@ -1,0 +1,85 @@
+"""Script-aware word splitting for the BM25 channel (``lexical.tokenizer``).
+
+Each splitter takes lower-cased text and returns its words; bm25s then drops stopwords and stems,
+which only ever touches Latin words (the English stopword list has no CJK entry and the Snowball
+stemmer leaves CJK unchanged). CJK means Han characters (U+3400–4DBF, U+4E00–9FFF, U+F900–FAFF).
+
+- ``english``: bm25s's ``\\b\\w\\w+\\b`` over the whole text (a run of Han characters is one word).
+- ``cjk_char``: ReMe's regex tokenizer: every Han character is a word (``cjk_bigrams`` adds each
+  adjacent pair); the rest of the text goes through the English pattern.
+- ``jieba``: OKS: Han runs are cut by jieba's search mode (rjieba, the Rust port; its dictionary is
+  compiled in); words shorter than ``cjk_min_len`` characters dropped (OKS: 2).
+- ``auto``: per text by script: Latin text through the English pattern, each Han run as its
+  characters plus every adjacent pair (the dictionary-free CJK indexing of Lucene's CJK analyzer), so
+  a Chinese note with English terms gets both; text without Han characters is split exactly as
+  ``english`` splits it. On sample_zh it beat jieba inside ``best`` (docs/results.md).
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import numpy as np
+
+from pipeline.errors import ConfigError
+
+TOKENIZERS = ("auto", "english", "cjk_char", "jieba")
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_HAN_RUN = re.compile(f"([{HAN}]+)")
+_LATIN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default splitter
+
+
+def has_cjk(text: str) -> bool:
+    return _HAN_RUN.search(text) is not None
+
+
+def han_letters(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per text: (number of Han characters, number of letters, i.e. alphabetic characters)."""
+    han = np.fromiter((sum(map(len, _HAN_RUN.findall(t))) for t in texts), np.int64, len(texts))
+    letters = np.fromiter((sum(map(str.isalpha, t)) for t in texts), np.int64, len(texts))
+    return han, letters
+
+
+def han_share(texts: list[str]) -> float:
+    """Share of Han characters among the letters of ``texts`` (digits, spaces, punctuation excluded)."""
+    han, letters = han_letters(texts)
+    return float(han.sum() / letters.sum()) if letters.sum() else 0.0
+
+
+def _chars(run: str, bigrams: bool) -> list[str]:
+    words = list(run)
+    if bigrams and len(run) > 1:
+        words += [run[i:i + 2] for i in range(len(run) - 1)]
+    return words
+
+
+def _jieba(run: str, min_len: int) -> list[str]:
+    import rjieba
+
+    return [w for w in rjieba.cut_for_search(run) if len(w) >= min_len]
+
+
+def _by_script(cut_han: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
+    def split(text: str) -> list[str]:
+        parts = _HAN_RUN.split(text)  # even positions: non-Han text, odd: Han runs
+        if len(parts) == 1:
+            return _LATIN.findall(text)
+        out: list[str] = []
+        for i, part in enumerate(parts):
+            out += cut_han(part) if i % 2 else _LATIN.findall(part)
+        return out
+
+    return split
+
+
+def splitter(name: str = "auto", cjk_bigrams: bool = False, cjk_min_len: int = 1) -> Callable[[str], list[str]]:
+    """The word splitter ``lexical.tokenizer=name`` (text is already lower-cased)."""
+    if name == "english":
+        return _LATIN.findall
+    if name == "cjk_char":
+        return _by_script(lambda run: _chars(run, cjk_bigrams))
+    if name == "auto":
+        return _by_script(lambda run: _chars(run, True))
+    if name == "jieba":
+        return _by_script(lambda run: _jieba(run, cjk_min_len))
+    raise ConfigError(f"lexical.tokenizer={name!r}; choose from {list(TOKENIZERS)}")
