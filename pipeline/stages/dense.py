@@ -43,7 +43,7 @@ def build_index(xb: np.ndarray, kind: str = "flat", *, nlist: int = 1024, nprobe
     if device == "cuda" and backend.faiss_gpus() > 0 and kind != "hnsw":
         index = faiss.index_cpu_to_all_gpus(index)
     elif device == "cuda":
-        backend.fallback("faiss reports no GPU (faiss-gpu not installed?); dense search on cpu")
+        backend.fallback(f"faiss reports no GPU; dense search on cpu ({backend.faiss_summary()})")
     index.add(xb)
     return index
 
