@@ -71,10 +71,10 @@ def _live_edges(edges: pl.DataFrame, now: dt.datetime) -> pl.DataFrame:
 
 
 def memory_score(nodes: pl.DataFrame, now: dt.datetime) -> np.ndarray:
-    """OKS Memory Curve (§3.b.3). ``importance`` > 1 is read as a 0–10 scale and divided by 10;
-    a missing ``status`` counts as active (OKS front-matter default)."""
-    imp = _col(nodes, "importance", pl.Float64, 0.5)
-    imp = np.where(imp > 1.0, imp / 10.0, imp)
+    """OKS Memory Curve (§3.b.3) on OKS's 0–1 importance: the contract's 0–10 ``importance`` / 10
+    (a 0–1 input was scaled once at ingest, ``schema.importance_to_10``); missing = 5, OKS's 0.5.
+    A missing ``status`` counts as active (OKS front-matter default)."""
+    imp = _col(nodes, "importance", pl.Float64, 5.0) / 10.0
     days = np.floor(np.nan_to_num(_age_days(nodes, "created_at", now), nan=0.0))
     lam = (nodes["type"].cast(pl.String).replace_strict(LAMBDA, default=LAMBDA_OTHER, return_dtype=pl.Float64)
            .to_numpy() if "type" in nodes.columns else np.full(nodes.height, LAMBDA_OTHER))
