@@ -215,4 +215,4 @@ def test_workspace_markdown_property(tmp_path_factory, body):
     except UserError as exc:
         assert str(t) in str(exc)
         return
-    assert ds.nodes.height >= 1
+    assert ds.nodes.filter(pl.col("node_id") == "b.md#b")["text"].to_list() == ["B\nmemory"]  # b.md unharmed
