@@ -44,9 +44,18 @@ def has_cupy() -> bool:
     return importlib.util.find_spec("cupy") is not None and has_cuda()
 
 
-def faiss_gpus() -> int:
-    import faiss
+def import_faiss():
+    """The ``faiss`` module; without one, a ConfigError naming the extras that provide it."""
+    try:
+        import faiss
+    except ImportError:
+        raise ConfigError("faiss is not installed; install exactly one extra: pip install -e '.[cpu]' "
+                          "(faiss-cpu) or '.[gpu]' (faiss-gpu-cu12)") from None
+    return faiss
 
+
+def faiss_gpus() -> int:
+    faiss = import_faiss()
     get = getattr(faiss, "get_num_gpus", None)
     return int(get()) if get else 0
 
@@ -82,8 +91,10 @@ def distributions(modules=GPU_MODULES) -> dict[str, str]:
 
 def faiss_summary() -> str:
     """Which FAISS module is loaded: its file, the distributions that provide it and its GPU count."""
-    import faiss
-
+    try:
+        faiss = import_faiss()
+    except ConfigError as exc:
+        return str(exc)
     dists = distributions(("faiss",))
     listed = ", ".join(f"{d} {v}" for d, v in dists.items()) or "no distribution metadata"
     clash = "; faiss-cpu and a faiss-gpu package share the 'faiss' module: install only one extra" \

@@ -49,3 +49,12 @@ def test_distributions_lists_only_imported_gpu_modules(monkeypatch):
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
     assert backend.distributions() == {"faiss-cpu": "1.0", "faiss-gpu-cu12": "2.0"}  # cupy not imported
     assert "share the 'faiss' module: install only one extra" in backend.faiss_summary()
+
+
+def test_no_faiss_is_a_config_error_naming_the_extras(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss → ImportError
+    with pytest.raises(ConfigError, match=r"faiss is not installed.*'\.\[cpu\]'.*'\.\[gpu\]'"):
+        backend.import_faiss()
+    assert backend.faiss_summary().startswith("faiss is not installed")
