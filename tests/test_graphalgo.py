@@ -119,3 +119,17 @@ def test_components_cpu_match_networkx(fresh):
         assert len({int(got[v]) for v in comp}) == 1
     assert len(set(got.tolist())) == len(ref) == 3
     assert backend.GRAPH_IMPL == {"components": "scipy"}
+
+
+def test_run_manifest_names_the_graph_libraries_and_the_faiss_distribution(compose, tmp_path):
+    import importlib.metadata
+
+    from conftest import tiny_ws_overrides
+    from pipeline import runner
+
+    cfg = compose([*tiny_ws_overrides(), "preset=best", "embed=hashing", "signals=default", "report=false",
+                   f"out_dir={tmp_path / 'run'}"])
+    man = runner.run(cfg, tmp_path / "run")["manifest"]
+    assert man["graph_algorithms"] == {"pagerank": "scipy", "leiden": "leidenalg", "components": "scipy"}
+    assert man["versions"]["faiss-cpu"] == importlib.metadata.version("faiss-cpu")
+    assert not any(d.startswith(("cupy", "cugraph", "faiss-gpu")) for d in man["versions"])
