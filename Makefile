@@ -12,7 +12,7 @@ export RECALL_DATA_DIR ?= $(abspath ../shared/data)
 $(STAMP): pyproject.toml constraints/cpu.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]' -c constraints/cpu.txt
+	$(BIN)/pip install -q -e '.[dev,cpu]' -c constraints/cpu.txt
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -5,14 +5,24 @@ here only.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import logging
+import sys
 
 from pipeline.errors import ConfigError, choose
 
 log = logging.getLogger(__name__)
 DEVICES = ("auto", "cpu", "cuda")
 FALLBACKS: list[str] = []  # why this run fell back (device, GPU libraries); copied into the manifest
+GRAPH_IMPL: dict[str, str] = {}  # graph algorithm → library that computed it this run (manifest)
+GPU_MODULES = ("faiss", "cupy", "cugraph")  # their installed distributions go into the manifest
+
+
+def reset() -> None:
+    """Forget the previous run's fallbacks and graph-library choices (called when a run starts)."""
+    FALLBACKS.clear()
+    GRAPH_IMPL.clear()
 
 
 def fallback(reason: str) -> None:
@@ -41,11 +51,62 @@ def has_cupy() -> bool:
     return importlib.util.find_spec("cupy") is not None and has_cuda()
 
 
-def faiss_gpus() -> int:
-    import faiss
+def import_faiss():
+    """The ``faiss`` module; without one, a ConfigError naming the extras that provide it."""
+    try:
+        import faiss
+    except ImportError:
+        raise ConfigError("faiss is not installed; install exactly one extra: pip install -e '.[cpu]' "
+                          "(faiss-cpu) or '.[gpu]' (faiss-gpu-cu12)") from None
+    return faiss
 
+
+def faiss_gpus() -> int:
+    faiss = import_faiss()
     get = getattr(faiss, "get_num_gpus", None)
     return int(get()) if get else 0
+
+
+CPU_GRAPH_LIBS = {"pagerank": "scipy", "leiden": "leidenalg", "components": "scipy"}
+
+
+def cugraph(device: str, algo: str):
+    """The ``cugraph`` module for ``device="cuda"`` when it imports, else None (a fallback is noted);
+    records in ``GRAPH_IMPL`` which library computes ``algo``."""
+    lib = None
+    if device == "cuda":
+        try:
+            import cugraph as lib
+        except ImportError as exc:
+            fallback(f"cugraph does not import ({exc}); PageRank, Leiden and components run on cpu")
+    GRAPH_IMPL[algo] = "cugraph" if lib is not None else CPU_GRAPH_LIBS[algo]
+    return lib
+
+
+def distributions(modules=GPU_MODULES) -> dict[str, str]:
+    """``{distribution: version}`` of the installed packages that provide each *imported* module of
+    ``modules`` (e.g. ``faiss`` → ``faiss-cpu`` or ``faiss-gpu-cu12``; both listed when both are
+    installed, which leaves one of them shadowing the other's ``faiss`` module)."""
+    owners = importlib.metadata.packages_distributions()
+    out = {}
+    for mod in modules:
+        if mod in sys.modules:
+            for dist in owners.get(mod, []):
+                out[dist] = importlib.metadata.version(dist)
+    return dict(sorted(out.items()))
+
+
+def faiss_summary() -> str:
+    """Which FAISS module is loaded: its file, the distributions that provide it and its GPU count."""
+    try:
+        faiss = import_faiss()
+    except ConfigError as exc:
+        return str(exc)
+    dists = distributions(("faiss",))
+    listed = ", ".join(f"{d} {v}" for d, v in dists.items()) or "no distribution metadata"
+    clash = "; faiss-cpu and a faiss-gpu package share the 'faiss' module: install only one extra" \
+        if len(dists) > 1 else ""
+    return f"faiss {getattr(faiss, '__version__', '?')} from {faiss.__file__} ({listed}), GPUs: {faiss_gpus()}{clash}"
 
 
 def resolve_device(name: str) -> str:
@@ -53,6 +114,7 @@ def resolve_device(name: str) -> str:
     choose("device", name, DEVICES)
     if name == "cpu":
         return "cpu"
+    log.info("device=%s: %s", name, faiss_summary())
     if has_cuda():
         return "cuda"
     if name == "cuda":
@@ -72,3 +134,12 @@ def namespaces(x):
     import scipy.sparse
 
     return numpy, scipy.sparse
+
+
+def bincount(x, weights=None, minlength: int = 0):
+    """``xp.bincount`` that also takes an empty ``x`` (CuPy raises on it, and on ``minlength=0``):
+    zeros of length ``minlength`` (int64 counts, or float64 sums with ``weights``)."""
+    xp, _ = namespaces(x)
+    if x.size == 0:
+        return xp.zeros(minlength, xp.float64 if weights is not None else xp.int64)
+    return xp.bincount(x, weights=weights, minlength=minlength) if minlength > 0 else xp.bincount(x, weights=weights)

@@ -13,7 +13,8 @@ class Dataset:
 
     ``qrels`` has ``query_id``, ``relevance`` and exactly one of ``node_id`` (unit-level judgements)
     or ``doc_id`` (judgements on the document a unit belongs to). ``fingerprints`` maps each input
-    file to its sha256; ``skipped`` counts input items dropped on purpose, by reason.
+    file to its sha256; ``skipped`` counts input items dropped on purpose, by reason; ``notes``
+    says how the input was read where that is not the contract as given (copied into the manifest).
     """
 
     name: str
@@ -23,6 +24,7 @@ class Dataset:
     qrels: pl.DataFrame | None = None
     fingerprints: dict[str, str] = field(default_factory=dict)
     skipped: Counter = field(default_factory=Counter)
+    notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def qrels_level(self) -> str | None:

@@ -121,7 +121,7 @@ class ShardWorker:
             frames = {p.stem: _to_ipc(pl.read_parquet(p)) for p in sorted(Path(tmp).glob("*.parquet"))}
         m = res["manifest"]
         keep = ("timings_s", "rows", "skipped", "fallbacks", "embedded_texts", "reused_stages", "signals_freshness",
-                "peak_rss_mb")
+                "peak_rss_mb", "graph_algorithms")
         return {"shard": shard, "pid": os.getpid(), "frames": frames, "manifest": {k: m[k] for k in keep}}
 
     def __call__(self, batch: dict) -> dict:
@@ -218,6 +218,8 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
     from pipeline import backend
 
     backend.FALLBACKS.extend(f for f in fallbacks.values() if f not in backend.FALLBACKS)
+    for m in mans:
+        backend.GRAPH_IMPL.update(m["graph_algorithms"])
     xb = None
     if cfg.analyze.enabled and "dense" in cfg.channels:  # the topic analysis runs on the driver
         with timer.stage("embed"):

@@ -126,7 +126,7 @@ def precompute(cfg: DictConfig, out_dir: str | Path, dataset: Dataset | None = N
                "now": now.isoformat(), "global_scopes": cachekeys.recipe_is_global(cfg), "partitions": parts,
                **changed, "timings_s": {"keys": round(t_keys, 4), "run": round(t_run, 4),
                                         "total": round(time.perf_counter() - t0, 4)},
-               "run_timings_s": run_manifest["timings_s"] if run_manifest else {},
+               "run_timings_s": run_manifest["timings_s"] if run_manifest else {}, "data_notes": dict(ds.notes),
                "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     io.write_json(root / "_manifest.json", summary)
     return summary

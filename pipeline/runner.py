@@ -20,7 +20,7 @@ from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
 log = logging.getLogger(__name__)
-VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu", "bm25s", "rjieba", "pytrec-eval-terrier",
+VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "bm25s", "rjieba", "pytrec-eval-terrier",
             "sentence-transformers", "hydra-core")
 
 
@@ -43,7 +43,8 @@ def peak_rss_mb() -> float:
 
 
 def versions() -> dict[str, str]:
-    out = {}
+    """Versions of the main packages, and of the FAISS / CuPy / cuGraph distributions actually imported."""
+    out = backend.distributions()
     for name in VERSIONS:
         try:
             out[name] = importlib.metadata.version(name)
@@ -228,7 +229,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     (out_dir / "manifest.json").unlink(missing_ok=True)  # no stale "finished" marker while we work
     timer = Timer()
     reused: list[str] = []
-    backend.FALLBACKS.clear()
+    backend.reset()
     device = backend.resolve_device(cfg.device)
     enabled = list(cfg.channels)
 
@@ -306,7 +307,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     freshness, sig_table = {"status": "disabled"}, None
     if cfg.signals.enabled:
         with timer.stage("signals"):
-            sig_p = signals.SignalsParams(**OmegaConf.to_container(cfg.signals, resolve=True))
+            sig_p = signals.SignalsParams(**OmegaConf.to_container(cfg.signals, resolve=True), device=device)
             now = run_now(cfg, nodes, queries)  # the signals' reference time, the same as the score stage's
             nodes, sig_table, freshness = corpus_step(memo, "signals", nodes,
                                                       lambda: feedback.resolve(nodes, edges, now, sig_p))
@@ -399,7 +400,9 @@ def finish(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.
         "config": container, "config_hash": io.config_hash(container),
         "dataset": ds.name, "inputs": ds.fingerprints, "versions": versions(),
         "device": device, "executor": executor or {"name": "local"}, "timings_s": timer.seconds, "rows": timer.rows,
-        "skipped": {k: v for k, v in sorted(ds.skipped.items()) if v}, "fallbacks": backend.FALLBACKS[:],
+        "skipped": {k: v for k, v in sorted(ds.skipped.items()) if v}, "data_notes": dict(ds.notes),
+        "fallbacks": backend.FALLBACKS[:],
+        "graph_algorithms": dict(backend.GRAPH_IMPL),
         "embedded_texts": n_embedded, "reused_stages": reused, "peak_rss_mb": peak_rss_mb(), "signals_freshness": freshness,
         "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
     }

@@ -108,6 +108,38 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
     return df
 
 
+IMPORTANCE_SCALES = ("auto", "10", "1")
+
+
+def importance_to_10(nodes: pl.DataFrame, scale, where: str) -> tuple[pl.DataFrame, str | None]:
+    """Nodes with ``importance`` on the contract's 0–10 scale, and a note for the manifest when a
+    0–1 input was converted (×10). Done once, at ingest (the adapters that read importance).
+
+    ``scale``: ``10`` (as given), ``1`` (a 0–1 scale, ×10), ``auto`` (a 0–1 scale when every
+    non-null value is ≤ 1, else 0–10). Values outside the scale are a :class:`DataError`.
+    """
+    from pipeline.errors import choose
+
+    scale = f"{scale:g}" if isinstance(scale, (int, float)) and not isinstance(scale, bool) else str(scale)
+    choose("data.importance_scale", scale, IMPORTANCE_SCALES)
+    if "importance" not in nodes.columns or nodes["importance"].null_count() == nodes.height:
+        return nodes, None
+    top = float(nodes["importance"].max())
+    factor = 10.0 if scale == "1" or (scale == "auto" and top <= 1.0) else 1.0
+    hi = 10.0 / factor
+    bad = (nodes["importance"] < 0) | (nodes["importance"] > hi)
+    if bad.fill_null(False).any():
+        row = _first_bad_row(bad.fill_null(False))
+        raise DataError(where, f"importance {nodes['importance'][row]} is outside 0–{hi:g} "
+                        f"(data.importance_scale={scale})",
+                        "use 0–10 (or 0–1 with data.importance_scale=1)", row=row, field="importance")
+    if factor == 1.0:
+        return nodes, None
+    nodes = nodes.with_columns(pl.col("importance") * factor)
+    why = "every value ≤ 1" if scale == "auto" else "data.importance_scale=1"
+    return nodes, f"importance read on a 0–1 scale ({why}) and multiplied by 10 at ingest"
+
+
 def check_finite(x, where: str, field: str) -> None:
     """Raise if a float array holds NaN or inf (e.g. precomputed embeddings)."""
     import numpy as np

@@ -21,3 +21,40 @@ def test_unknown_device_lists_choices():
 def test_auto_uses_cuda_when_present(monkeypatch):
     monkeypatch.setattr(backend, "has_cuda", lambda: True)
     assert backend.resolve_device("auto") == "cuda"
+
+
+def test_auto_logs_the_faiss_module_it_loaded(monkeypatch, caplog):
+    import importlib.metadata
+    import logging
+
+    import faiss
+
+    monkeypatch.setattr(backend, "has_cuda", lambda: False)
+    with caplog.at_level(logging.INFO, logger="pipeline.backend"):
+        backend.resolve_device("auto")
+    line = next(r.getMessage() for r in caplog.records if "faiss" in r.getMessage())
+    assert faiss.__file__ in line and f"faiss-cpu {importlib.metadata.version('faiss-cpu')}" in line
+    assert line.endswith("GPUs: 0")  # the CPU wheel: no GPU and no second distribution
+
+
+def test_distributions_lists_only_imported_gpu_modules(monkeypatch):
+    import importlib.metadata
+    import sys
+
+    import faiss  # noqa: F401
+
+    monkeypatch.setattr(importlib.metadata, "packages_distributions",
+                        lambda: {"faiss": ["faiss-cpu", "faiss-gpu-cu12"], "cupy": ["cupy-cuda12x"]})
+    monkeypatch.setattr(importlib.metadata, "version", lambda d: {"faiss-cpu": "1.0", "faiss-gpu-cu12": "2.0"}[d])
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    assert backend.distributions() == {"faiss-cpu": "1.0", "faiss-gpu-cu12": "2.0"}  # cupy not imported
+    assert "share the 'faiss' module: install only one extra" in backend.faiss_summary()
+
+
+def test_no_faiss_is_a_config_error_naming_the_extras(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss → ImportError
+    with pytest.raises(ConfigError, match=r"faiss is not installed.*'\.\[cpu\]'.*'\.\[gpu\]'"):
+        backend.import_faiss()
+    assert backend.faiss_summary().startswith("faiss is not installed")

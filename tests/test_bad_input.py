@@ -193,7 +193,11 @@ def test_json_adapters_property(tmp_path_factory, doc, which):
     except UserError as exc:
         assert str(t) in str(exc)
         return
-    assert ds.nodes.height >= 0
+    from pipeline.schema import conform
+
+    for table, df in (("nodes", ds.nodes), ("queries", ds.queries)):  # a Dataset is in the contract as given
+        assert conform(df, table, "check").equals(df)
+    assert ds.nodes["text"].null_count() == 0 and ds.nodes["node_id"].is_unique().all()
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -211,4 +215,4 @@ def test_workspace_markdown_property(tmp_path_factory, body):
     except UserError as exc:
         assert str(t) in str(exc)
         return
-    assert ds.nodes.height >= 1
+    assert ds.nodes.filter(pl.col("node_id") == "b.md#b")["text"].to_list() == ["B\nmemory"]  # b.md unharmed

@@ -71,15 +71,16 @@ def test_recency_hand_values_and_archived():
 
 
 def test_memory_curve_hand_cases_and_tiers():
+    """Importance is on the contract's 0–10 scale (a 0–1 input is scaled at ingest); OKS's curve uses /10."""
     nodes = _nodes(
-        7,
-        type=["concept", "strategy", "strategy", "note", "note", "concept", None],
-        importance=pl.Series([0.5, 0.5, 0.5, 0.5, 0.9, 7.0, None], dtype=pl.Float32),
-        created_at=_days_ago(1000, 10, 10.9, 0, 0, 5, None),
-        status=["active", "active", "provisional", "provisional", "dropped", "provisional", None],
-        pinned=[False, False, False, True, True, False, None],
-        access_count=pl.Series([0, 0, 0, 3, 9, 0, None]),
-        archived=[False, False, False, False, False, False, None],
+        8,
+        type=["concept", "strategy", "strategy", "note", "note", "concept", None, "concept"],
+        importance=pl.Series([5.0, 5.0, 5.0, 5.0, 9.0, 7.0, None, 0.8], dtype=pl.Float32),
+        created_at=_days_ago(1000, 10, 10.9, 0, 0, 5, None, 0),
+        status=["active", "active", "provisional", "provisional", "dropped", "provisional", None, "active"],
+        pinned=[False, False, False, True, True, False, None, False],
+        access_count=pl.Series([0, 0, 0, 3, 9, 0, None, 0]),
+        archived=[False, False, False, False, False, False, None, False],
     )
     out = signals.compute(nodes, pl.DataFrame(schema=EDGE_SCHEMA), NOW, SignalsParams())
     want = [0.5 * 1.2,  # concept never decays
@@ -87,10 +88,11 @@ def test_memory_curve_hand_cases_and_tiers():
             0.5 * math.exp(-0.14),  # 10.9 days counts as 10 whole days; not active = 0.4347
             0.5 + 0.5 * math.log(4) + 0.5,  # other type, day 0, 3 hits, pinned
             0.0,  # dropped
-            0.7,  # importance 7 on a 0–10 scale
-            0.5 * 1.2]  # all missing: importance 0.5, 0 days, status active
+            0.7,  # importance 7 → OKS 0.7
+            0.5 * 1.2,  # all missing: importance 5 → OKS 0.5, 0 days, status active
+            0.08 * 1.2]  # 0.8 is 0.8 on 0–10 (no second guess at the scale): 0.096
     np.testing.assert_allclose(out["memory_score"].to_numpy(), want, atol=1e-6)
-    assert out["tier"].to_list() == ["warm", "warm", "warm", "hot", "evictable", "hot", "warm"]
+    assert out["tier"].to_list() == ["warm", "warm", "warm", "hot", "evictable", "hot", "warm", "evictable"]
     archived = nodes.with_columns(archived=pl.lit(True))
     assert signals.compute(archived, pl.DataFrame(schema=EDGE_SCHEMA), NOW, SignalsParams())["memory_score"].sum() == 0
     assert list(signals.tier(np.array([0.7, 0.6999, 0.4, 0.3999, 0.15, 0.1499, 0.0]))) == \

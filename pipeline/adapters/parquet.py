@@ -14,7 +14,7 @@ import polars as pl
 from pipeline.adapters.common import sha256_file, slice_queries
 from pipeline.dataset import Dataset
 from pipeline.errors import DataError
-from pipeline.schema import conform
+from pipeline.schema import conform, importance_to_10
 
 
 def _read(path: Path, table: str) -> pl.DataFrame:
@@ -26,13 +26,14 @@ def _read(path: Path, table: str) -> pl.DataFrame:
     return conform(df, table, str(path))
 
 
-def load(path: str, *, name: str = "parquet", limit_queries: int | None = None) -> Dataset:
+def load(path: str, *, name: str = "parquet", limit_queries: int | None = None,
+         importance_scale: str = "auto") -> Dataset:
     root = Path(path)
     nodes_path = root / "nodes.parquet"
     if not nodes_path.is_file():
         raise DataError(str(nodes_path), "not found", "point data.path at a folder with nodes.parquet")
     skipped: Counter = Counter()
-    nodes = _read(nodes_path, "nodes")
+    nodes, note = importance_to_10(_read(nodes_path, "nodes"), importance_scale, str(nodes_path))
     files = [nodes_path]
     edges = queries = qrels = None
     if (root / "edges.parquet").is_file():
@@ -52,5 +53,6 @@ def load(path: str, *, name: str = "parquet", limit_queries: int | None = None) 
     if queries is None:
         queries = pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
     ds = Dataset(name=name, nodes=nodes, queries=queries, edges=edges, qrels=qrels,
-                 fingerprints={str(f): sha256_file(f) for f in files}, skipped=skipped)
+                 fingerprints={str(f): sha256_file(f) for f in files}, skipped=skipped,
+                 notes={"importance": note} if note else {})
     return slice_queries(ds, limit_queries)

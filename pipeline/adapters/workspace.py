@@ -18,7 +18,7 @@ from pipeline.adapters.common import read_jsonl, read_text, require_file, sha256
 from pipeline.adapters.markdown import parse_sections, slugify, split_front_matter
 from pipeline.dataset import Dataset
 from pipeline.errors import DataError
-from pipeline.schema import conform, parse_timestamp
+from pipeline.schema import conform, importance_to_10, parse_timestamp
 
 
 def _list(value, where: str, field: str) -> list[str] | None:
@@ -157,7 +157,7 @@ def load_qrels(path: str | Path) -> pl.DataFrame:
 
 
 def load(path: str, *, name: str = "workspace", queries: str | None = None, qrels: str | None = None,
-         limit_queries: int | None = None) -> Dataset:
+         limit_queries: int | None = None, importance_scale: str = "auto") -> Dataset:
     root = Path(path)
     if not root.is_dir():
         raise DataError(str(root), "workspace folder not found", "point data.path at a folder of .md notes")
@@ -173,6 +173,7 @@ def load(path: str, *, name: str = "workspace", queries: str | None = None, qrel
     if not rows:
         raise DataError(str(root), "no markdown notes with text found", "add .md files to the workspace")
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
+    nodes, note = importance_to_10(nodes, importance_scale, str(root))  # OKS front matter is 0–1
     first_node = {}
     for r in rows:
         first_node.setdefault(r["doc_id"], r["node_id"])
@@ -188,5 +189,6 @@ def load(path: str, *, name: str = "workspace", queries: str | None = None, qrel
     for extra in (queries, qrels):
         if extra:
             fingerprints[str(extra)] = sha256_file(extra)
-    ds = Dataset(name=name, nodes=nodes, edges=edges, queries=q, qrels=qr, fingerprints=fingerprints, skipped=skipped)
+    ds = Dataset(name=name, nodes=nodes, edges=edges, queries=q, qrels=qr, fingerprints=fingerprints, skipped=skipped,
+                 notes={"importance": note} if note else {})
     return slice_queries(ds, limit_queries)

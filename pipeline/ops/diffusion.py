@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.backend import namespaces
+from pipeline import backend
+from pipeline.backend import bincount, namespaces
 
 DENSE_MIN, DENSE_WORK = 64, 1 << 16  # ppr: a component this large, with size × queries this large, is
 # solved by a sparse × dense product; smaller work goes to the per-(query, component) operator
@@ -71,9 +72,9 @@ def _abs(xp, x):
 def _segment_ids(xp, indptr, total: int):
     """Row of every stored entry of a CSR structure: ``repeat(arange(rows), diff(indptr))``."""
     dt = xp.int32 if total < 2 ** 31 else xp.int64
-    if xp.__name__ == "numpy":
-        return xp.repeat(xp.arange(indptr.size - 1, dtype=dt), xp.diff(indptr))
-    starts = xp.bincount(indptr[1:-1], minlength=total + 1)[:total]  # cupy.repeat takes no array of counts
+    # cupy.repeat takes no array of counts: count the rows starting at each entry and add them up
+    # (one code path for numpy and cupy; one row gives an empty ``indptr[1:-1]``)
+    starts = bincount(indptr[1:-1], minlength=total + 1)[:total]
     return xp.cumsum(starts, dtype=dt)
 
 
@@ -117,7 +118,7 @@ def _bins(xp, a):
 def _boundary(xp, q, bins, nb: int, k: int, b: int):
     """Per row: the bin holding its k-th largest entry (``nb`` when the row has at most k) and how
     many entries it still needs from that bin."""
-    hist = xp.bincount(q * nb + bins, minlength=b * nb).reshape(b, nb)
+    hist = bincount(q * nb + bins, minlength=b * nb).reshape(b, nb)
     cum = xp.cumsum(hist, axis=1)
     tb = xp.where(cum[:, -1] > k, xp.argmax(cum >= k, axis=1), nb)
     t = xp.minimum(tb, nb - 1)
@@ -134,7 +135,7 @@ def _topk_rows(xp, q, i, a, k: int, b: int, cnt=None):
     a threshold taken from every 8th entry, kept only where at least k entries pass it.
     """
     if cnt is None:
-        cnt = xp.bincount(q, minlength=b)
+        cnt = bincount(q, minlength=b)
     over_row = cnt > k
     if not bool(over_row.any()):
         return xp.ones(q.shape, bool)
@@ -153,7 +154,7 @@ def _topk_rows(xp, q, i, a, k: int, b: int, cnt=None):
             tb, _ = _boundary(xp, sq, sbins, nb, 2 * (k // step) + 4, b)
             thr = to_value(tb)
             cand = a >= thr[q]
-            short = xp.bincount(q[cand], minlength=b) < k  # threshold too high: keep the whole row
+            short = bincount(q[cand], minlength=b) < k  # threshold too high: keep the whole row
             if bool(short.any()):
                 cand |= short[q]
             cand = xp.nonzero(cand)[0]
@@ -287,20 +288,19 @@ def _max_abs(xp, sp, parts, n, b, dtype, dense: bool):
 
 # ---------------------------------------------------------------- PPR
 
-def _components(xp, adj):
-    """Weakly connected component label of every node (cuGraph on a GPU when present, else scipy)."""
-    if xp.__name__ != "numpy":
-        try:
-            from cupyx.scipy.sparse.csgraph import connected_components
-
-            return connected_components(adj, directed=True, connection="weak")[1]
-        except (ImportError, RuntimeError):  # needs pylibcugraph; the labels are a one-off, take them from the host
-            from scipy.sparse.csgraph import connected_components
-
-            return xp.asarray(connected_components(adj.get(), directed=True, connection="weak")[1])
+def components(adj, device: str = "cpu"):
+    """Weakly connected component label of every node of a square sparse ``adj`` (scipy or cupyx),
+    in ``adj``'s namespace: cuGraph's SciPy-compatible ``connected_components`` when ``device`` is
+    cuda and it imports (``backend.cugraph``), else scipy's (on the host for a cupyx matrix)."""
+    xp, _ = namespaces(adj.data)
+    lib = backend.cugraph(device, "components")
+    if lib is not None and xp.__name__ != "numpy":
+        _count, labels = lib.connected_components(adj, directed=True, connection="weak", return_labels=True)
+        return xp.asarray(labels)
     from scipy.sparse.csgraph import connected_components
 
-    return connected_components(adj, directed=True, connection="weak")[1]
+    host = adj if xp.__name__ == "numpy" else adj.get()
+    return xp.asarray(connected_components(host, directed=True, connection="weak")[1])
 
 
 def _iterate(trans, p, damping, segsum, freeze, tol, max_iter):
@@ -380,11 +380,11 @@ def ppr(adj, personalization, *, damping: float = 0.5, max_iter: int = 100, tol:
     trans.sum_duplicates()
     trans = sp.csr_matrix(((damping * trans.data * inv[trans.indices]).astype(dtype), trans.indices, trans.indptr),
                           shape=(n, n))
-    label = _components(xp, adj)
-    size = xp.bincount(label)
+    label = components(adj, "cpu" if xp.__name__ == "numpy" else "cuda")
+    size = bincount(label)
     comp = label[i]
     pair = xp.unique(q.astype(xp.int64) * size.size + comp)  # (query, component) pairs
-    hits = xp.bincount(pair % size.size, minlength=size.size)
+    hits = bincount(pair % size.size, minlength=size.size)
     dense_comp = (size >= DENSE_MIN) & (size * hits >= DENSE_WORK) & (hits > 0)
     parts, iters, resids = [], [0], [0.0]  # parts: (node rows, query cols, y) — written after rescaling
     total = xp.zeros(b, xp.float64)
@@ -417,9 +417,9 @@ def ppr(adj, personalization, *, damping: float = 0.5, max_iter: int = 100, tol:
     rest = ~dense_comp[comp]
     if bool(rest.any()):
         for rows, cols, y in _pair_blocks(xp, sp, trans, label, size, q[rest], i[rest], v[rest], solve):
-            total += xp.bincount(cols, weights=y, minlength=b)
+            total += bincount(cols, weights=y, minlength=b)
             parts.append((rows, cols, y))
-    mass = xp.bincount(q, weights=v, minlength=b)  # rescale each column to its personalization mass
+    mass = bincount(q, weights=v, minlength=b)  # rescale each column to its personalization mass
     scale = xp.where(total > 0, mass / xp.where(total > 0, total, 1.0), 0.0).astype(dtype)
     out = xp.zeros((b, n), dtype)  # filled query by query; returned as its (N, B) transpose
     for rows, cols, y in parts:
@@ -448,7 +448,7 @@ def _pair_blocks(xp, sp, trans, label, size, q, i, v, solve):
     where = xp.zeros(n, xp.int64)  # a node's index inside its component's block
     where[nodes] = xp.arange(nodes.size) - first[label[nodes]]
     row_nnz = xp.diff(sub.indptr)
-    comp_nnz = xp.bincount(label[nodes], weights=row_nnz, minlength=ncomp).astype(xp.int64)
+    comp_nnz = bincount(label[nodes], weights=row_nnz, minlength=ncomp).astype(xp.int64)
     cum = xp.cumsum(comp_nnz[pc])
     cuts = [0] + xp.searchsorted(cum, xp.arange(1, int(cum[-1]) // PAIR_NNZ + 1) * PAIR_NNZ).tolist() + [pair.size]
     for a, z in zip(cuts[:-1], cuts[1:]):
@@ -473,7 +473,7 @@ def _pair_blocks(xp, sp, trans, label, size, q, i, v, solve):
         ok = pair[a:z][at_seed] == sk
         y = xp.zeros(m, v.dtype)
         y[off[at_seed[ok]] + where[i[sel][ok]]] = v[sel][ok]
-        y = solve(op, y, lambda w, at=at, k=z - a: xp.bincount(at, weights=w, minlength=k),
+        y = solve(op, y, lambda w, at=at, k=z - a: bincount(at, weights=w, minlength=k),
                   lambda w, done, at=at: xp.where(done[at], 0, w).astype(w.dtype))
         yield nodes[row], cq[at], y
 

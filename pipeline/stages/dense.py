@@ -20,8 +20,7 @@ def build_index(xb: np.ndarray, kind: str = "flat", *, nlist: int = 1024, nprobe
                 ef_search: int = 128, seed: int = 13, device: str = "cpu", block: int = 65536):
     """xb: (n, d) float32 → a FAISS index over it (inner product); ``blocked``: an exact scan of
     ``xb`` (a memmap is fine) in blocks of ``block`` rows with a running top-k (``stages.blocked``)."""
-    import faiss
-
+    faiss = backend.import_faiss()
     choose("dense.index", kind, INDEXES)
     if kind == "blocked":
         from pipeline.stages.blocked import BlockedIndex
@@ -43,7 +42,7 @@ def build_index(xb: np.ndarray, kind: str = "flat", *, nlist: int = 1024, nprobe
     if device == "cuda" and backend.faiss_gpus() > 0 and kind != "hnsw":
         index = faiss.index_cpu_to_all_gpus(index)
     elif device == "cuda":
-        backend.fallback("faiss reports no GPU (faiss-gpu not installed?); dense search on cpu")
+        backend.fallback(f"faiss reports no GPU; dense search on cpu ({backend.faiss_summary()})")
     index.add(xb)
     return index
 

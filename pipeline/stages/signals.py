@@ -16,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import scipy.sparse as sp
 
 from pipeline.io import write_parquet
-from pipeline.ops.diffusion import SolverInfo, ppr
+from pipeline.ops import graphalgo
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +38,7 @@ class SignalsParams:
     seed: int = 13
     max_age_days: float = 14.0
     path: str | None = None  # None: compute in-run; else load a precomputed table
+    device: str = "cpu"  # the run's device: "cuda" computes PageRank and Leiden on cuGraph when it imports
 
 
 def _utc(now: dt.datetime) -> dt.datetime:
@@ -70,50 +70,11 @@ def _live_edges(edges: pl.DataFrame, now: dt.datetime) -> pl.DataFrame:
     return e
 
 
-def pagerank(src: np.ndarray, dst: np.ndarray, w: np.ndarray, n: int, *, damping: float = 0.85,
-             tol: float = 1e-10, max_iter: int = 1000) -> tuple[np.ndarray, SolverInfo]:
-    """Global PageRank on the weighted directed graph src→dst (parallel edges add; weights ≤ 0 dropped).
-
-    Dangling mass is spread uniformly, as in ``networkx.pagerank``. Returns ((n,) float64 summing to 1, info).
-    """
-    if n == 0:
-        return np.zeros(0), SolverInfo(0, 0.0, True)
-    keep = w > 0
-    adj = sp.csr_matrix((w[keep].astype(np.float64), (src[keep], dst[keep])), shape=(n, n))
-    x, info = ppr(adj, np.full((n, 1), 1.0 / n), damping=damping, max_iter=max_iter, tol=tol)
-    if not info.converged:
-        log.warning("pagerank did not converge in %d iterations (residual %.3g)", info.n_iter, info.residual)
-    x = x[:, 0]
-    return x / x.sum(), info
-
-
-def leiden(src: np.ndarray, dst: np.ndarray, n: int, *, resolution: float = 1.0, seed: int = 13) -> np.ndarray:
-    """Leiden communities of the undirected, unweighted simple graph (ReMe design).
-
-    Isolated nodes are their own community; ids are renumbered 0.. in order of each community's
-    smallest node index, so the result does not depend on leidenalg's labelling.
-    """
-    import igraph as ig
-    import leidenalg
-
-    if n == 0:
-        return np.zeros(0, np.int64)
-    g = ig.Graph(n=n, edges=list(zip(src.tolist(), dst.tolist())), directed=False)
-    g.simplify(multiple=True, loops=True)
-    part = leidenalg.find_partition(g, leidenalg.RBConfigurationVertexPartition, resolution_parameter=resolution,
-                                    n_iterations=-1, seed=seed)
-    raw = np.asarray(part.membership, np.int64)
-    _, first = np.unique(raw, return_index=True)  # smallest node index of each raw community
-    rank = np.empty(len(first), np.int64)
-    rank[np.argsort(first)] = np.arange(len(first))
-    return rank[raw]
-
-
 def memory_score(nodes: pl.DataFrame, now: dt.datetime) -> np.ndarray:
-    """OKS Memory Curve (§3.b.3). ``importance`` > 1 is read as a 0–10 scale and divided by 10;
-    a missing ``status`` counts as active (OKS front-matter default)."""
-    imp = _col(nodes, "importance", pl.Float64, 0.5)
-    imp = np.where(imp > 1.0, imp / 10.0, imp)
+    """OKS Memory Curve (§3.b.3) on OKS's 0–1 importance: the contract's 0–10 ``importance`` / 10
+    (a 0–1 input was scaled once at ingest, ``schema.importance_to_10``); missing = 5, OKS's 0.5.
+    A missing ``status`` counts as active (OKS front-matter default)."""
+    imp = _col(nodes, "importance", pl.Float64, 5.0) / 10.0
     days = np.floor(np.nan_to_num(_age_days(nodes, "created_at", now), nan=0.0))
     lam = (nodes["type"].cast(pl.String).replace_strict(LAMBDA, default=LAMBDA_OTHER, return_dtype=pl.Float64)
            .to_numpy() if "type" in nodes.columns else np.full(nodes.height, LAMBDA_OTHER))
@@ -142,7 +103,7 @@ def compute(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: 
     src, dst = e["src"].to_numpy().astype(np.int64), e["dst"].to_numpy().astype(np.int64)
     w = e["weight"].cast(pl.Float64).fill_null(1.0).to_numpy() if "weight" in e.columns else np.ones(len(src))
     inbound = np.bincount(dst, minlength=n).astype(np.int64)
-    pr, _ = pagerank(src, dst, w, n)
+    pr = graphalgo.pagerank(src, dst, w, n, device=params.device)
     age = _age_days(nodes, "updated_at", now)
     if "created_at" in nodes.columns:
         age = np.where(np.isnan(age), _age_days(nodes, "created_at", now), age)
@@ -151,7 +112,8 @@ def compute(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: 
     score = memory_score(nodes, now)
     return pl.DataFrame({
         "node_id": nodes["node_id"], "in_degree": inbound, "inbound": inbound, "pagerank": pr,
-        "community": leiden(src, dst, n, resolution=params.resolution, seed=params.seed),
+        "community": graphalgo.leiden(src, dst, n, resolution=params.resolution, seed=params.seed,
+                                      device=params.device),
         "recency": rec, "archived_signal": rec < ARCHIVE_BELOW, "memory_score": score,
         "tier": pl.Series(tier(score), dtype=pl.String),
     }, nan_to_null=True).with_columns(

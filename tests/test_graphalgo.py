@@ -1,0 +1,135 @@
+"""PageRank / Leiden / components dispatch: cuGraph with device=cuda when it imports, the CPU otherwise.
+
+No GPU here: the cuGraph path runs against a stand-in module that keeps cuGraph's documented
+contract (a graph holds only the vertices its edge list names; ``pagerank`` returns a frame of
+``vertex``/``pagerank``, ``leiden`` a (``vertex``/``partition`` frame, modularity) pair), computed
+with networkx. References are independent: networkx on the whole graph, a power iteration here.
+"""
+import sys
+import types
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from pipeline import backend
+from pipeline.ops import graphalgo
+from pipeline.ops.diffusion import components
+
+# 0→1, 0→2 (twice: weights add), 1→2, 2→0, 2→3; 3 dangling; 4 and 5 isolated
+SRC = np.array([0, 0, 0, 1, 2, 2])
+DST = np.array([1, 2, 2, 2, 0, 3])
+W = np.array([1.0, 1.5, 0.5, 1.0, 1.0, 0.5])
+N = 6
+
+
+def _power_iteration(src, dst, w, n, d=0.85, iters=500):
+    out = np.zeros(n)
+    np.add.at(out, src, w)
+    x = np.full(n, 1.0 / n)
+    for _ in range(iters):
+        nxt = np.zeros(n)
+        np.add.at(nxt, dst, d * x[src] * w / out[src])
+        x = nxt + (1 - d) / n + d * x[out == 0].sum() / n
+    return x
+
+
+def _fake_cugraph():
+    """cuGraph's documented surface, computed by networkx over the vertices the edge list names."""
+    lib = types.ModuleType("cugraph")
+
+    class Graph:
+        def __init__(self, directed=False):
+            self.directed = directed
+
+        def from_cudf_edgelist(self, df, source, destination, edge_attr=None, renumber=True):
+            self.nx = nx.DiGraph() if self.directed else nx.Graph()
+            for s, t, wt in zip(df[source], df[destination], df[edge_attr]):
+                self.nx.add_edge(int(s), int(t), weight=float(wt))
+
+    def pagerank(g, alpha=0.85, max_iter=100, tol=1e-5):
+        pr = nx.pagerank(g.nx, alpha=alpha, max_iter=max_iter, tol=1e-14, weight="weight")
+        return pd.DataFrame({"vertex": list(pr), "pagerank": list(pr.values())})
+
+    def leiden(g, resolution=1.0, random_state=None):
+        comms = nx.community.louvain_communities(g.nx, resolution=resolution, seed=random_state)
+        rows = [(v, 100 + c) for c, members in enumerate(comms) for v in members]  # arbitrary labels
+        return pd.DataFrame(rows, columns=["vertex", "partition"]), 0.0
+
+    lib.Graph, lib.pagerank, lib.leiden = Graph, pagerank, leiden
+    return lib
+
+
+@pytest.fixture
+def fresh():
+    backend.reset()
+    yield
+    backend.reset()
+
+
+@pytest.fixture
+def fake_cugraph(monkeypatch, fresh):
+    cudf = types.ModuleType("cudf")
+    cudf.DataFrame = pd.DataFrame
+    monkeypatch.setitem(sys.modules, "cudf", cudf)
+    monkeypatch.setitem(sys.modules, "cugraph", _fake_cugraph())
+
+
+def test_pagerank_cpu_matches_a_power_iteration(fresh):
+    got = graphalgo.pagerank(SRC, DST, W, N, device="cpu")
+    np.testing.assert_allclose(got, _power_iteration(SRC, DST, W, N), atol=1e-9)
+    assert backend.GRAPH_IMPL["pagerank"] == "scipy" and backend.FALLBACKS == []
+
+
+def test_cuda_without_cugraph_falls_back_to_cpu(monkeypatch, fresh):
+    monkeypatch.setitem(sys.modules, "cugraph", None)  # import cugraph → ImportError
+    got = graphalgo.pagerank(SRC, DST, W, N, device="cuda")
+    np.testing.assert_allclose(got, _power_iteration(SRC, DST, W, N), atol=1e-9)
+    comm = graphalgo.leiden(SRC, DST, N, device="cuda")
+    assert comm.tolist()[4:] == [comm[4], comm[4] + 1] and comm[4] > comm[:4].max()  # isolated: alone
+    assert backend.GRAPH_IMPL == {"pagerank": "scipy", "leiden": "leidenalg", "components": "scipy"}
+    assert len(backend.FALLBACKS) == 1 and "cugraph does not import" in backend.FALLBACKS[0]
+
+
+def test_pagerank_cugraph_path_extends_to_isolated_nodes(fake_cugraph):
+    got = graphalgo.pagerank(SRC, DST, W, N, device="cuda")
+    g = nx.DiGraph()
+    g.add_nodes_from(range(N))
+    for s, t, wt in zip(SRC, DST, W):
+        g.add_edge(int(s), int(t), weight=g.get_edge_data(s, t, {"weight": 0.0})["weight"] + wt)
+    ref = nx.pagerank(g, alpha=0.85, tol=1e-14, weight="weight")  # the whole graph, isolated nodes included
+    np.testing.assert_allclose(got, [ref[i] for i in range(N)], atol=1e-9)
+    assert backend.GRAPH_IMPL == {"pagerank": "cugraph"} and backend.FALLBACKS == []
+
+
+def test_leiden_cugraph_path_renumbers_and_keeps_isolated_nodes_alone(fake_cugraph):
+    tri = np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5], [5, 3], [2, 3], [1, 1]])  # + a self-loop
+    got = graphalgo.leiden(tri[:, 0], tri[:, 1], 8, device="cuda")
+    assert got.tolist() == [0, 0, 0, 1, 1, 1, 2, 3]  # two triangles; 6 and 7 isolated; by smallest node
+    assert backend.GRAPH_IMPL == {"leiden": "cugraph"}
+
+
+def test_components_cpu_match_networkx(fresh):
+    adj = sp.csr_matrix((np.ones(3), ([0, 3, 4], [1, 2, 3])), shape=(6, 6))  # 0→1, 3→2, 4→3; 5 alone
+    got = np.asarray(components(adj, "cpu"))
+    ref = list(nx.weakly_connected_components(nx.DiGraph(list(zip(*adj.nonzero()))))) + [{5}]
+    for comp in ref:
+        assert len({int(got[v]) for v in comp}) == 1
+    assert len(set(got.tolist())) == len(ref) == 3
+    assert backend.GRAPH_IMPL == {"components": "scipy"}
+
+
+def test_run_manifest_names_the_graph_libraries_and_the_faiss_distribution(compose, tmp_path):
+    import importlib.metadata
+
+    from conftest import tiny_ws_overrides
+    from pipeline import runner
+
+    cfg = compose([*tiny_ws_overrides(), "preset=best", "embed=hashing", "signals=default", "report=false",
+                   f"out_dir={tmp_path / 'run'}"])
+    man = runner.run(cfg, tmp_path / "run")["manifest"]
+    assert man["graph_algorithms"] == {"pagerank": "scipy", "leiden": "leidenalg", "components": "scipy"}
+    assert man["versions"]["faiss-cpu"] == importlib.metadata.version("faiss-cpu")
+    assert not any(d.startswith(("cupy", "cugraph", "faiss-gpu")) for d in man["versions"])
