@@ -106,7 +106,7 @@ def test_worker_builds_corpus_work_once(ray_cluster, compose, tmp_path, monkeypa
         fn = getattr(mod, name)
         monkeypatch.setattr(mod, name, lambda *a, _fn=fn, _n=name, **k: calls.update([_n]) or _fn(*a, **k))
     shipped = Dataset(ds.name, ds.nodes, ds.queries, ds.edges, None, ds.fingerprints, Counter())
-    worker = executor.ShardWorker(executor.shard_config(cfg, runner.run_now(cfg, *runner.drop_empty(ds))),
+    worker = executor.ShardWorker(executor.shard_config(cfg),
                                   [ray_cluster.put(shipped)], os.getcwd())
     assert calls == {"embed_nodes": 1}
     out = worker({"shard": np.array([0, 1]), "qidx": [np.arange(0, 10), np.arange(10, 20)]})
