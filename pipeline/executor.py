@@ -35,6 +35,7 @@ from pipeline.errors import ConfigError, choose
 log = logging.getLogger(__name__)
 EXECUTORS = ("local", "ray")
 PER_QUERY_ROWS = ("query_parts", "candidates", "residual_hits", "graph_hits", "anchors", "cooccur_boosts")
+PER_GROUP_MAX_ROWS = ("graph_edges", "hubs")  # the largest query group's (grouprun.count_max)
 DRIVER_SKIPPED = ("empty_node_text", "empty_query_text")  # counted by the driver's own ingest
 
 
@@ -200,6 +201,8 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
         for k, v in m["rows"].items():
             if k in PER_QUERY_ROWS:
                 timer.rows[k] = timer.rows.get(k, 0) + v
+            elif k in PER_GROUP_MAX_ROWS:
+                timer.rows[k] = max(timer.rows.get(k, 0), v)
             elif k not in timer.rows and k not in ("recall", "queries_without_results"):
                 timer.rows[k] = v
     timer.rows["recall"] = recall.height

@@ -81,7 +81,13 @@ def corpus_step(memo: dict | None, name: str, nodes: pl.DataFrame, compute):
 
 
 def count(timer, name: str, n: int) -> None:
+    """A per-query count: summed over groups (and over Ray shards)."""
     timer.rows[name] = timer.rows.get(name, 0) + int(n)
+
+
+def count_max(timer, name: str, n: int) -> None:
+    """A per-group size (graph edges, hubs): the largest group's, whichever way queries were split."""
+    timer.rows[name] = max(timer.rows.get(name, 0), int(n))
 
 
 def slice_group(sh: Shared, nodes: pl.DataFrame, queries: pl.DataFrame, key: tuple, rows: np.ndarray,
@@ -188,8 +194,8 @@ def _graph(sh: Shared, g: Group, enabled: list[str]):
     if cfg.diffuse.method != "none":
         embed = (lambda t: embed_cached(sh.encoder, t, sh.cache, sh.device)[0]) if "dense" in enabled else None
         hub_graph = corpus_step(sh.memo, "hubs", g.nodes, lambda: hubs.build(g.nodes, hub_p, embed))
-    count(sh.timer, "graph_edges", edges.height)
-    count(sh.timer, "hubs", 0 if hub_graph is None else hub_graph.size)
+    count_max(sh.timer, "graph_edges", edges.height)
+    count_max(sh.timer, "hubs", 0 if hub_graph is None else hub_graph.size)
     return edges, hub_graph, hub_p
 
 
