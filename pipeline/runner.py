@@ -169,8 +169,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     sh, n_embedded = embed_run(cfg, ds, nodes, queries, device, timer, memo)
     if ds.edges is not None and (cfg.diffuse.method != "none" or cfg.signals.enabled):
         graph.explicit_edges(ds.edges, nodes["node_id"], {}, ds.skipped)  # dangling/self-loop counts, once
-    outs = [grouprun.run_group(sh, grouprun.slice_group(sh, nodes, queries, key, rows, qs, now))
-            for key, rows, qs, now in run_groups(nodes, queries, cfg.include_archived, config_now(cfg)) if len(rows)]
+    outs = run_all_groups(sh, nodes, queries)
     recall = in_query_order([o.recall for o in outs], queries, ["rank"]) if outs else no_recall(enabled=cfg.channels)
     if cfg.novelty.enabled:
         io.write_parquet(out_dir / "novelty.parquet", in_query_order([o.novelty for o in outs], queries, []))
@@ -182,6 +181,21 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     reused = sorted({r for o in outs for r in o.reused})
     freshness = outs[0].freshness if outs else {"status": "disabled"}
     return finish(cfg, out_dir, ds, nodes, queries, recall, timer, device, sh.xb, n_embedded, reused, freshness)
+
+
+def run_all_groups(sh: grouprun.Shared, nodes: pl.DataFrame, queries: pl.DataFrame) -> list:
+    """``grouprun.run_group`` for every query group that sees at least one node. Without a caller's
+    memo, the per-node-table steps (graph, hubs, signals) are still shared by the groups that see the
+    same nodes at other reference times (``run_groups`` yields them one after another)."""
+    own, last, outs = sh.memo is None, None, []
+    sh.memo = {} if own else sh.memo
+    for key, rows, qs, now in run_groups(nodes, queries, sh.cfg.include_archived, config_now(sh.cfg)):
+        if own and (last is None or not np.array_equal(last, rows)):
+            sh.memo.clear()
+            last = rows
+        if len(rows):
+            outs.append(grouprun.run_group(sh, grouprun.slice_group(sh, nodes, queries, key, rows, qs, now)))
+    return outs
 
 
 def config_now(cfg: DictConfig) -> dt.datetime | None:
