@@ -193,8 +193,8 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
     recall = recall[order]
     for name in sorted({n for r in results for n in r["frames"]} - {"recall"}):
         parts = [r["frames"][name] for r in results if name in r["frames"]]
-        # signals: one row per node, as runner.run merges its groups; anything else is per query
-        frame = grouprun.merge_signals(parts) if name == "signals" else pl.concat(parts, how="vertical")
+        # signals: one row per node, as runner.run merges its groups; anything else is per query, in query order
+        frame = grouprun.merge_signals(parts) if name == "signals" else runner.in_query_order(parts, queries, [])
         io.write_parquet(out_dir / f"{name}.parquet", frame)
     mans = [r["manifest"] for r in results]
     for m in mans:
