@@ -113,6 +113,7 @@ def merge_signals(parts: list) -> pl.DataFrame | None:
     return (pl.concat(frames, how="diagonal_relaxed").sort("node_id", "group_key")
             .unique("node_id", keep="first", maintain_order=True))
 
+
 def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str],
               extra: list[str] = (), group_docs: bool = False) -> pl.DataFrame:
     found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]

@@ -95,7 +95,6 @@ def query_half(queries: pl.DataFrame, part: str) -> pl.DataFrame:
     return queries.filter(pl.Series(bit) == (0 if part == "a" else 1))
 
 
-
 def embed_nodes(cfg: DictConfig, nodes: pl.DataFrame, device: str):
     """(encoder, cache, node embeddings (n, d), number of texts actually encoded)."""
     encoder = call_target(cfg.embed.encoder)
@@ -136,7 +135,6 @@ def analyze_run(run_dir: str | Path) -> list[str]:
 
     run_report(run_dir)
     return [f"{n}.parquet" for n in frames]
-
 
 
 def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = None) -> dict:
