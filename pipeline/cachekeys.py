@@ -2,16 +2,16 @@
 
 - **query hash**: every column of the query row (text, context, viewer, now, doc_scope, …).
 - **scope**: a query's ``doc_scope`` (sorted, deduplicated) or the whole corpus; ``scope_id`` names
-  the partition. Its **version** hashes the nodes inside it (every column; the rows of a
-  ``signals.path`` table are joined in) and the explicit edges touching them. When the recipe makes
-  scopes depend on each other (``recipe_is_global``: signals computed in-run — PageRank and Leiden
-  are corpus-wide — or kNN edges over all nodes), every scope's version is the whole corpus's.
-- **recipe**: the resolved config without paths, data location and outputs that do not change the
-  recall table, plus the run's reference time (``runner.run_now``) and the code/hash versions.
+  the partition. Its **version** hashes everything the query's group reads (``pipeline.grouprun``):
+  the nodes inside the scope (every column, so visibility, archived and timestamps — the reference
+  time falls back to the latest of them; the rows of a ``signals.path`` table are joined in) and the
+  explicit edges touching them. Every statistic (hub counts, signals, kNN edges, BM25 idf) is
+  computed per group from those nodes, so no scope's version depends on another scope.
+- **recipe**: the resolved config (``now=`` included) without paths, data location and outputs
+  that do not change the recall table, plus the code/hash versions.
 """
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import importlib.metadata
 import json
@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 
 ALL = "all"
-NOT_RECIPE = ("out_dir", "cache_dir", "data_dir", "data", "report", "eval", "inject", "analyze", "now")
+NOT_RECIPE = ("out_dir", "cache_dir", "data_dir", "data", "report", "eval", "inject", "analyze")
 
 
 def _sha(*chunks: bytes) -> str:
@@ -33,23 +33,16 @@ def _sha(*chunks: bytes) -> str:
     return h.hexdigest()[:16]
 
 
-def recipe_is_global(cfg: DictConfig) -> bool:
-    """True when one scope's results can depend on nodes outside it."""
-    in_run_signals = bool(cfg.signals.enabled) and cfg.signals.get("path") is None
-    return in_run_signals or int(cfg.graph.get("knn_k", 0)) > 0
-
-
-def recipe_hash(cfg: DictConfig, now: dt.datetime) -> str:
+def recipe_hash(cfg: DictConfig) -> str:
     conf = OmegaConf.to_container(cfg, resolve=True)
     conf = {k: v for k, v in conf.items() if k not in NOT_RECIPE}
     conf["signals"] = {k: v for k, v in conf.get("signals", {}).items() if k != "path"}
-    conf["_now"] = now.isoformat()
     conf["_versions"] = [importlib.metadata.version("recall-pipeline"), pl.__version__]
     return _sha(json.dumps(conf, sort_keys=True, default=str).encode())
 
 
 def scope_of(doc_scope) -> tuple[str, ...] | None:
-    return None if doc_scope is None or len(doc_scope) == 0 else tuple(sorted(set(doc_scope)))
+    return None if doc_scope is None else tuple(sorted(set(doc_scope)))  # [] sees nothing (ops.scope)
 
 
 def scope_id(scope: tuple[str, ...] | None) -> str:
@@ -81,13 +74,6 @@ def scope_rows(nodes: pl.DataFrame, scopes) -> dict:
     return {s: got.get(j, np.zeros(0, np.int64)) for j, s in enumerate(scopes)}
 
 
-def subset_safe(cfg: DictConfig) -> bool:
-    """True when a scope's queries can run on that scope's nodes alone with the same results
-    (nothing corpus-wide, signal rows aligned by index, temporal chains inside one doc)."""
-    temporal_ok = not cfg.graph.get("temporal", False) or cfg.graph.get("temporal_key") == "doc_id"
-    return not recipe_is_global(cfg) and not (cfg.signals.enabled and cfg.signals.get("path")) and temporal_ok
-
-
 def _node_hashes(nodes: pl.DataFrame, signals_path: str | None) -> np.ndarray:
     if signals_path and Path(signals_path).is_file():
         sig = pl.read_parquet(signals_path)
@@ -111,8 +97,6 @@ def scope_versions(nodes: pl.DataFrame, edges: pl.DataFrame | None, scopes: list
     nh = _node_hashes(nodes, cfg.signals.get("path") if cfg.signals.enabled else None)
     src, dst, eh = _edge_ends(nodes, edges)
     whole = _sha(nh.tobytes(), eh.tobytes())
-    if recipe_is_global(cfg):
-        return {s: whole for s in scopes}
     digest = nh.copy()  # node row hash + the hashes of the explicit edges touching the node (mod 2^64)
     for end in (src, dst):
         np.add.at(digest, end[end >= 0], eh[end >= 0])
@@ -120,8 +104,8 @@ def scope_versions(nodes: pl.DataFrame, edges: pl.DataFrame | None, scopes: list
     return {s: whole if s is None else _sha(digest[rows[s]].tobytes()) for s in scopes}
 
 
-def query_keys(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame | None,
-               now: dt.datetime) -> pl.DataFrame:
+def query_keys(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame | None
+               ) -> pl.DataFrame:
     """One row per query: query_id, scope (partition id), doc_scope, query_hash, scope_version, recipe."""
     scopes = [scope_of(s) for s in (queries["doc_scope"].to_list() if "doc_scope" in queries.columns
                                      else [None] * queries.height)]
@@ -131,5 +115,5 @@ def query_keys(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame, edge
         "scope": [scope_id(s) for s in scopes],
         "query_hash": query_hashes(queries),
         "scope_version": [versions[s] for s in scopes],
-        "recipe": recipe_hash(cfg, now),
+        "recipe": recipe_hash(cfg),
     })

@@ -1,11 +1,12 @@
 """``executor=ray``: the per-query stages of ``runner.run`` on query shards under Ray Data.
 
-The driver loads the dataset, pins the run's reference time (as ``recall precompute`` does), cuts
-the queries into shards and hands them to ``num_workers`` actors through
+The driver loads the dataset, cuts the queries into shards and hands them to ``num_workers`` actors through
 ``ray.data.from_items(shards).map_batches(ShardWorker, batch_size=1)``. Each actor receives the
 dataset once, in ``__init__``, and runs every shard it gets through ``runner.run`` (executor=local,
-all nodes, only that shard's queries) — the same stage code as a local run. Corpus-wide work that
-does not depend on the queries (node embeddings with their encoder, the graph, the hubs, the
+all nodes, only that shard's queries) — the same stage code as a local run: each query group
+(``ops.scope.run_groups``) runs ``grouprun.run_group`` on its own nodes at its own reference time,
+so a shard's answer does not depend on the other shards. Work that does not depend on the
+queries (node embeddings with their encoder; per group's node table: the graph, the hubs, the
 signals) is computed once per actor through ``runner.corpus_step`` — the embeddings in ``__init__``, the rest on its first
 shard — and reused for the shards that follow. The driver merges the
 recall rows in query order; export, evaluation and the manifest then run once on the driver
@@ -34,6 +35,7 @@ from pipeline.errors import ConfigError, choose
 log = logging.getLogger(__name__)
 EXECUTORS = ("local", "ray")
 PER_QUERY_ROWS = ("query_parts", "candidates", "residual_hits", "graph_hits", "anchors", "cooccur_boosts")
+PER_GROUP_MAX_ROWS = ("graph_edges", "hubs")  # the largest query group's (grouprun.count_max)
 DRIVER_SKIPPED = ("empty_node_text", "empty_query_text")  # counted by the driver's own ingest
 
 
@@ -77,11 +79,11 @@ def shard_queries(queries: pl.DataFrame, n_shards: int) -> list[np.ndarray]:
     return out
 
 
-def shard_config(cfg: DictConfig, now) -> dict:
-    """The config each shard runs: executor=local, the reference time pinned, no driver-only outputs."""
+def shard_config(cfg: DictConfig) -> dict:
+    """The config each shard runs: executor=local, no driver-only outputs."""
     from pipeline.precompute import subset_config
 
-    sub = subset_config(cfg, now, Path("."))
+    sub = subset_config(cfg, Path("."))
     sub.executor, sub.query_part = "local", None
     return OmegaConf.to_container(sub, resolve=True)
 
@@ -93,7 +95,7 @@ def _to_ipc(frame: pl.DataFrame) -> bytes:
 
 
 class ShardWorker:
-    """A Ray Data actor: holds the dataset and the corpus-wide work, runs one shard per call."""
+    """A Ray Data actor: holds the dataset and the per-node-table work (memo), runs one shard per call."""
 
     def __init__(self, cfg: dict, dataset_ref: list, cwd: str) -> None:
         from pipeline import backend, runner
@@ -177,29 +179,30 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
                device: str) -> tuple[pl.DataFrame, dict]:
     """Recall of every query, computed shard by shard on Ray; also writes the other per-run Parquet
     outputs (novelty, signals) into ``out_dir``. Returns (recall, keyword arguments of ``runner.finish``)."""
-    from pipeline import io, runner
+    from pipeline import grouprun, io, runner
 
     choose("executor", cfg.executor, EXECUTORS)
     opts = cfg.get("ray") or {}
-    now = runner.run_now(cfg, nodes, queries)
     shards = shard_queries(queries, int(opts.get("shards", 8)))
     t0 = time.perf_counter()
     with timer.stage("shards"):
-        results = _run_on_ray(cfg, ds, queries, shards, shard_config(cfg, now))
+        results = _run_on_ray(cfg, ds, queries, shards, shard_config(cfg))
     pos = {q: i for i, q in enumerate(queries["query_id"].cast(pl.String).to_list())}
     recall = pl.concat([r["frames"]["recall"] for r in results], how="vertical")
     order = np.argsort(np.array([pos[q] for q in recall["query_id"].to_list()], dtype=np.int64), kind="stable")
     recall = recall[order]
     for name in sorted({n for r in results for n in r["frames"]} - {"recall"}):
         parts = [r["frames"][name] for r in results if name in r["frames"]]
-        # signals are corpus-wide (the same table in every shard); anything else is per query
-        frame = parts[0] if name == "signals" else pl.concat(parts, how="vertical")
+        # signals: one row per node, as runner.run merges its groups; anything else is per query, in query order
+        frame = grouprun.merge_signals(parts) if name == "signals" else runner.in_query_order(parts, queries, [])
         io.write_parquet(out_dir / f"{name}.parquet", frame)
     mans = [r["manifest"] for r in results]
     for m in mans:
         for k, v in m["rows"].items():
             if k in PER_QUERY_ROWS:
                 timer.rows[k] = timer.rows.get(k, 0) + v
+            elif k in PER_GROUP_MAX_ROWS:
+                timer.rows[k] = max(timer.rows.get(k, 0), v)
             elif k not in timer.rows and k not in ("recall", "queries_without_results"):
                 timer.rows[k] = v
     timer.rows["recall"] = recall.height
@@ -213,7 +216,7 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
     info = {"name": "ray", "shards": len(shards), "workers": len({r["pid"] for r in results}),
             "num_workers": int(opts.get("num_workers", 2)), "shard_queries": [len(s) for s in shards],
             "wall_s": round(time.perf_counter() - t0, 4), "worker_timings_s": stage_sum,
-            "worker_peak_rss_mb": max(m["peak_rss_mb"] for m in mans), "now": now.isoformat()}
+            "worker_peak_rss_mb": max(m["peak_rss_mb"] for m in mans)}
     fallbacks = {json.dumps(f, sort_keys=True, default=str): f for m in mans for f in m["fallbacks"]}
     from pipeline import backend
 

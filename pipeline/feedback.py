@@ -87,16 +87,21 @@ def overlay(nodes: pl.DataFrame, table: pl.DataFrame) -> pl.DataFrame:
 
 
 def resolve(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params) -> tuple:
-    """``signals.resolve``; a feedback table (one with ``revision``) is overlaid on the nodes and the
-    per-node signals are recomputed with its access state. Returns (nodes, table, freshness)."""
+    """``signals.resolve`` on the nodes and edges one query group sees. A loaded table
+    (``signals.path``, fresh at ``now``) gives per-node state only: its access columns are overlaid
+    on the nodes and every signal is recomputed on them with this group's graph, so PageRank,
+    communities and degrees never count nodes or edges the group cannot see (sealed scopes).
+    Returns (nodes, table, freshness)."""
     table, fresh = signals.resolve(nodes, edges, now, params)
-    if table is None or "revision" not in table.columns:
+    if table is None or params.path is None:
         return nodes, table, fresh
+    table = table.filter(pl.col("node_id").is_in(nodes["node_id"].implode()))
     nodes = overlay(nodes, table)
     keep = [c for c in ("last_access_at", "access_days", "hits_30d", "revision") if c in table.columns]
     fresh_table = signals.compute(nodes, edges, now, params)
     out = fresh_table.join(table.select("node_id", *keep), on="node_id", how="left", maintain_order="left")
-    return nodes, out, {**fresh, "revision": int(table["revision"].max())}
+    return nodes, out, {**fresh, **({"revision": int(table["revision"].max())} if "revision" in table.columns
+                                    and table.height else {})}
 
 
 def _run_inputs(run_dir: Path, injected: bool) -> tuple[dict, pl.DataFrame]:

@@ -9,8 +9,9 @@ Layout under ``<cache_dir>/recall/`` (hive-partitioned Parquet, e.g.
 Each row carries its query's key (``query_hash``, ``scope_version``, ``recipe``), so a partition
 is self-describing and written atomically as one file; a query with no recall keeps one row with a
 null ``rank`` (still a cache hit). The missed queries run through ``runner.run`` as one subset of
-the dataset (all nodes, only those queries), with the run's reference time pinned so their
-results equal those of a full run.
+the dataset: only those queries and the nodes their groups may see. A query's result depends only
+on its own group (``pipeline.grouprun``: its visible nodes, the edges among them, its reference
+time), so the rows served equal those of a full run by construction.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import cachekeys, io, runner
 from pipeline.dataset import Dataset
+from pipeline.ops.scope import scope_groups
 
 log = logging.getLogger(__name__)
 KEY_COLUMNS = ["query_hash", "scope_version", "recipe"]
@@ -44,30 +46,38 @@ def read_keys(root: Path) -> pl.DataFrame:
     return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
 
-def subset_config(cfg: DictConfig, now: dt.datetime, out_dir: Path) -> DictConfig:
+def served(cache_dir: str | Path) -> pl.DataFrame:
+    """The recall rows the cache serves, sorted by query then rank: every partition without the key
+    columns and the null-rank rows that stand for "no recall" (comparable to a run's recall.parquet)."""
+    parts = [pl.read_parquet(p) for p in sorted((Path(cache_dir) / "recall").glob("scope=*/data.parquet"))]
+    if not parts:
+        return pl.DataFrame(schema={"query_id": pl.String, "rank": pl.Int32})
+    rows = pl.concat(parts, how="diagonal_relaxed").filter(pl.col("rank").is_not_null()).drop(KEY_COLUMNS)
+    return rows.sort(["query_id", "rank"], maintain_order=True)
+
+
+def subset_config(cfg: DictConfig, out_dir: Path) -> DictConfig:
+    """The config of a run on a subset: the same recipe, no report, injection or analysis."""
     sub = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    sub.now, sub.report, sub.out_dir = now.isoformat(), False, str(out_dir)
+    sub.report, sub.out_dir = False, str(out_dir)
     sub.inject.format, sub.analyze.enabled = "none", False
     return sub
 
 
 def scope_nodes(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> pl.DataFrame:
-    """The nodes the missed queries can see: the union of their scopes when that gives the same
-    results (``cachekeys.subset_safe``) and none of them spans the whole corpus; else all nodes."""
-    scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None]
-    scopes = {cachekeys.scope_of(s) for s in scopes}
-    if None in scopes or "doc_id" not in nodes.columns or not cachekeys.subset_safe(cfg):
-        return nodes
-    rows = np.unique(np.concatenate(list(cachekeys.scope_rows(nodes, scopes).values())))
+    """The nodes the given queries' groups may see (``ops.scope.scope_groups``): nothing else can
+    change their results, so the other nodes are neither embedded nor read."""
+    groups = scope_groups(nodes, queries, bool(cfg.include_archived))
+    rows = np.unique(np.concatenate([r for _k, r, _q in groups] + [np.zeros(0, np.int64)]))
     return nodes[rows]
 
 
-def compute_missing(cfg: DictConfig, ds: Dataset, miss: pl.DataFrame, now: dt.datetime, out_dir: Path) -> tuple[pl.DataFrame, dict]:
+def compute_missing(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame, miss: pl.DataFrame,
+                    out_dir: Path) -> tuple[pl.DataFrame, dict]:
     """Recall rows (with key columns) of the missed queries, by one ``runner.run`` on that subset."""
-    ids = miss["query_id"].implode()
-    sub = Dataset(ds.name, scope_nodes(cfg, ds.nodes, ds.queries.filter(pl.col("query_id").is_in(ids))),
-                  ds.queries.filter(pl.col("query_id").is_in(ids)), ds.edges, None, ds.fingerprints, Counter())
-    res = runner.run(subset_config(cfg, now, out_dir), out_dir, dataset=sub)
+    missed = queries.filter(pl.col("query_id").is_in(miss["query_id"].implode()))
+    sub = Dataset(ds.name, scope_nodes(cfg, nodes, missed), missed, ds.edges, None, ds.fingerprints, Counter())
+    res = runner.run(subset_config(cfg, out_dir), out_dir, dataset=sub)
     rows = pl.read_parquet(Path(out_dir) / "recall.parquet")
     keyed = miss.drop("scope").join(rows, on="query_id", how="left")  # no recall → one null-rank row
     return keyed.select(*rows.columns, *KEY_COLUMNS), res["manifest"]
@@ -104,15 +114,14 @@ def precompute(cfg: DictConfig, out_dir: str | Path, dataset: Dataset | None = N
     root.mkdir(parents=True, exist_ok=True)
     ds = dataset if dataset is not None else runner.call_target(cfg.data)
     nodes, queries = runner.drop_empty(ds)
-    now = runner.run_now(cfg, nodes, queries)
-    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges, now)
+    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges)
     scope_of_q = keys.select("query_id", "scope")
     hit = keys.join(read_keys(root), on=["query_id", "scope", *KEY_COLUMNS], how="semi")
     miss = keys.join(hit, on="query_id", how="anti")
     t_keys = time.perf_counter() - t0
     new, run_manifest = pl.DataFrame(schema={"query_id": pl.String, "scope": pl.String}), None
     if miss.height:
-        new, run_manifest = compute_missing(cfg, ds, miss, now, Path(out_dir))
+        new, run_manifest = compute_missing(cfg, ds, nodes, queries, miss, Path(out_dir))
         new = new.join(scope_of_q, on="query_id", how="left")
     t_run = time.perf_counter() - t0 - t_keys
     (root / "_manifest.json").unlink(missing_ok=True)  # partitions change now; manifest comes last
@@ -123,7 +132,7 @@ def precompute(cfg: DictConfig, out_dir: str | Path, dataset: Dataset | None = N
     for s in scopes:
         parts[cachekeys.scope_id(cachekeys.scope_of(s))]["doc_scope"] = cachekeys.scope_of(s)
     summary = {"hits": hit.height, "misses": miss.height, "recipe": keys["recipe"][0] if keys.height else None,
-               "now": now.isoformat(), "global_scopes": cachekeys.recipe_is_global(cfg), "partitions": parts,
+               "partitions": parts,
                **changed, "timings_s": {"keys": round(t_keys, 4), "run": round(t_run, 4),
                                         "total": round(time.perf_counter() - t0, 4)},
                "run_timings_s": run_manifest["timings_s"] if run_manifest else {}, "data_notes": dict(ds.notes),

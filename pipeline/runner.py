@@ -12,11 +12,11 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import backend, feedback, io
+from pipeline import backend, grouprun, io
 from pipeline.errors import ConfigError, choose
-from pipeline.stages import (analyze, anchors, channels, dense, diffuse, evaluate, fuse, graph, hubs, inject, novelty,
-                             cooccur, probrecall, query, score, scope_policy, signals)
-from pipeline.stages.select import SelectParams, select
+from pipeline.grouprun import corpus_step, to_recall  # noqa: F401  (runner.corpus_step / to_recall: public API)
+from pipeline.ops.scope import run_groups
+from pipeline.stages import analyze, evaluate, graph, inject, query
 from pipeline.stages.embed import EmbeddingCache, embed_cached
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,8 @@ class Timer:
         t0 = time.perf_counter()
         log.info("stage %s ...", name)
         yield
-        self.seconds[name] = round(time.perf_counter() - t0, 4)
+        # a stage that runs once per query group adds up
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - t0, 4)
 
 
 def embed_texts(nodes: pl.DataFrame, include_title: bool) -> list[str]:
@@ -72,65 +73,6 @@ def embed_texts(nodes: pl.DataFrame, include_title: bool) -> list[str]:
     if not include_title or "title" not in nodes.columns:
         return texts
     return [t if not ti or t.startswith(ti) else f"{ti}\n{t}" for t, ti in zip(texts, nodes["title"].to_list())]
-
-
-def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str],
-              extra: list[str] = (), group_docs: bool = False) -> pl.DataFrame:
-    found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]
-    for comp in ("residual", "graph"):
-        if comp in sel.columns:
-            found.append(pl.when(pl.col(comp) > 0).then(pl.lit(comp)))
-    if "probabilistic" in sel.columns:
-        found.append(pl.when(pl.col("probabilistic")).then(pl.lit("probabilistic")))
-    out = sel.with_columns(
-        query_id=pl.Series(queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String),
-        node_id=pl.Series(ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String),
-        channel=pl.concat_str(found, separator="+", ignore_nulls=True),
-    )
-    cols = ["query_id", "rank", "node_id", "score", "channel", *enabled, "fused",
-            *[c for c in ("residual", "graph") if c in sel.columns], *extra,
-            *(["dpp_gain"] if "dpp_gain" in sel.columns else [])]
-    if "doc_id" in ds_nodes.columns:
-        out = out.with_columns(doc_id=pl.Series(ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String))
-        cols.insert(3, "doc_id")
-        if group_docs:  # ReMe node-level surface: the document's front-matter name and description
-            for src, dst in (("title", "doc_title"), ("description", "doc_summary")):
-                if src in ds_nodes.columns:
-                    out = out.with_columns(pl.Series(dst, ds_nodes[src].to_numpy()[sel["node_idx"].to_numpy()],
-                                                     dtype=pl.String))
-                    cols.insert(cols.index("doc_id") + 1, dst)
-    return out.select(cols)
-
-
-def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: list[str], xb, parts,
-                  fusion: dict) -> pl.DataFrame:
-    """Join a new score component (graph energy, residual similarity) onto the candidates; nodes it
-    alone found get their exact cosine (when the dense channel is on) and are fused again with the
-    other components at 0."""
-    out = cand.join(g, on=["query_idx", "node_idx"], how="full", coalesce=True)
-    if "dense" in enabled:
-        new = out["dense"].is_null().to_numpy()
-        if new.any():
-            qi, ni = out["query_idx"].to_numpy()[new], out["node_idx"].to_numpy()[new]
-            d = out["dense"].to_numpy().copy()
-            d[new] = channels.dense_pairs(*parts, xb, qi, ni)
-            out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
-    out = fuse.fuse(out.drop("fused"), enabled, fusion["method"], **{k: v for k, v in fusion.items() if k != "method"})
-    return out.with_columns(pl.col(column).fill_null(0.0))
-
-
-def stage_key(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, keys: list[str]) -> str:
-    """Fingerprint of a stage's inputs: the config keys it reads, the input files, the node and
-    query tables. Finished stages are cached under it and reused by a rerun (after a crash, say)."""
-    import hashlib
-
-    h = hashlib.sha256(io.config_hash({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
-                                       else cfg[k] for k in keys}).encode())
-    h.update(io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)).encode())
-    h.update(io.config_hash(sorted(ds.fingerprints.items())).encode())
-    for frame in (nodes, queries):
-        h.update(str(frame.hash_rows(seed=0).sum()).encode() + str(frame.shape).encode())
-    return h.hexdigest()[:20]
 
 
 def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -152,17 +94,6 @@ def query_half(queries: pl.DataFrame, part: str) -> pl.DataFrame:
     choose("query_part", part, ("a", "b"))
     bit = [hashlib.sha1(q.encode()).digest()[0] & 1 for q in queries["query_id"].cast(pl.String).to_list()]
     return queries.filter(pl.Series(bit) == (0 if part == "a" else 1))
-
-
-def corpus_step(memo: dict | None, name: str, nodes: pl.DataFrame, compute):
-    """Query-independent work on the corpus (embeddings, graph, hubs, signals): computed once per
-    node table when ``memo`` is given. A Ray worker keeps one memo across the shards it runs."""
-    if memo is None:
-        return compute()
-    key = (name, nodes.shape, tuple(nodes.columns), int(nodes.hash_rows(seed=0).sum()))
-    if key not in memo:
-        memo[key] = compute()
-    return memo[key]
 
 
 def embed_nodes(cfg: DictConfig, nodes: pl.DataFrame, device: str):
@@ -207,31 +138,17 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     return [f"{n}.parquet" for n in frames]
 
 
-def run_now(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> dt.datetime:
-    """The run's reference time: ``now=`` if set, else the latest query ``now``, else the latest node
-    timestamp, else 1970-01-01 — never the wall clock, so reruns give the same bytes."""
-    if cfg.get("now"):
-        from pipeline.schema import parse_timestamp
-
-        return parse_timestamp(cfg.now, "config", None, "now")
-    for frame, cols in ((queries, ["now"]), (nodes, ["updated_at", "created_at", "last_access_at"])):
-        stamps = [frame[c].max() for c in cols if c in frame.columns and frame[c].null_count() < frame.height]
-        if stamps:
-            return max(stamps)
-    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
 def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = None) -> dict:
     """Run every stage; ``dataset`` (a ``Dataset``) replaces ``cfg.data`` when given (tests, API use);
-    ``memo`` keeps the corpus-wide steps between runs over the same nodes (see ``corpus_step``)."""
+    ``memo`` keeps the per-node-table steps between runs over the same nodes (see ``corpus_step``).
+    Node and query embeddings are computed once; everything after runs per group of queries that see
+    the same nodes (``pipeline.grouprun``), and the recall rows come back in query order."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "manifest.json").unlink(missing_ok=True)  # no stale "finished" marker while we work
     timer = Timer()
-    reused: list[str] = []
     backend.reset()
     device = backend.resolve_device(cfg.device)
-    enabled = list(cfg.channels)
 
     with timer.stage("ingest"):
         ds = dataset if dataset is not None else call_target(cfg.data)
@@ -248,125 +165,80 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
         recall, state = executor.run_shards(cfg, ds, nodes, queries, timer, out_dir, device)
         return finish(cfg, out_dir, ds, nodes, queries, recall, timer, device, **state)
 
-    xb = xq = xparts = part_q = part_w = None
-    n_embedded = 0
-    if "dense" in enabled:
-        with timer.stage("embed"):
-            encoder, cache, xb, n1 = corpus_step(memo, "embed", nodes, lambda: embed_nodes(cfg, nodes, device))
-            qplan = query.plan(queries, cfg.query.blend, cfg.query.intent_split, tuple(cfg.query.weights),
-                               cfg.query.max_segments)
-            xparts, n2 = embed_cached(encoder, qplan["text"].to_list(), cache, device)
-            part_q, part_w = qplan["query_idx"].to_numpy(), qplan["weight"].to_numpy()
-            first = np.r_[0, np.flatnonzero(np.diff(part_q)) + 1]
-            xq = xparts[first]  # each query's current text (rewrite) vector
-            n_embedded = n1 + n2
-        timer.rows["query_parts"] = qplan.height
-
-    with timer.stage("channels"):
-        key = stage_key(cfg, ds, nodes, queries, ["channels", "dense", "lexical", "embed", "query", "include_archived",
-                                                  "seed"])
-        cand_path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
-        if cand_path.exists():
-            cand = pl.read_parquet(cand_path)
-            reused.append("channels")
-        else:
-            cand = channels.generate(nodes, queries, enabled, xb, xparts, channels.DenseParams(**cfg.dense),
-                                     channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device,
-                                     cfg.seed, cfg.include_archived, part_q, part_w)
-            io.write_parquet(cand_path, cand)
-    timer.rows["candidates"] = cand.height
-
-    with timer.stage("fuse"):
-        params = fuse.script_scaled(OmegaConf.to_container(cfg.fusion, resolve=True),
-                                    bool(cfg.embed.get("english_only", False)), nodes, queries, cfg.include_archived)
-        cand = fuse.fuse(cand, enabled, params["method"], **{k: v for k, v in params.items() if k != "method"})
-
+    sh, n_embedded = embed_run(cfg, ds, nodes, queries, device, timer, memo)
+    if ds.edges is not None and (cfg.diffuse.method != "none" or cfg.signals.enabled):
+        graph.explicit_edges(ds.edges, nodes["node_id"], {}, ds.skipped)  # dangling/self-loop counts, once
+    outs = run_all_groups(sh, nodes, queries)
+    recall = in_query_order([o.recall for o in outs], queries, ["rank"]) if outs else no_recall(enabled=cfg.channels)
     if cfg.novelty.enabled:
-        if xb is None:
-            raise ConfigError("novelty.enabled needs embeddings: enable the dense channel")
-        with timer.stage("novelty"):
-            nov_p = novelty.NoveltyParams(**{k: v for k, v in OmegaConf.to_container(cfg.novelty).items()
-                                             if k != "seed_diffusion"})
-            table, hits = novelty.run(cand, nodes, queries, xb, xq, nov_p, device, cfg.include_archived)
-            io.write_parquet(out_dir / "novelty.parquet", table)
-            cand = add_component(cand, hits, "residual", enabled, xb, (xparts, part_q, part_w), params)
-        timer.rows["residual_hits"] = hits.height
-
-    edges = hub_graph = None
-    if cfg.diffuse.method != "none" or cfg.signals.enabled:
-        with timer.stage("graph"):
-            gp = graph.GraphParams(**OmegaConf.to_container(cfg.graph, resolve=True))
-            edges = corpus_step(memo, "graph", nodes, lambda: graph.build(nodes, ds.edges, gp, xb, ds.skipped))
-            hub_p = hubs.HubParams(**gp.hubs)
-            if cfg.diffuse.method != "none":
-                embed = (lambda t: embed_cached(encoder, t, cache, device)[0]) if "dense" in enabled else None
-                hub_graph = corpus_step(memo, "hubs", nodes, lambda: hubs.build(nodes, hub_p, embed))
-        timer.rows["graph_edges"] = edges.height
-        timer.rows["hubs"] = 0 if hub_graph is None else hub_graph.size
-
-    freshness, sig_table = {"status": "disabled"}, None
-    if cfg.signals.enabled:
-        with timer.stage("signals"):
-            sig_p = signals.SignalsParams(**OmegaConf.to_container(cfg.signals, resolve=True), device=device)
-            now = run_now(cfg, nodes, queries)  # the signals' reference time, the same as the score stage's
-            nodes, sig_table, freshness = corpus_step(memo, "signals", nodes,
-                                                      lambda: feedback.resolve(nodes, edges, now, sig_p))
-            if sig_table is not None and cfg.signals.path is None:
-                io.write_parquet(out_dir / "signals.parquet", sig_table)
-
-    found = None  # exact-name anchors: diffusion seeds and co-occurrence anchors, found once
-    if cfg.diffuse.method != "none":
-        with timer.stage("diffuse"):
-            dp = diffuse.DiffusionParams(**cfg.diffuse)
-            extra = []
-            if "residual" in cand.columns and cfg.novelty.seed_diffusion:
-                extra.append(cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual"))
-            if cfg.query.anchors:
-                found = anchors.find(nodes, queries, min_len=cfg.query.anchor_min_len,
-                                     energy=cfg.query.anchor_energy, include_archived=cfg.include_archived)
-                extra.append(found)
-                timer.rows["anchors"] = found.height
-                if cfg.query.cross_recall:
-                    extra.append(anchors.cross(found, edges, nodes, queries, mult=cfg.query.cross_mult,
-                                               include_archived=cfg.include_archived))
-            seeds_extra = pl.concat([x.cast(anchors.SCHEMA) for x in extra]) if extra else None
-            hub_seeds = hubs.query_seeds(queries, hub_graph, hub_p) if dp.entity_seed_share > 0 else None
-            g = diffuse.run(cand, nodes, queries, edges, dp, device, cfg.include_archived, seeds_extra,
-                            hub_graph, hub_seeds)
-            cand = add_component(cand, g, "graph", enabled, xb, (xparts, part_q, part_w), params)
-        timer.rows["graph_hits"] = g.height
-
-    if cfg.query.cooccur.enabled:
-        with timer.stage("cooccur"):
-            if found is None and cfg.query.anchors:
-                found = anchors.find(nodes, queries, min_len=cfg.query.anchor_min_len, energy=cfg.query.anchor_energy,
-                                     include_archived=cfg.include_archived)
-            bonus = cooccur.boost(cand, nodes, queries, found, cooccur.CooccurParams(**cfg.query.cooccur),
-                                  cfg.include_archived)
-            cand = cooccur.merge(cand, bonus)
-        timer.rows["cooccur_boosts"] = bonus.height
-
-    with timer.stage("score"):
-        terms, factors = dict(cfg.score.terms), list(cfg.score.factors)
-        names = [n for n, w in terms.items() if w] + factors
-        cand = score.attach(cand, nodes, queries, sig_table, names, run_now(cfg, nodes, queries))
-        pol = scope_policy.apply(cand, nodes, queries, scope_policy.ScopeParams(**cfg.scope))
-        cand = score.compute(pol.cand, terms, factors + pol.factors, bool(cfg.score.normalize))
-
-    with timer.stage("select"):
-        doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
-        sel = select(cand, int(cfg.k), SelectParams(**{k: v for k, v in cfg.select.items() if k != "prob_recall"},
-                                                    sort_by=tuple(pol.sort_by)), xb, device, doc_idx)
-        pr = cfg.select.prob_recall
-        if pr.enabled:
-            sel = probrecall.append(sel, nodes, queries, int(cfg.k), p=pr.p, min_importance=pr.min_importance,
-                                    seed=cfg.seed, include_archived=cfg.include_archived)
-        extra = [n for n in names if n in score.TERMS or n in score.FACTORS] + pol.factors + pol.sort_by
-        extra += ["cooccur"] if "cooccur" in sel.columns else []
-        recall = to_recall(sel, nodes, queries, enabled, extra, bool(cfg.select.top_chunks_per_doc))
+        io.write_parquet(out_dir / "novelty.parquet", in_query_order([o.novelty for o in outs], queries, []))
+    sig = grouprun.merge_signals([o.signals for o in outs])
+    if sig is not None and cfg.signals.path is None:
+        io.write_parquet(out_dir / "signals.parquet", sig)
     timer.rows["recall"] = recall.height
     timer.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
-    return finish(cfg, out_dir, ds, nodes, queries, recall, timer, device, xb, n_embedded, reused, freshness)
+    reused = sorted({r for o in outs for r in o.reused})
+    freshness = outs[0].freshness if outs else {"status": "disabled"}
+    return finish(cfg, out_dir, ds, nodes, queries, recall, timer, device, sh.xb, n_embedded, reused, freshness)
+
+
+def run_all_groups(sh: grouprun.Shared, nodes: pl.DataFrame, queries: pl.DataFrame) -> list:
+    """``grouprun.run_group`` for every query group that sees at least one node. Without a caller's
+    memo, the per-node-table steps (graph, hubs, signals) are still shared by the groups that see the
+    same nodes at other reference times (``run_groups`` yields them one after another)."""
+    own, last, outs = sh.memo is None, None, []
+    sh.memo = {} if own else sh.memo
+    for key, rows, qs, now in run_groups(nodes, queries, sh.cfg.include_archived, config_now(sh.cfg)):
+        if own and (last is None or not np.array_equal(last, rows)):
+            sh.memo.clear()
+            last = rows
+        if len(rows):
+            outs.append(grouprun.run_group(sh, grouprun.slice_group(sh, nodes, queries, key, rows, qs, now)))
+    return outs
+
+
+def config_now(cfg: DictConfig) -> dt.datetime | None:
+    """``now=`` from the config (it overrides every query's reference time), or None."""
+    if not cfg.get("now"):
+        return None
+    from pipeline.schema import parse_timestamp
+
+    return parse_timestamp(cfg.now, "config", None, "now")
+
+
+def no_recall(enabled) -> pl.DataFrame:
+    """The recall table when no query can see any node: the contract's columns, no rows."""
+    from pipeline.schema import TABLES
+
+    cols = {**TABLES["recall"]["required"], "channel": pl.String, **{c: pl.Float32 for c in enabled}}
+    return pl.DataFrame(schema=cols)
+
+
+def in_query_order(frames: list, queries: pl.DataFrame, then: list[str]) -> pl.DataFrame:
+    """Per-group frames (with ``query_id``) concatenated, sorted by the queries' order, then ``then``;
+    so the bytes do not depend on how queries were grouped."""
+    frames = [f for f in frames if f is not None]
+    pos = pl.DataFrame({"query_id": queries["query_id"].cast(pl.String),
+                        "_pos": np.arange(queries.height, dtype=np.int64)})
+    out = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema={"query_id": pl.String})
+    out = out.join(pos, on="query_id", how="left").sort(["_pos", *then], maintain_order=True)
+    return out.drop("_pos")
+
+
+def embed_run(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, device: str, timer: Timer,
+              memo: dict | None) -> tuple[grouprun.Shared, int]:
+    """The run's shared state: node embeddings (once, content-hash cached) and every query part's."""
+    sh = grouprun.Shared(cfg, ds, device, timer, memo)
+    if "dense" not in cfg.channels:
+        return sh, 0
+    with timer.stage("embed"):
+        sh.encoder, sh.cache, sh.xb, n1 = corpus_step(memo, "embed", nodes, lambda: embed_nodes(cfg, nodes, device))
+        qplan = query.plan(queries, cfg.query.blend, cfg.query.intent_split, tuple(cfg.query.weights),
+                           cfg.query.max_segments)
+        sh.xparts, n2 = embed_cached(sh.encoder, qplan["text"].to_list(), sh.cache, device)
+        sh.part_q, sh.part_w = qplan["query_idx"].to_numpy(), qplan["weight"].to_numpy()
+    timer.rows["query_parts"] = qplan.height
+    return sh, n1 + n2
 
 
 def finish(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.DataFrame, recall: pl.DataFrame,

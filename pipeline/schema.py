@@ -2,6 +2,10 @@
 
 ``conform(df, table, where)`` checks required columns, casts known optional columns to their
 contract type, and raises :class:`DataError` naming the file, row and field of the first problem.
+
+Queries: a null (or absent) ``doc_scope`` means the whole corpus; an empty ``doc_scope`` list is a
+DataError (it would mean "see nothing", and used to fail open as "see everything"): omit it for the
+whole corpus, or list the doc ids the query may see.
 """
 from __future__ import annotations
 
@@ -99,6 +103,12 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
             if bad.fill_null(False).any():
                 raise DataError(where, f"'{col}' is not a finite number", f"use a finite '{col}'",
                                 row=_first_bad_row(bad.fill_null(False)), field=col)
+    if table == "queries" and "doc_scope" in df.columns:
+        empty = (df["doc_scope"].list.len() == 0).fill_null(False)
+        if empty.any():
+            raise DataError(where, "'doc_scope' is an empty list (a query that may see no document)",
+                            "omit doc_scope (or leave it null) to search the whole corpus, or list the doc ids "
+                            "the query may see", row=_first_bad_row(empty), field="doc_scope")
     for key in KEYS.get(table, []):
         dup = df[key].is_duplicated()
         if dup.any():

@@ -6,8 +6,9 @@
 The dataset is written as a Parquet folder (``data=parquet``) under ``--work``; the embedding cache
 is warmed first, so "cold" means an empty recall cache, not un-embedded texts. The change edits
 the text of ~``--change`` of all nodes, all inside one scope (one conversation / one workspace).
-Both changed runs start from the same embedding cache (the edited texts are encoded in each). Prints
-a table; the last line is ``changed rerun / full recompute: <ratio>``.
+Both changed runs start from the same embedding cache (the edited texts are encoded in each). Then
+``recall run`` on the edited data is compared with the rows the changed recall cache serves (exit 1
+if they differ). Prints a table; the last line is ``changed rerun / full recompute: <ratio>``.
 """
 from __future__ import annotations
 
@@ -100,13 +101,17 @@ def main() -> int:
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         full = compose("config", overrides=[*over, f"cache_dir={work / 'cache-full'}"])
     timed(f"changed, full recompute", full)
+    runner.run(full, work / "full-run")  # `recall run` on the edited data: what the cache must serve
+    plain = pl.read_parquet(work / "full-run" / "recall.parquet").sort(["query_id", "rank"], maintain_order=True)
+    same = precompute.served(work / "cache").select(plain.columns).equals(plain)
     print(f"data: {a.data}; preset={a.preset} embed={a.embed}; nodes edited: {edited} of "
           f"{pl.read_parquet(data / 'nodes.parquet').height} (one scope)")
     print("| run | seconds | hits | misses |\n|---|---|---|---|")
     for name, sec, h, m in rows:
         print(f"| {name} | {sec:.2f} | {h} | {m} |")
+    print(f"changed rerun serves the rows of a full run: {same}")
     print(f"changed rerun / full recompute: {rows[2][1] / rows[3][1]:.3f}")
-    return 0
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

@@ -157,7 +157,10 @@ def test_diffuse_none_changes_only_the_graph_term(compose, tmp_path):
 def test_signals_computed_in_run_and_missing_file_degrades(compose, tmp_path):
     res = _run(compose, tmp_path, ["preset=best", "signals=default", "embed=hashing", *tiny_ws_overrides()], "s")
     sig = pl.read_parquet(tmp_path / "s" / "signals.parquet")
-    assert sig.height == 6 and set(sig["version"]) == {1}
+    # one row per node a query may see: the archived farm notes and bob-invisible secret are no query's
+    # (signals are computed per query group since issue 13; they used to cover all 6 nodes)
+    assert sig["node_id"].to_list() == ["people/alice.md#alice-chen", "people/alice.md#contact"]
+    assert set(sig["version"]) == {1}
     assert res["manifest"]["signals_freshness"]["status"] == "fresh"
     miss = _run(compose, tmp_path, ["preset=best", "signals=default", f"signals.path={tmp_path / 'none.parquet'}",
                                     "embed=hashing", *tiny_ws_overrides()], "m")

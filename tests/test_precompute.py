@@ -101,6 +101,26 @@ def test_changed_recipe_misses_everything(setup, tmp_path):
     assert _cached(tmp_path).group_by("query_id").len()["len"].max() == 3
 
 
+def test_in_run_signals_and_knn_no_longer_invalidate_every_scope(setup, tmp_path):
+    """Signals and kNN edges are computed per query group (issue 13): a change in c2 misses only c2's
+    queries and the whole-corpus ones, and the merged cache still equals a run."""
+    data, cfg = setup
+    extra = ("signals=default", "score.factors=[reme_inbound,reme_community]", "graph.knn_k=3")
+    precompute.precompute(cfg(*extra), tmp_path / "o1")
+    make_data(data, changed="c2-04")
+    res = precompute.precompute(cfg(*extra), tmp_path / "o2")
+    assert (res["hits"], res["misses"]) == (4, 4)
+    runner.run(cfg(*extra, "report=false"), tmp_path / "plain")
+    assert _cached(tmp_path).equals(pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"]))
+
+
+def test_config_now_is_part_of_the_recipe(setup, tmp_path):
+    _data, cfg = setup
+    precompute.precompute(cfg(), tmp_path / "o1")
+    assert precompute.precompute(cfg("now=2026-01-01"), tmp_path / "o2")["misses"] == 8
+    assert precompute.precompute(cfg("now=2026-01-01"), tmp_path / "o3")["misses"] == 0
+
+
 def test_removed_query_drops_its_entry(setup, tmp_path):
     data, cfg = setup
     precompute.precompute(cfg(), tmp_path / "o1")

@@ -9,6 +9,7 @@ import pytest
 
 from pipeline import executor, runner
 from pipeline.errors import ConfigError
+from pipeline.ops.scope import run_groups
 from test_precompute import make_data
 
 
@@ -69,10 +70,10 @@ def test_shards_keep_scopes_whole():
     q = pl.DataFrame({"query_id": [f"q{i}" for i in range(8)], "doc_scope": scopes},
                      schema={"query_id": pl.String, "doc_scope": pl.List(pl.String)})
     shards = executor.shard_queries(q, 3)
-    assert [s.tolist() for s in shards] == [[0, 2, 6], [1, 3, 5, 7], [4]]
+    assert [s.tolist() for s in shards] == [[0, 2, 6], [1, 3, 5], [4, 7]]
     seen = np.sort(np.concatenate(shards))
     assert seen.tolist() == list(range(8))
-    for group in ([0, 2, 6], [1, 5], [3, 7], [4]):  # None and [] are both "the whole corpus"
+    for group in ([0, 2, 6], [1, 5], [3], [4], [7]):  # None is the whole corpus, [] sees nothing
         assert sum(set(group) <= set(s.tolist()) for s in shards) == 1
     plain = executor.shard_queries(q.drop("doc_scope"), 3)
     assert [s.tolist() for s in plain] == [[0, 1, 2], [3, 4, 5], [6, 7]]
@@ -93,7 +94,8 @@ def test_unknown_executor_lists_choices(compose, tmp_path):
 
 
 def test_worker_builds_corpus_work_once(ray_cluster, compose, tmp_path, monkeypatch):
-    """Called in-process: two shards, one embedding of the nodes (in __init__) and one graph."""
+    """Called in-process: two shards, one embedding of the nodes (in __init__) and one graph per
+    query group's node table, however many shards the worker runs."""
     from collections import Counter
 
     from pipeline.dataset import Dataset
@@ -106,8 +108,12 @@ def test_worker_builds_corpus_work_once(ray_cluster, compose, tmp_path, monkeypa
         fn = getattr(mod, name)
         monkeypatch.setattr(mod, name, lambda *a, _fn=fn, _n=name, **k: calls.update([_n]) or _fn(*a, **k))
     shipped = Dataset(ds.name, ds.nodes, ds.queries, ds.edges, None, ds.fingerprints, Counter())
-    worker = executor.ShardWorker(executor.shard_config(cfg, runner.run_now(cfg, *runner.drop_empty(ds))),
+    worker = executor.ShardWorker(executor.shard_config(cfg),
                                   [ray_cluster.put(shipped)], os.getcwd())
     assert calls == {"embed_nodes": 1}
     out = worker({"shard": np.array([0, 1]), "qidx": [np.arange(0, 10), np.arange(10, 20)]})
-    assert calls == {"embed_nodes": 1, "build": 1} and len(out["result"]) == 2
+    nodes, queries = runner.drop_empty(ds)
+    tables = {tuple(rows) for _k, rows, _q, _t in run_groups(nodes, queries[:20])}  # distinct visible sets
+    assert calls == {"embed_nodes": 1, "build": len(tables)} and len(out["result"]) == 2
+    worker({"shard": np.array([2]), "qidx": [np.arange(0, 20)]})
+    assert calls == {"embed_nodes": 1, "build": len(tables)}  # a third shard reuses them all

@@ -3,7 +3,8 @@
 An anchor is a node whose title (trimmed, at least ``min_len`` characters) appears, case-sensitively,
 in the query's current text; it seeds diffusion with energy 2.0. Cross recall adds, for every
 anchor, each neighbour over a normal edge that is a non-archived ``event`` node, with energy
-1.5 × edge weight. Only nodes the query may see are anchors or cross seeds.
+1.5 × edge weight, over edges whose validity window contains the reference time. Only nodes the
+query may see are anchors or cross seeds.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import polars as pl
 
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.titles import TitleFinder
+from pipeline.stages.graph import in_window
 
 SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "energy": pl.Float32}
 
@@ -34,11 +36,12 @@ def find(nodes: pl.DataFrame, queries: pl.DataFrame, *, min_len: int = 2, energy
 
 
 def cross(anchor: pl.DataFrame, edges: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, *,
-          mult: float = 1.5, include_archived: bool = False) -> pl.DataFrame:
-    """Event neighbours of the anchors over normal edges, energy ``mult`` × edge weight."""
+          mult: float = 1.5, include_archived: bool = False, now=None) -> pl.DataFrame:
+    """Event neighbours of the anchors over normal edges live at ``now`` (``graph.in_window``),
+    energy ``mult`` × edge weight."""
     if anchor.height == 0 or "type" not in nodes.columns or edges is None or edges.height == 0:
         return pl.DataFrame(schema=SCHEMA)
-    e = edges.filter(~pl.col("inhibit")).select("src", "dst", "weight")
+    e = in_window(edges, now).filter(~pl.col("inhibit")).select("src", "dst", "weight")
     both = pl.concat([e, e.select(src="dst", dst="src", weight="weight")])
     is_event = (nodes["type"] == "event").fill_null(False).to_numpy()
     if "archived" in nodes.columns:

@@ -64,11 +64,12 @@ def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
 def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame,
         p: DiffusionParams, device: str = "cpu", include_archived: bool = False,
         extra_seeds: pl.DataFrame | None = None, hubs: hub_layer.Hubs | None = None,
-        hub_seeds: pl.DataFrame | None = None) -> pl.DataFrame:
+        hub_seeds: pl.DataFrame | None = None, now=None) -> pl.DataFrame:
     """Returns (query_idx, node_idx, graph) for every node with positive energy. ``extra_seeds``
     (query_idx, node_idx, energy) join the fused seeds, deduplicated by max energy (BME). ``hubs``
     (entity and group layers) join each scope's graph; ``hub_seeds`` (query_idx, hub_idx, weight)
-    seed them with ``entity_seed_share`` of the seed energy. Hubs never appear in the output."""
+    seed them with ``entity_seed_share`` of the seed energy. Hubs never appear in the output. Edges
+    whose validity window does not contain ``now`` (the reference time) carry nothing."""
     choose("diffusion.method", p.method, METHODS)
     empty = pl.DataFrame(schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "graph": pl.Float32})
     if p.method == "none" or cand.height == 0:
@@ -83,9 +84,9 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
         if len(rows) == 0 or len(qs) == 0:
             continue
         if p.method == "expand":
-            adj, inhib = directed_topn(edges, n_nodes, rows, p.per_node)
+            adj, inhib = directed_topn(edges, n_nodes, rows, p.per_node, now)
         else:
-            adj, inhib = adjacency(edges, n_nodes, rows)
+            adj, inhib = adjacency(edges, n_nodes, rows, now)
         cols = np.zeros(0, np.int64)
         if hubs is not None and p.method != "expand":
             adj, inhib, cols = hub_layer.augment(adj, inhib, hubs, rows)

@@ -111,17 +111,25 @@ def build(nodes: pl.DataFrame, edges: pl.DataFrame | None, p: GraphParams, xb: n
     return pl.concat(parts, how="diagonal_relaxed")
 
 
+def in_window(edges: pl.DataFrame, now) -> pl.DataFrame:
+    """The edges whose validity window contains ``now`` (``valid_from`` ≤ now < ``valid_to``; a null
+    bound is open); every edge when ``now`` is None. Every stage that walks edges goes through it."""
+    if now is None:
+        return edges
+    e = edges
+    if "valid_from" in e.columns:
+        e = e.filter(pl.col("valid_from").is_null() | (pl.col("valid_from") <= now))
+    if "valid_to" in e.columns:
+        e = e.filter(pl.col("valid_to").is_null() | (pl.col("valid_to") > now))
+    return e
+
+
 def adjacency(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, now=None) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Symmetric (normal, inhibitory) CSR matrices over ``rows`` (all nodes when None).
 
-    An edge with a validity window that does not contain ``now`` is left out.
+    An edge with a validity window that does not contain ``now`` is left out (``in_window``).
     """
-    e = edges
-    if now is not None:
-        if "valid_from" in e.columns:
-            e = e.filter(pl.col("valid_from").is_null() | (pl.col("valid_from") <= now))
-        if "valid_to" in e.columns:
-            e = e.filter(pl.col("valid_to").is_null() | (pl.col("valid_to") > now))
+    e = in_window(edges, now)
     src, dst = e["src"].to_numpy(), e["dst"].to_numpy()
     w, inh = e["weight"].to_numpy().astype(np.float32), e["inhibit"].to_numpy()
     size = n
@@ -142,11 +150,11 @@ def adjacency(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, now=N
     return sym(~inh), sym(inh)
 
 
-def directed_topn(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, per_node: int = 10
+def directed_topn(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, per_node: int = 10, now=None
                   ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """(out, in) 0/1 matrices: row j holds j's first ``per_node`` out-/in-neighbours (by weight desc,
-    then node index), normal edges only; restricted to ``rows`` when given."""
-    e = edges.filter(~pl.col("inhibit"))
+    then node index), normal edges only, live at ``now`` (``in_window``); restricted to ``rows`` when given."""
+    e = in_window(edges, now).filter(~pl.col("inhibit"))
     size = n
     src, dst, w = e["src"].to_numpy(), e["dst"].to_numpy(), e["weight"].to_numpy()
     if rows is not None:

@@ -62,12 +62,10 @@ def _age_days(nodes: pl.DataFrame, name: str, now: dt.datetime) -> np.ndarray:
 
 def _live_edges(edges: pl.DataFrame, now: dt.datetime) -> pl.DataFrame:
     """Non-inhibitory edges whose validity window (if any) contains ``now``."""
+    from pipeline.stages.graph import in_window
+
     e = edges.filter(~pl.col("inhibit").fill_null(False)) if "inhibit" in edges.columns else edges
-    if "valid_from" in e.columns:
-        e = e.filter(pl.col("valid_from").is_null() | (pl.col("valid_from") <= now))
-    if "valid_to" in e.columns:
-        e = e.filter(pl.col("valid_to").is_null() | (pl.col("valid_to") > now))
-    return e
+    return in_window(e, now)
 
 
 def memory_score(nodes: pl.DataFrame, now: dt.datetime) -> np.ndarray:
