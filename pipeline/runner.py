@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import backend, feedback, io
+from pipeline import backend, feedback, io, registry
 from pipeline.errors import ConfigError, choose
 from pipeline.stages import (analyze, anchors, channels, dense, diffuse, evaluate, fuse, graph, hubs, inject, novelty,
                              cooccur, probrecall, query, score, scope_policy, signals)
@@ -24,15 +24,13 @@ VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu
             "sentence-transformers", "hydra-core")
 
 
-def call_target(spec: DictConfig | dict, **extra):
-    """Call ``spec._target_`` (which must live in ``pipeline.``) with the remaining keys as kwargs."""
-    from hydra.utils import get_method
-
-    spec = OmegaConf.to_container(spec, resolve=True) if isinstance(spec, DictConfig) else dict(spec)
-    target = spec.pop("_target_", None)
-    if not isinstance(target, str) or not target.startswith("pipeline."):
-        raise ConfigError(f"_target_={target!r}: only targets inside the 'pipeline.' package are allowed")
-    return get_method(target)(**spec, **extra)
+def call_target(spec: DictConfig | dict, where: str | None = None, **extra):
+    """Call the registered callable named by ``spec._target_`` (``pipeline.registry``) with the
+    remaining keys as kwargs; ``where`` names the config key for errors (default: the node's key)."""
+    if where is None:
+        where = (spec._get_full_key(None) if isinstance(spec, DictConfig) else None) or "config"
+    spec = OmegaConf.to_container(spec, resolve=True) if isinstance(spec, DictConfig) else spec
+    return registry.call(spec, where, **extra)
 
 
 def peak_rss_mb() -> float:
@@ -195,7 +193,7 @@ def analyze_run(run_dir: str | Path) -> list[str]:
         raise ConfigError(f"{run_dir}: no manifest.json; pass a finished run directory")
     cfg = OmegaConf.create(json.loads((run_dir / "manifest.json").read_text())["config"])
     device = backend.resolve_device(cfg.device)
-    nodes, _queries = drop_empty(call_target(cfg.data))
+    nodes, _queries = drop_empty(call_target(cfg.data, f"{run_dir / 'manifest.json'}: config.data"))
     _enc, _cache, xb, _n = embed_nodes(cfg, nodes, device)
     a = cfg.get("analyze", {"topics": 20, "top": 5, "mode": "abs"})
     frames = analyze.analyze(nodes, xb, pl.read_parquet(run_dir / "recall.parquet"), a["topics"], a["top"], a["mode"], device)
