@@ -12,12 +12,12 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import backend, feedback, io, registry
+from pipeline import backend, feedback, io, registry, version
 from pipeline.errors import ConfigError, choose
 from pipeline.stages import (analyze, anchors, channels, dense, diffuse, evaluate, fuse, graph, hubs, inject, novelty,
                              cooccur, probrecall, query, score, scope_policy, signals)
 from pipeline.stages.select import SelectParams, select
-from pipeline.stages.embed import EmbeddingCache, embed_cached
+from pipeline.stages.embed import EmbeddingCache, cache_tag, embed_cached
 
 log = logging.getLogger(__name__)
 VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "faiss-cpu", "bm25s", "ranx",
@@ -47,6 +47,7 @@ def versions() -> dict[str, str]:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             pass
+    out["recall-pipeline-code"] = version.code_version()  # package version + hash of the source
     return out
 
 
@@ -118,13 +119,14 @@ def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: lis
 
 def stage_key(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, keys: list[str]) -> str:
     """Fingerprint of a stage's inputs: the config keys it reads, the input files, the node and
-    query tables. Finished stages are cached under it and reused by a rerun (after a crash, say)."""
+    query tables, the code version. Finished stages are cached under it and reused by a rerun."""
     import hashlib
 
     h = hashlib.sha256(io.config_hash({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
                                        else cfg[k] for k in keys}).encode())
     h.update(io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)).encode())
     h.update(io.config_hash(sorted(ds.fingerprints.items())).encode())
+    h.update(version.code_version().encode())
     for frame in (nodes, queries):
         h.update(str(frame.hash_rows(seed=0).sum()).encode() + str(frame.shape).encode())
     return h.hexdigest()[:20]
@@ -171,7 +173,7 @@ def embed_nodes(cfg: DictConfig, nodes: pl.DataFrame, device: str):
     if cfg.dense.get("index") == "blocked":  # kept on disk as a memmapped .npy, keyed by content hash
         from pipeline.stages.blocked import memmap_cached
 
-        xb, n = memmap_cached(Path(cfg.cache_dir), f"{encoder.model_id}-d{encoder.dim}", texts,
+        xb, n = memmap_cached(Path(cfg.cache_dir), cache_tag(encoder), texts,
                               lambda t: embed_cached(encoder, t, cache, device))
         return encoder, cache, xb, n
     xb, n = embed_cached(encoder, texts, cache, device)
