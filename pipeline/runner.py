@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import backend, feedback, io, registry, version
+from pipeline import backend, feedback, io, registry, rundir, version
 from pipeline.errors import ConfigError, choose
 from pipeline.stages import (analyze, anchors, channels, dense, diffuse, evaluate, fuse, graph, hubs, inject, novelty,
                              cooccur, probrecall, query, score, scope_policy, signals)
@@ -225,7 +225,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     ``memo`` keeps the corpus-wide steps between runs over the same nodes (see ``corpus_step``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "manifest.json").unlink(missing_ok=True)  # no stale "finished" marker while we work
+    rundir.clear(out_dir, cfg)  # the manifest first, then every output a previous run left here
     timer = Timer()
     reused: list[str] = []
     backend.FALLBACKS.clear()
@@ -399,7 +399,7 @@ def finish(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.
         "device": device, "executor": executor or {"name": "local"}, "timings_s": timer.seconds, "rows": timer.rows,
         "skipped": {k: v for k, v in sorted(ds.skipped.items()) if v}, "fallbacks": backend.FALLBACKS[:],
         "embedded_texts": n_embedded, "reused_stages": reused, "peak_rss_mb": peak_rss_mb(), "signals_freshness": freshness,
-        "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
+        "outputs": rundir.outputs(out_dir, cfg),
     }
     io.write_json(out_dir / "manifest.json", manifest)
     if cfg.report:
