@@ -8,14 +8,14 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import backend, feedback, io, registry, rundir, version
+from pipeline import backend, feedback, io, registry, replay, rundir, version
+from pipeline.replay import stage_key  # noqa: F401  (runner.stage_key: the candidate-cache key)
 from pipeline.errors import ConfigError, choose
 from pipeline.stages import (analyze, anchors, channels, dense, diffuse, evaluate, fuse, graph, hubs, inject, novelty,
-                             cooccur, probrecall, query, score, scope_policy, signals)
+                             cooccur, probrecall, score, scope_policy, signals)
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.embed import EmbeddingCache, cache_tag, embed_cached
 
@@ -117,21 +117,6 @@ def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: lis
     return out.with_columns(pl.col(column).fill_null(0.0))
 
 
-def stage_key(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, keys: list[str]) -> str:
-    """Fingerprint of a stage's inputs: the config keys it reads, the input files, the node and
-    query tables, the code version. Finished stages are cached under it and reused by a rerun."""
-    import hashlib
-
-    h = hashlib.sha256(io.config_hash({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
-                                       else cfg[k] for k in keys}).encode())
-    h.update(io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)).encode())
-    h.update(io.config_hash(sorted(ds.fingerprints.items())).encode())
-    h.update(version.code_version().encode())
-    for frame in (nodes, queries):
-        h.update(str(frame.hash_rows(seed=0).sum()).encode() + str(frame.shape).encode())
-    return h.hexdigest()[:20]
-
-
 def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Nodes sorted by node_id; nodes and queries whose text is empty or whitespace are skipped and
     counted (``skipped.empty_node_text`` / ``skipped.empty_query_text``)."""
@@ -186,20 +171,29 @@ def write_analysis(out_dir: Path, frames: dict[str, pl.DataFrame]) -> None:
 
 
 def analyze_run(run_dir: str | Path) -> list[str]:
-    """``recall analyze <run_dir>``: the corpus topic analysis for a finished run (embeddings come
-    back from the cache); writes topics / node_topics / recall_topics Parquet files and the report."""
+    """``recall analyze <run_dir>``: the analyses of a finished run, computed afterwards as the run
+    would have (embeddings and candidates come back from the caches): topics / node_topics /
+    recall_topics, and novelty.parquet (``novelty=bme``'s settings) when the run did not write it.
+    Then the manifest's output list and the report are brought up to date."""
     import json
 
     run_dir = Path(run_dir)
     if not (run_dir / "manifest.json").is_file():
         raise ConfigError(f"{run_dir}: no manifest.json; pass a finished run directory")
-    cfg = OmegaConf.create(json.loads((run_dir / "manifest.json").read_text())["config"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    cfg = OmegaConf.create(manifest["config"])
     device = backend.resolve_device(cfg.device)
-    nodes, _queries = drop_empty(call_target(cfg.data, f"{run_dir / 'manifest.json'}: config.data"))
-    _enc, _cache, xb, _n = embed_nodes(cfg, nodes, device)
+    ds = call_target(cfg.data, f"{run_dir / 'manifest.json'}: config.data")
+    nodes, queries = drop_empty(ds)
+    queries = query_half(queries, cfg.query_part) if cfg.get("query_part") else queries
+    encoder, cache, xb, _n = embed_nodes(cfg, nodes, device)
     a = cfg.get("analyze", {"topics": 20, "top": 5, "mode": "abs"})
     frames = analyze.analyze(nodes, xb, pl.read_parquet(run_dir / "recall.parquet"), a["topics"], a["top"], a["mode"], device)
+    if not (run_dir / "novelty.parquet").is_file():
+        table = replay.novelty_table(cfg, ds, nodes, queries, encoder, cache, xb, device)
+        frames |= {} if table is None else {"novelty": table}
     write_analysis(run_dir, frames)
+    io.write_json(run_dir / "manifest.json", {**manifest, "outputs": rundir.outputs(run_dir, cfg)})
     from pipeline.report import run_report
 
     run_report(run_dir)
@@ -252,27 +246,13 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     if "dense" in enabled:
         with timer.stage("embed"):
             encoder, cache, xb, n1 = corpus_step(memo, "embed", nodes, lambda: embed_nodes(cfg, nodes, device))
-            qplan = query.plan(queries, cfg.query.blend, cfg.query.intent_split, tuple(cfg.query.weights),
-                               cfg.query.max_segments)
-            xparts, n2 = embed_cached(encoder, qplan["text"].to_list(), cache, device)
-            part_q, part_w = qplan["query_idx"].to_numpy(), qplan["weight"].to_numpy()
-            first = np.r_[0, np.flatnonzero(np.diff(part_q)) + 1]
-            xq = xparts[first]  # each query's current text (rewrite) vector
-            n_embedded = n1 + n2
-        timer.rows["query_parts"] = qplan.height
+            qv = replay.query_vectors(cfg, queries, encoder, cache, device)
+            xparts, part_q, part_w, xq, n_embedded = qv.parts, qv.part_q, qv.part_w, qv.xq, n1 + qv.n_embedded
+        timer.rows["query_parts"] = qv.n_parts
 
     with timer.stage("channels"):
-        key = stage_key(cfg, ds, nodes, queries, ["channels", "dense", "lexical", "embed", "query", "include_archived",
-                                                  "seed"])
-        cand_path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
-        if cand_path.exists():
-            cand = pl.read_parquet(cand_path)
-            reused.append("channels")
-        else:
-            cand = channels.generate(nodes, queries, enabled, xb, xparts, channels.DenseParams(**cfg.dense),
-                                     channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device,
-                                     cfg.seed, cfg.include_archived, part_q, part_w)
-            io.write_parquet(cand_path, cand)
+        cand, hit = replay.candidates(cfg, ds, nodes, queries, enabled, xb, xparts, part_q, part_w, device)
+        reused += ["channels"] if hit else []  # cached under replay.stage_key by an earlier run
     timer.rows["candidates"] = cand.height
 
     with timer.stage("fuse"):
