@@ -191,7 +191,8 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     frames = analyze.analyze(nodes, xb, pl.read_parquet(run_dir / "recall.parquet"), a["topics"], a["top"], a["mode"], device)
     if not (run_dir / "novelty.parquet").is_file():
         table = replay.novelty_table(cfg, ds, nodes, queries, encoder, cache, xb, device)
-        frames |= {} if table is None else {"novelty": table}
+        if table is not None:
+            frames["novelty"] = table
     write_analysis(run_dir, frames)
     io.write_json(run_dir / "manifest.json", {**manifest, "outputs": rundir.outputs(run_dir, cfg)})
     from pipeline.report import run_report
