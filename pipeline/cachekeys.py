@@ -13,13 +13,14 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
+
+from pipeline import version
 
 
 ALL = "all"
@@ -37,7 +38,7 @@ def recipe_hash(cfg: DictConfig) -> str:
     conf = OmegaConf.to_container(cfg, resolve=True)
     conf = {k: v for k, v in conf.items() if k not in NOT_RECIPE}
     conf["signals"] = {k: v for k, v in conf.get("signals", {}).items() if k != "path"}
-    conf["_versions"] = [importlib.metadata.version("recall-pipeline"), pl.__version__]
+    conf["_versions"] = [version.code_version(), pl.__version__]
     return _sha(json.dumps(conf, sort_keys=True, default=str).encode())
 
 

@@ -21,7 +21,7 @@ COMMANDS = {
     "report": "write report.md / report.html with plots for a finished run",
     "export-trec": "write a run's recall as a TREC run file (qid Q0 docid rank score tag)",
     "import-trec": "turn an external TREC run file into a run directory (to compare or fuse)",
-    "analyze": "corpus NMF topic analysis of a finished run (topics, node topics, recall spread)",
+    "analyze": "analyses of a finished run: NMF topics (topics, node topics, recall spread), novelty.parquet",
     "tune": "search a preset's weights on a dev set (Hydra Optuna sweeper); write the best as a new preset",
     "feedback": "apply a run's recall (or injection) to the signals as a new table revision",
     "precompute": "update the recall cache under cache_dir: recompute only queries whose key changed",

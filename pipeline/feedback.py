@@ -122,8 +122,6 @@ def _run_inputs(run_dir: Path, injected: bool) -> tuple[dict, pl.DataFrame]:
 def feedback_run(run_dir: str | Path, signals_path: str | None = None, out: str | None = None,
                  injected: bool = False, now: dt.datetime | None = None) -> Path:
     """Write the next signals revision for a finished run; returns its path."""
-    from omegaconf import OmegaConf
-
     from pipeline import io, runner
 
     run_dir = Path(run_dir)
@@ -140,7 +138,7 @@ def feedback_run(run_dir: str | Path, signals_path: str | None = None, out: str 
         raise UserError(f"{dst} exists; feedback never overwrites a table: pass another --out")
     nodes = None
     if not {"access_count", "importance"} <= set(table.columns):
-        nodes, _q = runner.drop_empty(runner.call_target(OmegaConf.create(cfg["data"])))
+        nodes, _q = runner.drop_empty(runner.call_target(cfg["data"], f"{run_dir / 'manifest.json'}: config.data"))
     acc = accesses(rows)
     unknown = acc.join(table.select("node_id"), on="node_id", how="anti").height
     if unknown:

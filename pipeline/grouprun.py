@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import feedback, io
+from pipeline import feedback, io, version
 from pipeline.errors import ConfigError
 from pipeline.stages import (anchors, channels, cooccur, diffuse, fuse, graph, hubs, novelty, probrecall, score,
                              scope_policy, signals)
@@ -45,6 +45,7 @@ class Shared:
     xparts: np.ndarray | None = None
     part_q: np.ndarray | None = None
     part_w: np.ndarray | None = None
+    until: str | None = None  # "novelty": stop each group after the novelty stage (recall analyze)
 
 
 @dataclass
@@ -161,14 +162,16 @@ def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: lis
 
 def stage_key(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, keys: list[str]) -> str:
     """Fingerprint of a stage's inputs: the config keys it reads, the input files, the node and
-    query tables. Finished stages are cached under it and reused by a rerun (after a crash, say)."""
+    query tables, the code version. Finished stages are cached under it and reused by a rerun."""
     h = hashlib.sha256(io.config_hash({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
                                        else cfg[k] for k in keys}).encode())
     h.update(io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)).encode())
     h.update(io.config_hash(sorted(ds.fingerprints.items())).encode())
+    h.update(version.code_version().encode())
     for frame in (nodes, queries):
         h.update(str(frame.hash_rows(seed=0).sum()).encode() + str(frame.shape).encode())
     return h.hexdigest()[:20]
+
 
 def _candidates(sh: Shared, g: Group, enabled: list[str]) -> tuple[pl.DataFrame, bool]:
     """Channel candidates of the group, cached on disk under the stage key (True when reused)."""
@@ -277,6 +280,8 @@ def run_group(sh: Shared, g: Group) -> GroupOut:
             out.novelty, hits = novelty.run(cand, g.nodes, g.queries, g.xb, g.xq, nov_p, sh.device, cfg.include_archived)
             cand = add_component(cand, hits, "residual", enabled, g.xb, (g.xparts, g.part_q, g.part_w), fusion)
         count(timer, "residual_hits", hits.height)
+        if sh.until == "novelty":
+            return out
     edges, nodes = None, g.nodes
     if cfg.diffuse.method != "none" or cfg.signals.enabled:
         with timer.stage("graph"):

@@ -10,29 +10,29 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import backend, grouprun, io
+from pipeline import backend, grouprun, io, registry, rundir, version
 from pipeline.errors import ConfigError, choose
-from pipeline.grouprun import corpus_step, to_recall  # noqa: F401  (runner.corpus_step / to_recall: public API)
+from pipeline.grouprun import corpus_step, stage_key, to_recall  # noqa: F401  (runner.*: public API)
 from pipeline.ops.scope import run_groups
 from pipeline.stages import analyze, evaluate, graph, inject, query
-from pipeline.stages.embed import EmbeddingCache, embed_cached
+from pipeline.stages.embed import EmbeddingCache, cache_tag, embed_cached
 
 log = logging.getLogger(__name__)
+CONF = Path(__file__).resolve().parents[1] / "conf"
 VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "bm25s", "rjieba", "pytrec-eval-terrier",
             "sentence-transformers", "hydra-core")
 
 
-def call_target(spec: DictConfig | dict, **extra):
-    """Call ``spec._target_`` (which must live in ``pipeline.``) with the remaining keys as kwargs."""
-    from hydra.utils import get_method
-
-    spec = OmegaConf.to_container(spec, resolve=True) if isinstance(spec, DictConfig) else dict(spec)
-    target = spec.pop("_target_", None)
-    if not isinstance(target, str) or not target.startswith("pipeline."):
-        raise ConfigError(f"_target_={target!r}: only targets inside the 'pipeline.' package are allowed")
-    return get_method(target)(**spec, **extra)
+def call_target(spec: DictConfig | dict, where: str | None = None, **extra):
+    """Call the registered callable named by ``spec._target_`` (``pipeline.registry``) with the
+    remaining keys as kwargs; ``where`` names the config key for errors (default: the node's key)."""
+    if where is None:
+        where = (spec._get_full_key(None) if isinstance(spec, DictConfig) else None) or "config"
+    spec = OmegaConf.to_container(spec, resolve=True) if isinstance(spec, DictConfig) else spec
+    return registry.call(spec, where, **extra)
 
 
 def peak_rss_mb() -> float:
@@ -50,6 +50,7 @@ def versions() -> dict[str, str]:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             pass
+    out["recall-pipeline-code"] = version.code_version()  # package version + hash of the source
     return out
 
 
@@ -105,7 +106,7 @@ def embed_nodes(cfg: DictConfig, nodes: pl.DataFrame, device: str):
     if cfg.dense.get("index") == "blocked":  # kept on disk as a memmapped .npy, keyed by content hash
         from pipeline.stages.blocked import memmap_cached
 
-        xb, n = memmap_cached(Path(cfg.cache_dir), f"{encoder.model_id}-d{encoder.dim}", texts,
+        xb, n = memmap_cached(Path(cfg.cache_dir), cache_tag(encoder), texts,
                               lambda t: embed_cached(encoder, t, cache, device))
         return encoder, cache, xb, n
     xb, n = embed_cached(encoder, texts, cache, device)
@@ -118,24 +119,50 @@ def write_analysis(out_dir: Path, frames: dict[str, pl.DataFrame]) -> None:
 
 
 def analyze_run(run_dir: str | Path) -> list[str]:
-    """``recall analyze <run_dir>``: the corpus topic analysis for a finished run (embeddings come
-    back from the cache); writes topics / node_topics / recall_topics Parquet files and the report."""
+    """``recall analyze <run_dir>``: the analyses of a finished run, computed afterwards as the run
+    would have (embeddings and candidates come back from the caches): topics / node_topics /
+    recall_topics, and novelty.parquet (``novelty=bme``'s settings) when the run did not write it.
+    Then the manifest's output list and the report are brought up to date."""
     import json
 
     run_dir = Path(run_dir)
     if not (run_dir / "manifest.json").is_file():
         raise ConfigError(f"{run_dir}: no manifest.json; pass a finished run directory")
-    cfg = OmegaConf.create(json.loads((run_dir / "manifest.json").read_text())["config"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    cfg = OmegaConf.create(manifest["config"])
     device = backend.resolve_device(cfg.device)
-    nodes, _queries = drop_empty(call_target(cfg.data))
-    _enc, _cache, xb, _n = embed_nodes(cfg, nodes, device)
+    ds = call_target(cfg.data, f"{run_dir / 'manifest.json'}: config.data")
+    nodes, queries = drop_empty(ds)
+    queries = query_half(queries, cfg.query_part) if cfg.get("query_part") else queries
+    _encoder, _cache, xb, _n = embed_nodes(cfg, nodes, device)
     a = cfg.get("analyze", {"topics": 20, "top": 5, "mode": "abs"})
     frames = analyze.analyze(nodes, xb, pl.read_parquet(run_dir / "recall.parquet"), a["topics"], a["top"], a["mode"], device)
+    if not (run_dir / "novelty.parquet").is_file():
+        table = novelty_afterwards(cfg, ds, nodes, queries, device)
+        if table is not None:
+            frames["novelty"] = table
     write_analysis(run_dir, frames)
+    io.write_json(run_dir / "manifest.json", {**manifest, "outputs": rundir.outputs(run_dir, cfg)})
     from pipeline.report import run_report
 
     run_report(run_dir)
     return [f"{n}.parquet" for n in frames]
+
+
+def novelty_afterwards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame,
+                       device: str) -> pl.DataFrame | None:
+    """The ``novelty.parquet`` a run of ``cfg`` with ``novelty=bme`` writes: ``novelty=bme``'s
+    settings (the run's own novelty keys over them), the same query groups, stopped after the
+    novelty stage (embeddings and candidates come back from the caches)."""
+    if "dense" not in cfg.channels:
+        log.warning("no novelty analysis: the run has no dense channel (its hits are the novelty basis)")
+        return None
+    conf = yaml.safe_load((CONF / "novelty" / "bme.yaml").read_text())
+    conf |= {k: v for k, v in OmegaConf.to_container(cfg.novelty, resolve=True).items() if k != "enabled"}
+    cfg = OmegaConf.merge(cfg, {"novelty": conf})
+    sh, _n = embed_run(cfg, ds, nodes, queries, device, Timer(), None)
+    sh.until = "novelty"
+    return in_query_order([o.novelty for o in run_all_groups(sh, nodes, queries)], queries, [])
 
 
 def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = None) -> dict:
@@ -145,7 +172,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     the same nodes (``pipeline.grouprun``), and the recall rows come back in query order."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "manifest.json").unlink(missing_ok=True)  # no stale "finished" marker while we work
+    rundir.clear(out_dir, cfg)  # the manifest first, then every output a previous run left here
     timer = Timer()
     backend.reset()
     device = backend.resolve_device(cfg.device)
@@ -276,7 +303,7 @@ def finish(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.
         "fallbacks": backend.FALLBACKS[:],
         "graph_algorithms": dict(backend.GRAPH_IMPL),
         "embedded_texts": n_embedded, "reused_stages": reused, "peak_rss_mb": peak_rss_mb(), "signals_freshness": freshness,
-        "outputs": sorted(p.name for p in out_dir.iterdir() if p.is_file() and not p.name.startswith(".")),
+        "outputs": rundir.outputs(out_dir, cfg),
     }
     io.write_json(out_dir / "manifest.json", manifest)
     if cfg.report:

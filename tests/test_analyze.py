@@ -40,3 +40,24 @@ def test_analyze_stage_and_command_on_a_run(compose, tmp_path):
     (tmp_path / "run" / "topics.parquet").unlink()
     assert main(["analyze", str(tmp_path / "run")]) == 0
     assert (tmp_path / "run" / "topics.parquet").exists() and (tmp_path / "run" / "report.md").exists()
+
+
+def test_analyze_after_a_run_without_novelty_writes_the_table_novelty_bme_writes(compose, tmp_path):
+    import json
+
+    from pipeline import runner
+    from pipeline.cli import main
+
+    base = ["embed=hashing", "report=false", "data.limit_queries=8"]
+    runner.run(compose(base), tmp_path / "plain")
+    cfg = compose([*base, "novelty=bme"])
+    cfg.cache_dir = str(tmp_path / "own-cache")  # computes its candidates itself, not from the plain run's cache
+    runner.run(cfg, tmp_path / "bme")
+    assert not (tmp_path / "plain" / "novelty.parquet").exists()
+    assert main(["analyze", str(tmp_path / "plain")]) == 0
+    after = pl.read_parquet(tmp_path / "plain" / "novelty.parquet")
+    during = pl.read_parquet(tmp_path / "bme" / "novelty.parquet")
+    assert during.height == 8 and during["novelty"].is_not_null().sum() > 0  # the table is not trivially empty
+    assert after.equals(during)
+    outputs = json.loads((tmp_path / "plain" / "manifest.json").read_text())["outputs"]
+    assert {"novelty.parquet", "topics.parquet", "recall.parquet"} <= set(outputs)

@@ -62,4 +62,4 @@ def test_run_with_dense_blocked_equals_flat(compose, tmp_path, cache_dir):
     b = pl.read_parquet(tmp_path / "blk" / "recall.parquet")
     assert a.select("query_id", "node_id").equals(b.select("query_id", "node_id"))
     np.testing.assert_allclose(a["score"].to_numpy(), b["score"].to_numpy(), atol=1e-5)
-    assert res["manifest"]["config"]["dense"]["index"] == "blocked" and list(cache_dir.glob("memmap/hashing-v1-d384-*.npy"))
+    assert res["manifest"]["config"]["dense"]["index"] == "blocked" and list(cache_dir.glob("memmap/hashing-v1-*.npy"))

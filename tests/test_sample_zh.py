@@ -71,4 +71,6 @@ def test_best_on_sample_zh_stays_near_its_english_recall(compose, tmp_path):
     res = runner.run(compose(["data=sample_zh", "preset=best", "report=false"]), tmp_path / "run")
     assert res["metrics"]["recall@5"] >= 0.75
     # scopes differ by viewer (visibility): each sees about half Han letters
-    assert "embed.english_only: dense fusion weight × non-Han share of the scope (0.488–0.496)" in res["manifest"]["fallbacks"]
+    # one message per sealed query group (two scopes here), each with its own scope's share
+    msg = "embed.english_only: dense fusion weight × non-Han share of the scope ({0}–{0})"
+    assert {msg.format("0.488"), msg.format("0.496")} <= set(res["manifest"]["fallbacks"])

@@ -235,7 +235,7 @@ def _truth_of(run_dir: Path, spec: dict) -> Truth:
     if "_target_" not in spec:
         raise DataError(str(run_dir / "manifest.json"), "config.data has no _target_ to reload the qrels from",
                         "pass the qrels explicitly", field="config.data")
-    ds = call_target(spec)
+    ds = call_target(spec, f"{run_dir / 'manifest.json'}: config.data")
     if ds.qrels is None:
         raise DataError(str(run_dir), f"dataset {spec.get('name')!r} has no qrels", "compare runs of a judged dataset")
     return Truth(ds.qrels, _groups(ds.queries))

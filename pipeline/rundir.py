@@ -1,0 +1,67 @@
+"""What a run directory holds: every file name a run (and ``recall analyze``/``feedback`` on it) may
+write, so a rerun into the same folder starts from none of them and the manifest lists only its own.
+
+Why "remove every known output first" and not "write into a temporary folder and swap it in":
+Hydra owns ``out_dir`` (it creates it and writes ``.hydra/`` and the job log into it before the run
+starts, and keeps the log open), and ``out_dir`` may hold files that are not the pipeline's; a
+directory swap would have to carry the former and could delete the latter. Crash safety is
+unchanged: the manifest goes first, every file is written atomically, the manifest is written last.
+A test runs with every optional output on and checks that each file written is named here.
+"""
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+MANIFEST = "manifest.json"
+OUTPUTS = (
+    "recall.parquet", "injection.parquet", "novelty.parquet", "signals.parquet", "metrics.json", "per_query.parquet",
+    "topics.parquet", "node_topics.parquet", "recall_topics.parquet",  # analyze (in the run or after it)
+    "report.md", "report.html", "report-*.png",  # the report, written after the manifest
+    "signals-r*.parquet",  # recall feedback's revisions of this run's signals
+    ".*.tmp",  # an atomic write a crash interrupted (pipeline.io.atomic_write)
+)
+
+
+def is_output(name: str, patterns=OUTPUTS) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _inputs(cfg: DictConfig | dict | None, out_dir: Path) -> set[Path]:
+    """Files inside ``out_dir`` that the config names (a signals table kept in the run folder, say):
+    inputs, never removed or listed as outputs."""
+    if cfg is None:
+        return set()
+    conf = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    found, stack = set(), [conf]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and node and Path(node).resolve().parent == out_dir.resolve():
+            found.add(Path(node).resolve())
+    return found
+
+
+def clear(out_dir: Path, cfg: DictConfig | None = None) -> list[str]:
+    """Remove the manifest (first: nothing looks finished while we work), then every known output
+    a previous run left in ``out_dir``; returns the names removed."""
+    out_dir = Path(out_dir)
+    (out_dir / MANIFEST).unlink(missing_ok=True)
+    keep = _inputs(cfg, out_dir)
+    gone = sorted(p.name for p in out_dir.iterdir() if p.is_file() and is_output(p.name) and p.resolve() not in keep)
+    for name in gone:
+        (out_dir / name).unlink(missing_ok=True)
+    return gone
+
+
+def outputs(out_dir: Path, cfg: DictConfig | dict | None = None) -> list[str]:
+    """The run's output files present in ``out_dir`` (for ``manifest.outputs``), in name order."""
+    out_dir = Path(out_dir)
+    keep = _inputs(cfg, out_dir)
+    return sorted(p.name for p in out_dir.iterdir() if p.is_file() and is_output(p.name) and not p.name.startswith(".")
+                  and p.resolve() not in keep)

@@ -1,0 +1,34 @@
+"""The code version every cache key carries: the package version plus a hash of the source files.
+
+A cached entry (candidates, recall cache, embeddings) is only as valid as the code that made it; a
+version string alone does not change when the source is edited in place (an editable install).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+
+
+def package_version(name: str = "recall-pipeline") -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def source_hash(files) -> str:
+    """sha256 over (path relative to the package, bytes) of ``files``, in sorted order; 16 hex digits."""
+    h = hashlib.sha256()
+    for p in sorted(Path(f).resolve() for f in files):
+        h.update(p.relative_to(ROOT).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def code_version() -> str:
+    """``<package version>+<hash of every pipeline/**/*.py loaded from>``, computed once per process."""
+    return f"{package_version()}+{source_hash(ROOT.rglob('*.py'))}"

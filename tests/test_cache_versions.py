@@ -1,0 +1,70 @@
+"""Caches know what they depend on: the code version, the model folder and the encoder settings are
+in every cache key, so changing any of them is a miss (and leaving them alone is a hit)."""
+
+import numpy as np
+import pytest
+
+from pipeline import cachekeys, runner, version
+from pipeline.stages import embed
+from pipeline.stages.embed import EmbeddingCache, SentenceEncoder, embed_cached
+
+TEXTS = ["memory graph", "recall cache", "memory graph"]
+
+
+def _fake_encode(self, texts, device="cpu"):  # no model is loaded: the key, not the vectors, is under test
+    return np.tile(np.arange(self.dim, dtype=np.float32), (len(texts), 1)) / self.dim
+
+
+@pytest.fixture
+def model_dirs(tmp_path, monkeypatch):
+    monkeypatch.setattr(SentenceEncoder, "encode", _fake_encode)
+    dirs = [tmp_path / "model-a", tmp_path / "model-b"]
+    for d in dirs:
+        d.mkdir()
+        (d / "config.json").write_text("{}")
+    return dirs
+
+
+def _encoded(enc, cache) -> int:
+    return embed_cached(enc, TEXTS, cache, "cpu")[1]
+
+
+def test_embedding_key_changes_with_model_path_settings_files_and_code(tmp_path, model_dirs, monkeypatch):
+    cache = EmbeddingCache(tmp_path / "emb.sqlite", 4)
+    a, b = model_dirs
+    assert _encoded(SentenceEncoder(str(a), dim=4), cache) == 2  # two distinct texts
+    assert _encoded(SentenceEncoder(str(a), dim=4), cache) == 0  # same settings: a hit
+    assert _encoded(SentenceEncoder(str(b), dim=4), cache) == 2  # another model folder
+    assert _encoded(SentenceEncoder(str(a), dim=4, max_seq_length=128), cache) == 2
+    assert _encoded(SentenceEncoder(str(a), dim=4, max_seq_length=128), cache) == 0
+    (a / "config.json").write_text('{"hidden_size": 4}')  # the model's files changed in place
+    assert _encoded(SentenceEncoder(str(a), dim=4), cache) == 2
+    monkeypatch.setattr(embed, "encoder_code", lambda: "edited")
+    assert _encoded(SentenceEncoder(str(a), dim=4), cache) == 2
+
+
+def test_candidate_and_recipe_keys_change_with_the_code_version(compose, monkeypatch):
+    cfg = compose(["embed=hashing", "preset=dense"])
+    ds = runner.call_target(cfg.data)
+    nodes, queries = runner.drop_empty(ds)
+    keys = ["channels", "dense", "embed"]
+    before = runner.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg)
+    assert before == (runner.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg))
+    monkeypatch.setattr(version, "code_version", lambda: "0.1.0+edited")
+    after = runner.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg)
+    assert after[0] != before[0] and after[1] != before[1]
+
+
+def test_a_run_reuses_candidates_only_under_the_same_code_version(compose, tmp_path, monkeypatch):
+    cfg = compose(["embed=hashing", "preset=dense", "report=false", "data.limit_queries=3"])
+    cfg.cache_dir = str(tmp_path / "cache")  # not the session cache: the first run must compute
+    assert runner.run(cfg, tmp_path / "r1")["manifest"]["reused_stages"] == []
+    assert runner.run(cfg, tmp_path / "r2")["manifest"]["reused_stages"] == ["channels"]
+    monkeypatch.setattr(version, "code_version", lambda: "0.1.0+edited")
+    assert runner.run(cfg, tmp_path / "r3")["manifest"]["reused_stages"] == []
+
+
+def test_code_version_hashes_the_package_source():
+    assert version.code_version().startswith(version.package_version() + "+")
+    h1 = version.source_hash([version.ROOT / "io.py"])
+    assert h1 == version.source_hash([version.ROOT / "io.py"]) != version.source_hash([version.ROOT / "errors.py"])
