@@ -236,3 +236,59 @@ def test_bme_preset_cooccurrence_boost(compose, tmp_path):
     assert _score(rec, "apple", "n0", "cooccur") == pytest.approx(bonus0, abs=1e-6)
     assert _score(rec, "apple", "n0", "graph") == pytest.approx(1.0 + bonus0, abs=1e-5)
     assert _score(rec, "apple", "n3", "cooccur") == 0.0
+
+
+# ---- BME fidelity rows (docs/presets.md, "bme" table; ../shared/spec/reference-algorithms.md §1) ----
+
+def test_bme_preset_constants_match_the_spec(compose):
+    cfg = compose(["preset=bme"])
+    # vector prefilter: top 20 per query text, cosine > 0, merged by max, max(2·20, 24) = 40 kept
+    assert (cfg.dense.per_part, cfg.dense.min_score, cfg.dense.candidates) == (20, 0.0, 40)
+    # DPP: llmCandidatePool 30 out of 30·3 = 90; BME's answer = the first maxRecallNodes 12
+    assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cfg.inject.max_nodes) == ("dpp", 30, 3, 12)
+    # createEdge strength 0.8; temporal link 0.2; cross recall off (retriever.js fallback)
+    assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.query.cross_recall) == (0.8, 0.2, False)
+    assert (cfg.query.anchor_energy, cfg.query.cross_mult) == (2.0, 1.5)
+    assert (cfg.diffuse.steps, cfg.diffuse.decay, cfg.diffuse.alpha, cfg.diffuse.top_k) == (2, 0.6, 0.15, 100)
+
+
+def test_bme_vector_hits_only_positive_and_diffusion_only_nodes_get_vector_0(compose, tmp_path):
+    rec = _run(compose, tmp_path, "bme")
+    # cosine ≤ 0 is no vector hit: "apple" hits n0, n1, n2; diffusion adds n3 (0.51) and, at step 2,
+    # n6 over the 0.2 chain from n3: 0.51·0.2·0.6·0.85 = 0.05202. n7, n8, n9 (cosine 0) are not scored.
+    q = _q(rec, "apple")
+    assert set(q["node_id"]) == {"n0", "n1", "n2", "n3", "n6"}
+    assert _score(rec, "apple", "n6", "graph") == pytest.approx(0.05202, abs=1e-6)
+    # pool of 5 ≤ 30: no DPP, score order
+    assert q["score"].to_list() == sorted(q["score"].to_list(), reverse=True)
+    # one hit per query text (dense.per_part=1): n0 only; n1 is reached by diffusion (0.2 chain:
+    # 1·0.2·0.6·0.85 = 0.102) and gets vector term 0 although its cosine is 1/√3
+    one = _run(compose, tmp_path / "one", "bme", "dense.per_part=1")
+    assert _score(one, "apple", "n1", "dense") == pytest.approx(S3, abs=1e-6)
+    assert _score(one, "apple", "n1", "bme_dense") == 0.0
+    assert _score(one, "apple", "n1", "graph") == pytest.approx(0.102, abs=1e-6)
+    assert _score(one, "apple", "n0", "bme_dense") == pytest.approx(1.0, abs=1e-6)
+
+
+def test_bme_edge_without_weight_weighs_0_8(compose, tmp_path):
+    ds = _dataset()
+    ds.edges = ds.edges.with_columns(weight=pl.lit(None, dtype=pl.Float32))
+    rec = _run(compose, tmp_path, "bme", ds=ds)
+    assert _score(rec, "apple", "n3", "graph") == pytest.approx(1.0 * 0.8 * 0.6 * 0.85, abs=1e-6)  # 0.408
+    one = _run(compose, tmp_path / "w1", "bme", "graph.default_weight=1.0", ds=ds)
+    assert _score(one, "apple", "n3", "graph") == pytest.approx(0.51, abs=1e-6)
+
+
+def test_bme_cross_recall_walks_stored_edges_to_events_only():
+    from pipeline.stages import anchors
+
+    # Ann (character) ─0.5 stored─ b (event); Ann ─0.2 temporal chain─ c (event); Ann ─0.9 stored─ d (character)
+    nodes = pl.DataFrame({"node_id": ["a", "b", "c", "d"], "text": ["x"] * 4, "title": ["Ann", "B", "C", "D"],
+                          "type": ["character", "event", "event", "character"]})
+    queries = pl.DataFrame({"query_id": ["q"], "text": ["where is Ann"]})
+    edges = pl.DataFrame({"src": [0, 0, 0], "dst": [1, 2, 3], "weight": [0.5, 0.2, 0.9], "inhibit": [False] * 3,
+                          "relation": ["edge", "temporal", "edge"]})
+    found = anchors.find(nodes, queries)
+    assert found.select("node_idx", "energy").rows() == [(0, 2.0)]
+    # only b: c is reached over the temporal chain, d is no event; energy 1.5 · 0.5
+    assert anchors.cross(found, edges, nodes, queries).select("node_idx", "energy").rows() == [(1, 0.75)]

@@ -52,7 +52,11 @@ def _bme_graph(df: pl.DataFrame) -> pl.Expr:  # BME: clip(graphScore / 2, 0, 1)
 
 @term("bme_dense")
 def _bme_dense(df: pl.DataFrame) -> pl.Expr:
-    return _clip01(pl.col("dense"))
+    """BME: clip(vectorScore, 0, 1) for vector hits; a node only diffusion (or the co-occurrence
+    boost) reached has vectorScore 0 — a candidate without a ``dense_rank`` was no vector hit."""
+    if "dense_rank" not in df.columns:
+        return _clip01(pl.col("dense"))
+    return pl.when(pl.col("dense_rank").is_not_null()).then(_clip01(pl.col("dense"))).otherwise(0.0)
 
 
 @term("lexical_max")
