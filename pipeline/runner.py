@@ -270,7 +270,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
             reused.append("channels")
         else:
             cand = channels.generate(nodes, queries, enabled, xb, xparts, channels.DenseParams(**cfg.dense),
-                                     channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device,
+                                     channels.LexicalParams(**OmegaConf.to_container(cfg.lexical, resolve=True)), device,
                                      cfg.seed, cfg.include_archived, part_q, part_w)
             io.write_parquet(cand_path, cand)
     timer.rows["candidates"] = cand.height

@@ -292,3 +292,49 @@ def test_bme_cross_recall_walks_stored_edges_to_events_only():
     assert found.select("node_idx", "energy").rows() == [(0, 2.0)]
     # only b: c is reached over the temporal chain, d is no event; energy 1.5 · 0.5
     assert anchors.cross(found, edges, nodes, queries).select("node_idx", "energy").rows() == [(1, 0.75)]
+
+
+# ---- ReMe fidelity rows: `reme` = search_step (the code), `reme_design` = the design document ----
+
+def test_reme_candidates_min_200_or_5_per_result(compose):
+    for k, want in ((10, 50), (40, 200), (50, 200)):
+        for preset in ("reme", "reme_design"):
+            cfg = compose([f"preset={preset}", f"k={k}"])
+            assert (cfg.dense.candidates, cfg.lexical.candidates) == (want, want)
+    cfg = compose(["preset=reme"])
+    assert (cfg.lexical.k1, cfg.lexical.b, cfg.lexical.idf, cfg.lexical.dedupe_query_terms) == (1.5, 0.75, "reme", True)
+    assert (cfg.fusion.k, cfg.fusion.weights.dense, cfg.fusion.weights.lexical) == (60, 0.7, 0.3)
+
+
+def test_reme_bm25_only_keeps_raw_scores_with_the_k1_plus_1_factor(compose, tmp_path):
+    # ReMe's default config has no embedding store: BM25 alone, raw scores, tf·(k1+1)/(tf + k1·norm)
+    rec = _run(compose, tmp_path, "reme", "channels=[lexical]")
+    want = [2.5 * bm25(1, 8, 3, dl, 11 / 8, 1.5, 0.75, "lucene") for dl in (1, 2, 3)]
+    assert want == pytest.approx([1.076588, 0.784081, 0.616562], abs=1e-6)  # 2.5 × the bm25 preset values
+    q = _q(rec, "apple")
+    assert q["node_id"].to_list() == ["n0", "n1", "n2"] and q["score"].to_list() == pytest.approx(want, rel=1e-5)
+
+
+def _reme_design(compose, tmp_path, ds):
+    return _run(compose, tmp_path, "reme_design", "k=2", ds=ds)
+
+
+def test_reme_design_factors_per_path_merge_and_k_in_paths(compose, tmp_path):
+    """Query "apple". Stored edge n3 → n0 only (no temporal chain in ReMe): inbound(n0) = 1, Leiden
+    communities {n0, n3} and singletons. RRF: n0 1/61, n1 1/62, n2 1/63 (both lists), the cosine-0
+    nodes by node order on the dense list only: n3 0.7/64, n6 0.7/65, n7 0.7/66, n8 0.7/67.
+    Factors: inbound 1 + 0.15·ln 2 (n0); ×1.2 for the communities of the top-3 fused n0, n1, n2 (so
+    n3 too); recency exp(−days/60): n0 1 day, n1 30 days, others undated (1)."""
+    n0 = 1 / 61 * (1 + 0.15 * math.log(2)) * 1.2 * math.exp(-1 / 60)
+    n1, n2 = 1 / 62 * 1.2 * math.exp(-0.5), 1 / 63 * 1.2
+    n3, n6 = 0.7 / 64 * 1.2, 0.7 / 65
+    assert (n0, n1, n2, n3, n6) == pytest.approx((0.021358, 0.011739, 0.019048, 0.013125, 0.010769), abs=1e-6)
+    rec = _reme_design(compose, tmp_path, _dataset())
+    q = _q(rec, "apple")
+    # per path ≤ 2 chunks (d1: n0, n2; n1 is its third), paths by their best chunk, k = 2 paths (d1, d2)
+    assert q["node_id"].to_list() == ["n0", "n2", "n3", "n6"]
+    assert q["score"].to_list() == pytest.approx([n0, n2, n3, n6], rel=1e-5)
+    # n2 last updated 200 days ago: recency_score = e^(−200/60) = 0.036 < 0.15 → archived, not recalled
+    ds = _dataset(updated_at=[None, None, NOW - dt.timedelta(days=200)] + [None] * 7)
+    ds.nodes = ds.nodes.with_columns(pl.col("updated_at").cast(TS))
+    assert _q(_reme_design(compose, tmp_path / "arch", ds), "apple")["node_id"].to_list() == ["n0", "n1", "n3", "n6"]

@@ -28,9 +28,14 @@ def term(name: str, needs: tuple[str, ...] = ()):
     return wrap
 
 
-def factor(name: str, needs: tuple[str, ...] = ()):
+FILTERS: set[str] = set()  # factors that drop the rows where they are 0 (instead of scoring them 0)
+
+
+def factor(name: str, needs: tuple[str, ...] = (), drops: bool = False):
     def wrap(fn):
         FACTORS[name], NEEDS[name] = fn, needs
+        if drops:
+            FILTERS.add(name)
         return fn
     return wrap
 
@@ -107,6 +112,11 @@ def _reme_recency(df: pl.DataFrame) -> pl.Expr:  # exp(−Δt / 60 d) since the 
     return (-_days("last_update") / 60.0).exp()
 
 
+@factor("reme_archived", needs=("archived_signal",), drops=True)
+def _reme_archived(df: pl.DataFrame) -> pl.Expr:  # ReMe design: recency_score < 0.15 ⇒ archived, not recalled
+    return 1.0 - pl.col("archived_signal").cast(pl.Boolean).fill_null(False).cast(pl.Float64)
+
+
 @factor("reme_community", needs=("community",))
 def _reme_community(df: pl.DataFrame) -> pl.Series:  # ×1.2 in the community of a top-3 fused node
     top = (df.filter(pl.col("community").is_not_null())
@@ -175,4 +185,7 @@ def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool
         elif f not in cand.columns:  # else a precomputed factor column (e.g. from the scope policy)
             raise ConfigError(f"score.factors: unknown factor {f!r}; choose from {sorted(FACTORS)}")
         score = score * pl.col(f)
-    return cand.with_columns(score=score).drop(missing)
+    out = cand.with_columns(score=score).drop(missing)
+    for f in FILTERS & set(factors):
+        out = out.filter(pl.col(f) > 0)
+    return out
