@@ -95,7 +95,8 @@ def test_injection_formats_hand_checked():
     recall = pl.DataFrame({"query_id": ["q", "q"], "rank": [1, 2], "node_id": ["a.md#x", "b.md#y"],
                            "doc_id": ["a.md", "b.md"], "score": [0.9, 0.5], "dense": [0.7, 0.4], "lexical": [2.0, 0.0]})
     bme = render(recall, nodes, "bme")["text"][0]
-    assert bme.splitlines()[:4] == ["fact:", "| title | text | tags |", "|---|---|---|",
+    # no scope columns: every node is objective/global → BME's "[Memory - Objective / Global]" section
+    assert bme.splitlines()[:5] == ["[Memory - Objective / Global]", "fact:", "| title | text | tags |", "|---|---|---|",
                                     "| Alpha | line one line \\| two | t1, t2 |"]
     assert "lesson:" in bme and "| Beta | short |" in bme
     reme = render(recall, nodes, "reme")["text"][0]
@@ -129,7 +130,8 @@ def test_soul_boost_orders_only_the_injection_layer():
     assert (soul_boost("anti-pattern", "x"), soul_boost("concept", "Overview"), soul_boost(None, "t")) == (1.5, 0.3, 0.5)
     nodes = pl.DataFrame({"node_id": ["a", "b"], "text": ["ta", "tb"], "title": ["A", "B"], "type": ["concept", "anti-pattern"]})
     recall = pl.DataFrame({"query_id": ["q", "q"], "rank": [1, 2], "node_id": ["a", "b"], "score": [1.0, 0.5]})
-    plain = render(recall, nodes, "oks")["text"][0]
-    boosted = render(recall, nodes, "oks", soul=True)["text"][0]  # 1.0·0.6 < 0.5·1.5 → b first
+    # floor=0: the hook's 0.7 floor (a default of the oks format since issue 18) would drop b (0.5)
+    plain = render(recall, nodes, "oks", floor=0.0)["text"][0]
+    boosted = render(recall, nodes, "oks", soul=True, floor=0.0)["text"][0]  # 1.0·0.6 < 0.5·1.5 → b first
     assert plain.index("(a)") < plain.index("(b)") and boosted.index("(b)") < boosted.index("(a)")
     assert recall["rank"].to_list() == [1, 2]  # the recall layer is untouched
