@@ -338,3 +338,22 @@ def test_reme_design_factors_per_path_merge_and_k_in_paths(compose, tmp_path):
     ds = _dataset(updated_at=[None, None, NOW - dt.timedelta(days=200)] + [None] * 7)
     ds.nodes = ds.nodes.with_columns(pl.col("updated_at").cast(TS))
     assert _q(_reme_design(compose, tmp_path / "arch", ds), "apple")["node_id"].to_list() == ["n0", "n1", "n3", "n6"]
+
+
+# ---- OKS fidelity rows ----
+
+def test_oks_preset_constants_match_the_spec(compose):
+    cfg = compose(["preset=oks"])
+    assert (cfg.lexical.k1, cfg.lexical.b, cfg.lexical.idf, cfg.lexical.stopwords) == (1.2, 0.75, "fts5", None)
+    assert dict(cfg.lexical.field_weights) == {"title": 5.0, "tags": 3.0, "body": 1.0, "code": 0.5}
+    assert list(cfg.channels) == ["lexical"] and dict(cfg.score.terms) == {"fused": 1.0, "graph": 0.0, "residual": 0.0}
+
+
+def test_oks_fts5_idf_floor_for_terms_in_half_the_rows(compose, tmp_path):
+    # "apple" in 5 of N = 8 visible rows if n6, n7 also say apple: ln((8 − 5 + 0.5)/(5 + 0.5)) < 0 → 1e-6
+    ds = _dataset()
+    ds.nodes = ds.nodes.with_columns(text=pl.Series(["apple", "apple banana", "cherry apple banana", "grape", "apple",
+                                                     "apple", "kiwi apple", "the apple", "lemon", "mango"]))
+    rec = _run(compose, tmp_path, "oks", ds=ds)
+    # visible lengths 1 2 3 1 2 2 1 1 → avgdl 13/8; n0: 1e-6 · 2.2 / (1 + 1.2·(0.25 + 0.75·1/1.625))
+    assert _score(rec, "apple", "n0") == pytest.approx(1e-6 * 2.2 / (1 + 1.2 * (0.25 + 0.75 / 1.625)), rel=1e-4)
