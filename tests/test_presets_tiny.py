@@ -245,7 +245,10 @@ def test_bme_preset_constants_match_the_spec(compose):
     # vector prefilter: top 20 per query text, cosine > 0, merged by max, max(2·20, 24) = 40 kept
     assert (cfg.dense.per_part, cfg.dense.min_score, cfg.dense.candidates) == (20, 0.0, 40)
     # DPP: llmCandidatePool 30 out of 30·3 = 90; BME's answer = the first maxRecallNodes 12
-    assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cfg.inject.max_nodes) == ("dpp", 30, 3, 12)
+    from pipeline.stages.inject import InjectParams
+
+    cap = InjectParams(format="bme", max_nodes=cfg.inject.max_nodes).get("max_nodes")
+    assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 30, 3, 12)
     # createEdge strength 0.8; temporal link 0.2; cross recall off (retriever.js fallback)
     assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.query.cross_recall) == (0.8, 0.2, False)
     assert (cfg.query.anchor_energy, cfg.query.cross_mult) == (2.0, 1.5)
