@@ -56,10 +56,6 @@ def soul_boost(type_: str | None, title: str | None, lesson=None) -> float:
     return round(b, 3)
 
 
-def _cell(v, limit: int = 200) -> str:
-    return inject_bme._cell(v, limit)
-
-
 def _reme(rows: list[dict]) -> str:
     out = []
     for r in rows:
@@ -71,7 +67,7 @@ def _reme(rows: list[dict]) -> str:
 
 def _oks(rows: list[dict]) -> str:
     return "\n".join(f"- [{r.get('type') or 'memory'}] {r.get('title') or r['node_id']} ({r['node_id']}) "
-                     f"rel={r['score']:.2f}\n  {_cell(r['text'], 160)}" for r in rows)
+                     f"rel={r['score']:.2f}\n  {inject_bme.cell(r['text'], 160)}" for r in rows)
 
 
 def _col(rows: pl.DataFrame, name: str) -> list:

@@ -26,7 +26,8 @@ CAVEAT = "(the user's side of the story: not facts about the character)"
 PRIO = {b: i for i, b in enumerate(SCOPE_BUCKETS)}
 
 
-def _cell(v, limit: int = 200) -> str:
+def cell(v, limit: int = 200) -> str:
+    """A table cell: lists joined, ``|`` escaped, newlines as spaces, cut to ``limit`` characters."""
     if v is None:
         return ""
     if isinstance(v, list):
@@ -41,7 +42,7 @@ def tables(rows: list[dict]) -> list[str]:
         group = [r for r in rows if (r.get("type") or "memory") == typ]
         cols = [c for c in COLUMNS if any(r.get(c) not in (None, "", []) for r in group)]
         out += [f"{typ}:", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        out += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in group]
+        out += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in group]
         out.append("")
     return out
 
@@ -62,13 +63,15 @@ def core_rows(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: bool
 
 
 def _sections(rows: list[dict]) -> list[tuple[str, list[dict]]]:
-    by = lambda p: [r for r in rows if r["bucket"] == p]  # noqa: E731
-    out = [(f"[Memory - Character POV: {o}]", [r for r in by(PRIO["characterPov"]) if (r.get("scope_owner") or "") == o])
-           for o in dict.fromkeys(r.get("scope_owner") or "" for r in by(PRIO["characterPov"]))]
-    out += [("[Memory - User POV / Not Character Facts]", by(PRIO["userPov"])),
-            ("[Memory - Objective / Current Region]", by(PRIO["objectiveCurrentRegion"])),
-            ("[Memory - Objective / Global]",
-             [r for r in rows if r["bucket"] in (PRIO["objectiveAdjacentRegion"], PRIO["objectiveGlobal"])][:GLOBAL_CAP])]
+    def by(*buckets: str) -> list[dict]:
+        return [r for r in rows if r["bucket"] in [PRIO[b] for b in buckets]]
+
+    pov = by("characterPov")
+    out = [(f"[Memory - Character POV: {o}]", [r for r in pov if (r.get("scope_owner") or "") == o])
+           for o in dict.fromkeys(r.get("scope_owner") or "" for r in pov)]
+    out += [("[Memory - User POV / Not Character Facts]", by("userPov")),
+            ("[Memory - Objective / Current Region]", by("objectiveCurrentRegion")),
+            ("[Memory - Objective / Global]", by("objectiveAdjacentRegion", "objectiveGlobal")[:GLOBAL_CAP])]
     return [(h, rs) for h, rs in out if rs]
 
 
