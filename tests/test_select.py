@@ -68,6 +68,8 @@ def test_k_counted_in_documents():
     assert select(cand, 2, SelectParams(top_chunks_per_doc=2), doc_idx=doc_idx)["node_idx"].to_list() == [0, 2]
     got = select(cand, 2, SelectParams(top_chunks_per_doc=2, k_in_docs=True), doc_idx=doc_idx)
     assert got["node_idx"].to_list() == [0, 2, 1] and got["rank"].to_list() == [1, 2, 3]
+    with pytest.raises(ConfigError, match="k_in_docs counts documents for select=topk only"):
+        select(cand, 2, SelectParams(method="dpp", top_chunks_per_doc=2, k_in_docs=True), np.eye(4), doc_idx=doc_idx)
 
 
 def test_dpp_without_embeddings_is_a_config_error():

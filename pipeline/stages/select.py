@@ -71,6 +71,9 @@ def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = 
         if doc_idx is None:
             raise ConfigError("select.top_chunks_per_doc needs a doc_id column in the nodes")
         r = group_by_doc(r, doc_idx, int(p.top_chunks_per_doc))
+    if p.k_in_docs and p.method != "topk":
+        raise ConfigError(f"select.k_in_docs counts documents for select=topk only; use select=topk or "
+                          f"select.k_in_docs=false with select={p.method}")
     if p.method == "topk" or r.height == 0:
         return _cut(r, k, doc_idx, p.k_in_docs)
     if xb is None:
