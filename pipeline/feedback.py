@@ -113,9 +113,11 @@ def _run_inputs(run_dir: Path, injected: bool) -> tuple[dict, pl.DataFrame]:
     if injected:
         if not (run_dir / "injection.parquet").is_file():
             raise UserError(f"{run_dir}: no injection.parquet; run with inject.format=bme|reme|oks or drop --injected")
-        rows = rows.filter(pl.col("rank") <= int(cfg["inject"]["max_nodes"]))
-        if cfg["inject"].get("soul_boost"):
-            raise UserError("--injected with inject.soul_boost is not supported yet; drop --injected")
+        shown = pl.read_parquet(run_dir / "injection.parquet")
+        if "node_ids" not in shown.columns:
+            raise UserError(f"{run_dir}: injection.parquet predates its node_ids column; rerun the run or drop --injected")
+        shown = shown.select("query_id", node_id="node_ids").explode("node_id")
+        rows = rows.join(shown, on=["query_id", "node_id"], how="semi")
     return cfg, rows
 
 

@@ -182,7 +182,7 @@ def _candidates(sh: Shared, g: Group, enabled: list[str]) -> tuple[pl.DataFrame,
     if path.exists():
         return pl.read_parquet(path), True
     cand = channels.generate(g.nodes, g.queries, enabled, g.xb, g.xparts, channels.DenseParams(**cfg.dense),
-                             channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), sh.device,
+                             channels.LexicalParams(**OmegaConf.to_container(cfg.lexical, resolve=True)), sh.device,
                              cfg.seed, cfg.include_archived, g.part_q, g.part_w)
     io.write_parquet(path, cand)
     return cand, False

@@ -277,8 +277,9 @@ def finish(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.
         io.write_parquet(out_dir / "recall.parquet", recall)
         if cfg.inject.format != "none":
             io.write_parquet(out_dir / "injection.parquet",
-                             inject.render(recall, nodes, cfg.inject.format, int(cfg.inject.max_nodes),
-                                           bool(cfg.inject.soul_boost)))
+                             inject.render(recall, nodes, cfg.inject.format, queries=queries,
+                                           include_archived=bool(cfg.include_archived),
+                                           **{k: v for k, v in cfg.inject.items() if k != "format"}))
 
     if cfg.analyze.enabled and xb is not None:
         with timer.stage("analyze"):

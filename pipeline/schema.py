@@ -31,6 +31,7 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "scope_layer": pl.String, "scope_owner_type": pl.String, "scope_owner": pl.String,
             "scope_region": pl.String, "scope_regions": pl.List(pl.String), "story_time": pl.Int64,
             "story_time_end": pl.Int64, "story_tense": pl.String,
+            "lesson": pl.String,  # OKS review.lesson (Soul Boost × 1.2 in inject.format=oks)
         },
     },
     "edges": {
@@ -46,7 +47,8 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
                      # BME scene state (scope policy): who speaks, where, which story segment
                      "active_owners": pl.List(pl.String), "active_user_owners": pl.List(pl.String),
                      "active_region": pl.String, "adjacent_regions": pl.List(pl.String),
-                     "story_segment": pl.Int64},
+                     "story_segment": pl.Int64,
+                     "goals": pl.List(pl.String)},  # OKS goal slugs: their pages go first in inject.format=oks
     },
     "qrels": {
         "required": {"query_id": pl.String, "relevance": pl.Int32},

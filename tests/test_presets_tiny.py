@@ -236,3 +236,127 @@ def test_bme_preset_cooccurrence_boost(compose, tmp_path):
     assert _score(rec, "apple", "n0", "cooccur") == pytest.approx(bonus0, abs=1e-6)
     assert _score(rec, "apple", "n0", "graph") == pytest.approx(1.0 + bonus0, abs=1e-5)
     assert _score(rec, "apple", "n3", "cooccur") == 0.0
+
+
+# ---- BME fidelity rows (docs/presets.md, "bme" table; ../shared/spec/reference-algorithms.md §1) ----
+
+def test_bme_preset_constants_match_the_spec(compose):
+    cfg = compose(["preset=bme"])
+    # vector prefilter: top 20 per query text, cosine > 0, merged by max, max(2·20, 24) = 40 kept
+    assert (cfg.dense.per_part, cfg.dense.min_score, cfg.dense.candidates) == (20, 0.0, 40)
+    # DPP: llmCandidatePool 30 out of 30·3 = 90; BME's answer = the first maxRecallNodes 12
+    from pipeline.stages.inject import InjectParams
+
+    cap = InjectParams(format="bme", max_nodes=cfg.inject.max_nodes).get("max_nodes")
+    assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 30, 3, 12)
+    # createEdge strength 0.8; temporal link 0.2; cross recall off (retriever.js fallback)
+    assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.query.cross_recall) == (0.8, 0.2, False)
+    assert (cfg.query.anchor_energy, cfg.query.cross_mult) == (2.0, 1.5)
+    assert (cfg.diffuse.steps, cfg.diffuse.decay, cfg.diffuse.alpha, cfg.diffuse.top_k) == (2, 0.6, 0.15, 100)
+
+
+def test_bme_vector_hits_only_positive_and_diffusion_only_nodes_get_vector_0(compose, tmp_path):
+    rec = _run(compose, tmp_path, "bme")
+    # cosine ≤ 0 is no vector hit: "apple" hits n0, n1, n2; diffusion adds n3 (0.51) and, at step 2,
+    # n6 over the 0.2 chain from n3: 0.51·0.2·0.6·0.85 = 0.05202. n7, n8, n9 (cosine 0) are not scored.
+    q = _q(rec, "apple")
+    assert set(q["node_id"]) == {"n0", "n1", "n2", "n3", "n6"}
+    assert _score(rec, "apple", "n6", "graph") == pytest.approx(0.05202, abs=1e-6)
+    # pool of 5 ≤ 30: no DPP, score order
+    assert q["score"].to_list() == sorted(q["score"].to_list(), reverse=True)
+    # one hit per query text (dense.per_part=1): n0 only; n1 is reached by diffusion (0.2 chain:
+    # 1·0.2·0.6·0.85 = 0.102) and gets vector term 0 although its cosine is 1/√3
+    one = _run(compose, tmp_path / "one", "bme", "dense.per_part=1")
+    assert _score(one, "apple", "n1", "dense") == pytest.approx(S3, abs=1e-6)
+    assert _score(one, "apple", "n1", "bme_dense") == 0.0
+    assert _score(one, "apple", "n1", "graph") == pytest.approx(0.102, abs=1e-6)
+    assert _score(one, "apple", "n0", "bme_dense") == pytest.approx(1.0, abs=1e-6)
+
+
+def test_bme_edge_without_weight_weighs_0_8(compose, tmp_path):
+    ds = _dataset()
+    ds.edges = ds.edges.with_columns(weight=pl.lit(None, dtype=pl.Float32))
+    rec = _run(compose, tmp_path, "bme", ds=ds)
+    assert _score(rec, "apple", "n3", "graph") == pytest.approx(1.0 * 0.8 * 0.6 * 0.85, abs=1e-6)  # 0.408
+    one = _run(compose, tmp_path / "w1", "bme", "graph.default_weight=1.0", ds=ds)
+    assert _score(one, "apple", "n3", "graph") == pytest.approx(0.51, abs=1e-6)
+
+
+def test_bme_cross_recall_walks_stored_edges_to_events_only():
+    from pipeline.stages import anchors
+
+    # Ann (character) ─0.5 stored─ b (event); Ann ─0.2 temporal chain─ c (event); Ann ─0.9 stored─ d (character)
+    nodes = pl.DataFrame({"node_id": ["a", "b", "c", "d"], "text": ["x"] * 4, "title": ["Ann", "B", "C", "D"],
+                          "type": ["character", "event", "event", "character"]})
+    queries = pl.DataFrame({"query_id": ["q"], "text": ["where is Ann"]})
+    edges = pl.DataFrame({"src": [0, 0, 0], "dst": [1, 2, 3], "weight": [0.5, 0.2, 0.9], "inhibit": [False] * 3,
+                          "relation": ["edge", "temporal", "edge"]})
+    found = anchors.find(nodes, queries)
+    assert found.select("node_idx", "energy").rows() == [(0, 2.0)]
+    # only b: c is reached over the temporal chain, d is no event; energy 1.5 · 0.5
+    assert anchors.cross(found, edges, nodes, queries).select("node_idx", "energy").rows() == [(1, 0.75)]
+
+
+# ---- ReMe fidelity rows: `reme` = search_step (the code), `reme_design` = the design document ----
+
+def test_reme_candidates_min_200_or_5_per_result(compose):
+    for k, want in ((10, 50), (40, 200), (50, 200)):
+        for preset in ("reme", "reme_design"):
+            cfg = compose([f"preset={preset}", f"k={k}"])
+            assert (cfg.dense.candidates, cfg.lexical.candidates) == (want, want)
+    cfg = compose(["preset=reme"])
+    assert (cfg.lexical.k1, cfg.lexical.b, cfg.lexical.idf, cfg.lexical.dedupe_query_terms) == (1.5, 0.75, "reme", True)
+    assert (cfg.fusion.k, cfg.fusion.weights.dense, cfg.fusion.weights.lexical) == (60, 0.7, 0.3)
+
+
+def test_reme_bm25_only_keeps_raw_scores_with_the_k1_plus_1_factor(compose, tmp_path):
+    # ReMe's default config has no embedding store: BM25 alone, raw scores, tf·(k1+1)/(tf + k1·norm)
+    rec = _run(compose, tmp_path, "reme", "channels=[lexical]")
+    want = [2.5 * bm25(1, 8, 3, dl, 11 / 8, 1.5, 0.75, "lucene") for dl in (1, 2, 3)]
+    assert want == pytest.approx([1.076588, 0.784081, 0.616562], abs=1e-6)  # 2.5 × the bm25 preset values
+    q = _q(rec, "apple")
+    assert q["node_id"].to_list() == ["n0", "n1", "n2"] and q["score"].to_list() == pytest.approx(want, rel=1e-5)
+
+
+def _reme_design(compose, tmp_path, ds):
+    return _run(compose, tmp_path, "reme_design", "k=2", ds=ds)
+
+
+def test_reme_design_factors_per_path_merge_and_k_in_paths(compose, tmp_path):
+    """Query "apple". Stored edge n3 → n0 only (no temporal chain in ReMe): inbound(n0) = 1, Leiden
+    communities {n0, n3} and singletons. RRF: n0 1/61, n1 1/62, n2 1/63 (both lists), the cosine-0
+    nodes by node order on the dense list only: n3 0.7/64, n6 0.7/65, n7 0.7/66, n8 0.7/67.
+    Factors: inbound 1 + 0.15·ln 2 (n0); ×1.2 for the communities of the top-3 fused n0, n1, n2 (so
+    n3 too); recency exp(−days/60): n0 1 day, n1 30 days, others undated (1)."""
+    n0 = 1 / 61 * (1 + 0.15 * math.log(2)) * 1.2 * math.exp(-1 / 60)
+    n1, n2 = 1 / 62 * 1.2 * math.exp(-0.5), 1 / 63 * 1.2
+    n3, n6 = 0.7 / 64 * 1.2, 0.7 / 65
+    assert (n0, n1, n2, n3, n6) == pytest.approx((0.021358, 0.011739, 0.019048, 0.013125, 0.010769), abs=1e-6)
+    rec = _reme_design(compose, tmp_path, _dataset())
+    q = _q(rec, "apple")
+    # per path ≤ 2 chunks (d1: n0, n2; n1 is its third), paths by their best chunk, k = 2 paths (d1, d2)
+    assert q["node_id"].to_list() == ["n0", "n2", "n3", "n6"]
+    assert q["score"].to_list() == pytest.approx([n0, n2, n3, n6], rel=1e-5)
+    # n2 last updated 200 days ago: recency_score = e^(−200/60) = 0.036 < 0.15 → archived, not recalled
+    ds = _dataset(updated_at=[None, None, NOW - dt.timedelta(days=200)] + [None] * 7)
+    ds.nodes = ds.nodes.with_columns(pl.col("updated_at").cast(TS))
+    assert _q(_reme_design(compose, tmp_path / "arch", ds), "apple")["node_id"].to_list() == ["n0", "n1", "n3", "n6"]
+
+
+# ---- OKS fidelity rows ----
+
+def test_oks_preset_constants_match_the_spec(compose):
+    cfg = compose(["preset=oks"])
+    assert (cfg.lexical.k1, cfg.lexical.b, cfg.lexical.idf, cfg.lexical.stopwords) == (1.2, 0.75, "fts5", None)
+    assert dict(cfg.lexical.field_weights) == {"title": 5.0, "tags": 3.0, "body": 1.0, "code": 0.5}
+    assert list(cfg.channels) == ["lexical"] and dict(cfg.score.terms) == {"fused": 1.0, "graph": 0.0, "residual": 0.0}
+
+
+def test_oks_fts5_idf_floor_for_terms_in_half_the_rows(compose, tmp_path):
+    # "apple" in 5 of N = 8 visible rows if n6, n7 also say apple: ln((8 − 5 + 0.5)/(5 + 0.5)) < 0 → 1e-6
+    ds = _dataset()
+    ds.nodes = ds.nodes.with_columns(text=pl.Series(["apple", "apple banana", "cherry apple banana", "grape", "apple",
+                                                     "apple", "kiwi apple", "the apple", "lemon", "mango"]))
+    rec = _run(compose, tmp_path, "oks", ds=ds)
+    # visible lengths 1 2 3 1 2 2 1 1 → avgdl 13/8; n0: 1e-6 · 2.2 / (1 + 1.2·(0.25 + 0.75·1/1.625))
+    assert _score(rec, "apple", "n0") == pytest.approx(1e-6 * 2.2 / (1 + 1.2 * (0.25 + 0.75 / 1.625)), rel=1e-4)

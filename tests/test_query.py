@@ -43,6 +43,30 @@ def test_dense_pairs_take_max_of_weighted_cosine():
     assert got.tolist() == pytest.approx([0.7, 0.3, 0.6, 0.8])
 
 
+def test_bme_prefilter_per_part_top_n_positive_then_merged_by_max():
+    from pipeline.stages.channels import DenseParams, LexicalParams, generate
+
+    # nodes e0 e1 e2 e3; query 0 = part A (weight 0.7) = e0, part B (0.3) = 0.6·e1 + 0.8·e2
+    xb = np.eye(4, dtype=np.float32)
+    xp = np.array([[1, 0, 0, 0], [0, 0.6, 0.8, 0]], dtype=np.float32)
+    nodes = pl.DataFrame({"node_id": ["a", "b", "c", "d"], "text": ["t"] * 4})
+    queries = pl.DataFrame({"query_id": ["q"], "text": ["t"]})
+
+    def hits(**kw):
+        out = generate(nodes, queries, ["dense"], xb, xp, DenseParams(**kw), LexicalParams(),
+                       part_q=np.array([0, 0]), part_w=np.array([0.7, 0.3]))
+        return dict(zip(out.sort("dense_rank")["node_idx"].to_list(), out.sort("dense_rank")["dense"].to_list()))
+
+    # cosine > 0 only: A → e0; B → e2 (0.8), e1 (0.6); × weight and max-merged: 0.7, 0.24, 0.18
+    assert hits(candidates=3, min_score=0.0) == pytest.approx({0: 0.7, 2: 0.24, 1: 0.18})
+    # one hit per part before the merge (BME's 20 per text): e1 is B's second hit, so it is out
+    assert hits(candidates=3, per_part=1, min_score=0.0) == pytest.approx({0: 0.7, 2: 0.24})
+    # the merged list keeps `candidates` (BME's 40): here 2
+    assert hits(candidates=2, min_score=0.0) == pytest.approx({0: 0.7, 2: 0.24})
+    # without the positivity filter cosine-0 nodes fill the list (e3 ties at 0 by node order)
+    assert 3 in hits(candidates=4)
+
+
 def test_anchors_are_case_sensitive_titles_visible_to_the_viewer_and_cross_recall_events():
     from pipeline.stages import anchors
 

@@ -34,6 +34,8 @@ def test_diversified_selection_equals_kernel_on_each_pool(method):
         emb = torch.tensor(xb[pool["node_idx"].to_numpy()])[None]
         idx = (dpp_greedy(qual, emb, k)[0] if method == "dpp" else mmr_greedy(qual, emb, k))[0].numpy()
         expect = [int(pool["node_idx"][int(i)]) for i in idx if i >= 0]
+        if pool.height <= k:  # BME: a pool no larger than the target keeps its score order
+            expect = pool["node_idx"].to_list()
         got = out.filter(pl.col("query_idx") == q).sort("rank")
         assert got["node_idx"].to_list() == expect and got["rank"].to_list() == list(range(1, len(expect) + 1))
 
@@ -43,6 +45,31 @@ def test_dpp_drops_a_duplicate_in_favour_of_a_distinct_item():
     cand = pl.DataFrame({"query_idx": [0, 0, 0], "node_idx": [0, 1, 2], "score": [0.9, 0.85, 0.5]})
     assert select(cand, 2, SelectParams(method="dpp", pool_mult=3), xb)["node_idx"].to_list() == [0, 2]
     assert select(cand, 2, SelectParams())["node_idx"].to_list() == [0, 1]
+
+
+def test_dpp_target_small_pool_and_score_order_fill():
+    # nodes 0, 1 point one way, 2, 3 the other; scores 0.9 > 0.85 > 0.5 > 0.4
+    xb = np.array([[1, 0], [1, 0], [0, 1], [0, 1]], dtype=np.float32)
+    cand = pl.DataFrame({"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.85, 0.5, 0.4]})
+    # pool of 4 ≤ target 4 → no DPP (BME's rule): score order
+    assert select(cand, 4, SelectParams(method="dpp"), xb)["node_idx"].to_list() == [0, 1, 2, 3]
+    # target 2, pool 2·2 = 4 > 2: DPP picks 0, then 2 (1 duplicates 0: gain 0); then the rest by score: 1, 3
+    out = select(cand, 4, SelectParams(method="dpp", target=2, pool_mult=2), xb)
+    assert out["node_idx"].to_list() == [0, 2, 1, 3] and out["rank"].to_list() == [1, 2, 3, 4]
+    assert out["dpp_gain"].to_list()[:2] == pytest.approx([0.81 + 1e-8, 0.25 + 1e-8])
+    # k below the target: the first k greedy picks (BME's LLM fallback: the first 12 of its 30)
+    assert select(cand, 1, SelectParams(method="dpp", target=2, pool_mult=2), xb)["node_idx"].to_list() == [0]
+
+
+def test_k_counted_in_documents():
+    # docs 0 1 0 2 for nodes 0..3 by score; two units per doc: doc 0 (nodes 0, 2), doc 1 (1), doc 2 (3)
+    cand = pl.DataFrame({"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.8, 0.7, 0.6]})
+    doc_idx = np.array([0, 1, 0, 2])
+    assert select(cand, 2, SelectParams(top_chunks_per_doc=2), doc_idx=doc_idx)["node_idx"].to_list() == [0, 2]
+    got = select(cand, 2, SelectParams(top_chunks_per_doc=2, k_in_docs=True), doc_idx=doc_idx)
+    assert got["node_idx"].to_list() == [0, 2, 1] and got["rank"].to_list() == [1, 2, 3]
+    with pytest.raises(ConfigError, match="k_in_docs counts documents for select=topk only"):
+        select(cand, 2, SelectParams(method="dpp", top_chunks_per_doc=2, k_in_docs=True), np.eye(4), doc_idx=doc_idx)
 
 
 def test_dpp_without_embeddings_is_a_config_error():
@@ -70,7 +97,8 @@ def test_injection_formats_hand_checked():
     recall = pl.DataFrame({"query_id": ["q", "q"], "rank": [1, 2], "node_id": ["a.md#x", "b.md#y"],
                            "doc_id": ["a.md", "b.md"], "score": [0.9, 0.5], "dense": [0.7, 0.4], "lexical": [2.0, 0.0]})
     bme = render(recall, nodes, "bme")["text"][0]
-    assert bme.splitlines()[:4] == ["fact:", "| title | text | tags |", "|---|---|---|",
+    # no scope columns: every node is objective/global → BME's "[Memory - Objective / Global]" section
+    assert bme.splitlines()[:5] == ["[Memory - Objective / Global]", "fact:", "| title | text | tags |", "|---|---|---|",
                                     "| Alpha | line one line \\| two | t1, t2 |"]
     assert "lesson:" in bme and "| Beta | short |" in bme
     reme = render(recall, nodes, "reme")["text"][0]
@@ -104,7 +132,8 @@ def test_soul_boost_orders_only_the_injection_layer():
     assert (soul_boost("anti-pattern", "x"), soul_boost("concept", "Overview"), soul_boost(None, "t")) == (1.5, 0.3, 0.5)
     nodes = pl.DataFrame({"node_id": ["a", "b"], "text": ["ta", "tb"], "title": ["A", "B"], "type": ["concept", "anti-pattern"]})
     recall = pl.DataFrame({"query_id": ["q", "q"], "rank": [1, 2], "node_id": ["a", "b"], "score": [1.0, 0.5]})
-    plain = render(recall, nodes, "oks")["text"][0]
-    boosted = render(recall, nodes, "oks", soul=True)["text"][0]  # 1.0·0.6 < 0.5·1.5 → b first
+    # floor=0: the hook's 0.7 floor (a default of the oks format since issue 18) would drop b (0.5)
+    plain = render(recall, nodes, "oks", floor=0.0)["text"][0]
+    boosted = render(recall, nodes, "oks", soul=True, floor=0.0)["text"][0]  # 1.0·0.6 < 0.5·1.5 → b first
     assert plain.index("(a)") < plain.index("(b)") and boosted.index("(b)") < boosted.index("(a)")
     assert recall["rank"].to_list() == [1, 2]  # the recall layer is untouched

@@ -2,9 +2,10 @@
 
 An anchor is a node whose title (trimmed, at least ``min_len`` characters) appears, case-sensitively,
 in the query's current text; it seeds diffusion with energy 2.0. Cross recall adds, for every
-anchor, each neighbour over a normal edge that is a non-archived ``event`` node, with energy
-1.5 × edge weight, over edges whose validity window contains the reference time. Only nodes the
-query may see are anchors or cross seeds.
+anchor, each neighbour over a normal stored edge (not the temporal chain, nor a mention or kNN
+edge the graph stage derived: BME walks ``graph.edges`` only) that is a non-archived ``event``
+node, with energy 1.5 × edge weight, over edges whose validity window contains the
+reference time. Only nodes the query may see are anchors or cross seeds.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pipeline.ops.titles import TitleFinder
 from pipeline.stages.graph import in_window
 
 SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "energy": pl.Float32}
+DERIVED = ["temporal", "mention", "knn"]  # graph-stage edges: BME's cross recall walks stored edges only
 
 
 def find(nodes: pl.DataFrame, queries: pl.DataFrame, *, min_len: int = 2, energy: float = 2.0,
@@ -41,7 +43,8 @@ def cross(anchor: pl.DataFrame, edges: pl.DataFrame, nodes: pl.DataFrame, querie
     energy ``mult`` × edge weight."""
     if anchor.height == 0 or "type" not in nodes.columns or edges is None or edges.height == 0:
         return pl.DataFrame(schema=SCHEMA)
-    e = in_window(edges, now).filter(~pl.col("inhibit")).select("src", "dst", "weight")
+    stored = ~pl.col("relation").is_in(DERIVED) if "relation" in edges.columns else pl.lit(True)
+    e = in_window(edges, now).filter(~pl.col("inhibit") & stored).select("src", "dst", "weight")
     both = pl.concat([e, e.select(src="dst", dst="src", weight="weight")])
     is_event = (nodes["type"] == "event").fill_null(False).to_numpy()
     if "archived" in nodes.columns:

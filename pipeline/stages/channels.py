@@ -29,6 +29,8 @@ class DenseParams:
     hnsw_m: int = 32
     ef_search: int = 128
     block: int = 65536  # blocked: node rows per block of the streamed scan
+    per_part: int | None = None  # BME: top-n per query text before the merge (null = candidates)
+    min_score: float | None = None  # BME: keep only hits with cosine > min_score (null = keep all)
 
 
 @dataclass
@@ -110,9 +112,12 @@ def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb:
                                       hnsw_m=dense_p.hnsw_m, ef_search=dense_p.ef_search, seed=seed, device=device,
                                       block=dense_p.block)
             rows = np.flatnonzero(np.isin(part_q, qs))
-            D, I = dense.search(index, xq[rows], dense_p.candidates)
+            per_part = dense_p.per_part or dense_p.candidates
+            D, I = dense.search(index, xq[rows], per_part)
+            if dense_p.min_score is not None:
+                I = np.where(D > dense_p.min_score, I, -1)
             D = D * part_w[rows][:, None]
-            pi, di, sc, _ = topk_dense(D, I, dense_p.candidates)
+            pi, di, sc, _ = topk_dense(D, I, per_part)
             merged = (pl.DataFrame({"query_idx": part_q[rows][pi], "node_idx": nodes_s[di], "s": sc})
                       .group_by("query_idx", "node_idx").agg(pl.col("s").max()))
             q_, n_, _, rank = topk_long(merged["query_idx"].to_numpy(), merged["node_idx"].to_numpy(),

@@ -51,11 +51,12 @@ def rrf(cand: pl.DataFrame, channels: list[str], weights: dict, k: int = 60,
     terms = [w[c] / (k + pl.col(f"{c}_rank").cast(pl.Float64)) for c in channels]
     fused = pl.sum_horizontal([t.fill_null(0.0) for t in terms])
     out = cand.with_columns(fused=fused)
-    if single_branch_raw and len(channels) > 1:
+    if single_branch_raw:  # one channel enabled (ReMe's BM25-only default config) counts as one branch
         n_lists = {c: pl.col(f"{c}_rank").is_not_null().any().over("query_idx") for c in channels}
         expr = pl.col("fused")
         for c in channels:
-            only_c = n_lists[c] & ~pl.any_horizontal([n_lists[o] for o in channels if o != c])
+            others = [n_lists[o] for o in channels if o != c]
+            only_c = n_lists[c] & ~pl.any_horizontal(others) if others else n_lists[c]
             expr = pl.when(only_c).then(pl.col(c).cast(pl.Float64)).otherwise(expr)
         out = out.with_columns(fused=expr)
     return out

@@ -22,6 +22,7 @@ EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit"
 @dataclass
 class GraphParams:
     relation_weights: dict = field(default_factory=dict)  # multiplier per explicit relation (default 1)
+    default_weight: float = 1.0  # weight of an explicit edge given without one (BME createEdge: 0.8)
     temporal: bool = True
     temporal_weight: float = 0.2  # BME temporalLinkStrength
     temporal_key: str = "doc_id"  # consecutive `seq` within the same value of this column
@@ -36,7 +37,8 @@ class GraphParams:
     hubs: dict = field(default_factory=dict)  # virtual hub layers (pipeline.stages.hubs.HubParams)
 
 
-def explicit_edges(edges: pl.DataFrame | None, node_ids: pl.Series, rel_w: dict, skipped: Counter) -> pl.DataFrame:
+def explicit_edges(edges: pl.DataFrame | None, node_ids: pl.Series, rel_w: dict, skipped: Counter,
+                   default_w: float = 1.0) -> pl.DataFrame:
     if edges is None or edges.height == 0:
         return pl.DataFrame(schema=EDGE_SCHEMA)
     idx = pl.DataFrame({"node_id": node_ids, "i": pl.Series(np.arange(len(node_ids)), dtype=pl.Int64)})
@@ -49,7 +51,8 @@ def explicit_edges(edges: pl.DataFrame | None, node_ids: pl.Series, rel_w: dict,
     skipped["edge_self_loop"] += int(self_loop.sum())
     e = e.filter(~self_loop)
     rel = e["relation"] if "relation" in e.columns else pl.Series([None] * e.height, dtype=pl.String)
-    w = e["weight"].fill_null(1.0) if "weight" in e.columns else pl.Series(np.ones(e.height, np.float32))
+    w = (e["weight"].fill_null(default_w) if "weight" in e.columns
+         else pl.Series(np.full(e.height, default_w, np.float32)))
     mult = rel.fill_null("").replace_strict(rel_w, default=1.0, return_dtype=pl.Float32) if rel_w else 1.0
     out = pl.DataFrame({"src": e["s"], "dst": e["d"], "weight": (w * mult).cast(pl.Float32),
                         "inhibit": e["inhibit"].fill_null(False) if "inhibit" in e.columns else False,
@@ -106,7 +109,8 @@ def knn_edges(xb: np.ndarray | None, p: GraphParams) -> pl.DataFrame:
 def build(nodes: pl.DataFrame, edges: pl.DataFrame | None, p: GraphParams, xb: np.ndarray | None = None,
           skipped: Counter | None = None) -> pl.DataFrame:
     skipped = Counter() if skipped is None else skipped
-    parts = [explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped), temporal_edges(nodes, p),
+    parts = [explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight),
+             temporal_edges(nodes, p),
              mention_edges(nodes, p), knn_edges(xb, p)]
     return pl.concat(parts, how="diagonal_relaxed")
 

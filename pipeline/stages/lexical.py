@@ -96,10 +96,11 @@ def bm25_matrix(tokens: Tokens, weights: dict[str, float], rows: np.ndarray | No
     """(n_docs, V) BM25 term scores for the documents ``rows`` (all when None); IDF over those rows.
 
     ``idf="lucene"``: ln(1 + (N − df + 0.5)/(df + 0.5)), tf/(tf + k1·norm) (bm25s default);
+    ``idf="reme"``: the same idf, tf·(k1+1)/(tf + k1·norm) (ReMe's ``bm25_index.py``);
     ``idf="fts5"``: SQLite FTS5 (OKS): ln((N − df + 0.5)/(df + 0.5)) floored at 1e-6, tf·(k1+1)/(tf + k1·norm).
     """
-    if idf not in ("lucene", "fts5"):
-        raise ConfigError(f"lexical.idf={idf!r}; choose from ['fts5', 'lucene']")
+    if idf not in ("lucene", "reme", "fts5"):
+        raise ConfigError(f"lexical.idf={idf!r}; choose from ['fts5', 'lucene', 'reme']")
     unknown = set(weights) - set(FIELDS)
     if unknown:
         raise ConfigError(f"lexical.field_weights has unknown fields {sorted(unknown)}; choose from {list(FIELDS)}")
@@ -110,8 +111,8 @@ def bm25_matrix(tokens: Tokens, weights: dict[str, float], rows: np.ndarray | No
     length = np.asarray(sum(m for f, m in mats.items() if weights.get(f, 0.0)).sum(axis=1)).ravel()
     avgdl = max(float(length.mean()) if n else 0.0, 1e-9)
     df = np.bincount(tf.indices, minlength=tf.shape[1]).astype(np.float64)
-    if idf == "lucene":
-        w_idf, top = np.log1p((n - df + 0.5) / (df + 0.5)), 1.0
+    if idf in ("lucene", "reme"):  # ReMe's bm25_index keeps the (k1 + 1) factor bm25s drops
+        w_idf, top = np.log1p((n - df + 0.5) / (df + 0.5)), (k1 + 1.0 if idf == "reme" else 1.0)
     else:
         w_idf, top = np.log(np.maximum((n - df + 0.5) / (df + 0.5), 1e-300)), k1 + 1.0
         w_idf = np.where(w_idf <= 0, 1e-6, w_idf)

@@ -67,9 +67,9 @@ def cue_pattern(cues: list[str]) -> str:
     return "(?i)(" + "|".join(parts) + ")" if parts else "$^"
 
 
-def _gather(frame: pl.DataFrame, idx: pl.Series, cols: dict) -> pl.DataFrame:
-    have = frame.select([pl.col(c).cast(t) if c in frame.columns else pl.lit(None, dtype=t).alias(c)
-                         for c, t in cols.items()])
+def gather(frame: pl.DataFrame, idx: pl.Series, cols: dict) -> pl.DataFrame:
+    have = frame.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in cols.items() if c not in frame.columns])
+    have = have.select([pl.col(c).cast(t) for c, t in cols.items()])
     return have[idx.to_numpy()]
 
 
@@ -151,8 +151,8 @@ def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: Scope
     if not any(parts.values()) or cand.height == 0:
         return out
     q = queries.with_columns(cue=cue_mode(queries, p))
-    x = pl.concat([_gather(nodes, cand["node_idx"], NODE_COLS),
-                   _gather(q, cand["query_idx"], {**QUERY_COLS, "cue": pl.String})], how="horizontal")
+    x = pl.concat([gather(nodes, cand["node_idx"], NODE_COLS),
+                   gather(q, cand["query_idx"], {**QUERY_COLS, "cue": pl.String})], how="horizontal")
     cols, keep = {}, pl.lit(True)
     if parts["scope"]:
         prio = x.select(scope_bucket()).to_series()

@@ -28,9 +28,14 @@ def term(name: str, needs: tuple[str, ...] = ()):
     return wrap
 
 
-def factor(name: str, needs: tuple[str, ...] = ()):
+FILTERS: set[str] = set()  # factors that drop the rows where they are 0 (instead of scoring them 0)
+
+
+def factor(name: str, needs: tuple[str, ...] = (), drops: bool = False):
     def wrap(fn):
         FACTORS[name], NEEDS[name] = fn, needs
+        if drops:
+            FILTERS.add(name)
         return fn
     return wrap
 
@@ -52,7 +57,11 @@ def _bme_graph(df: pl.DataFrame) -> pl.Expr:  # BME: clip(graphScore / 2, 0, 1)
 
 @term("bme_dense")
 def _bme_dense(df: pl.DataFrame) -> pl.Expr:
-    return _clip01(pl.col("dense"))
+    """BME: clip(vectorScore, 0, 1) for vector hits; a node only diffusion (or the co-occurrence
+    boost) reached has vectorScore 0 — a candidate without a ``dense_rank`` was no vector hit."""
+    if "dense_rank" not in df.columns:
+        return _clip01(pl.col("dense"))
+    return pl.when(pl.col("dense_rank").is_not_null()).then(_clip01(pl.col("dense"))).otherwise(0.0)
 
 
 @term("lexical_max")
@@ -101,6 +110,11 @@ def _reme_inbound(df: pl.DataFrame) -> pl.Expr:  # 1 + 0.15·ln(1 + inbound)
 @factor("reme_recency", needs=("updated_at", "created_at"))
 def _reme_recency(df: pl.DataFrame) -> pl.Expr:  # exp(−Δt / 60 d) since the last update (or creation)
     return (-_days("last_update") / 60.0).exp()
+
+
+@factor("reme_archived", needs=("archived_signal",), drops=True)
+def _reme_archived(df: pl.DataFrame) -> pl.Expr:  # ReMe design: recency_score < 0.15 ⇒ archived, not recalled
+    return 1.0 - pl.col("archived_signal").cast(pl.Boolean).fill_null(False).cast(pl.Float64)
 
 
 @factor("reme_community", needs=("community",))
@@ -171,4 +185,7 @@ def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool
         elif f not in cand.columns:  # else a precomputed factor column (e.g. from the scope policy)
             raise ConfigError(f"score.factors: unknown factor {f!r}; choose from {sorted(FACTORS)}")
         score = score * pl.col(f)
-    return cand.with_columns(score=score).drop(missing)
+    out = cand.with_columns(score=score).drop(missing)
+    for f in FILTERS & set(factors):
+        out = out.filter(pl.col(f) > 0)
+    return out

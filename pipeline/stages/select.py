@@ -1,8 +1,10 @@
 """Selection: the final top-k per query, by score (``topk``) or diversified (``dpp``, ``mmr``).
 
-DPP (BME): pool = the first ``pool_mult·k`` candidates by score, quality = score, kernel
-``diag(q)·cos·diag(q)``, greedy MAP batched over all queries (``pipeline.ops.dpp``); the output
-order is the greedy order and ``dpp_gain`` holds each pick's marginal gain. MMR is the alternative.
+DPP (BME): target t = ``target`` (BME's ``llmCandidatePool`` 30) or k; pool = the first
+``pool_mult·t`` candidates by score, quality = score, kernel ``diag(q)·cos·diag(q)``, greedy MAP
+batched over all queries (``pipeline.ops.dpp``); min(t, k) picks in greedy order (``dpp_gain`` =
+each pick's marginal gain), then the rest of the list in score order up to k. As in BME, a query
+whose pool is not larger than t keeps its score order. MMR is the alternative.
 Ties are broken by node index (= node_id order) everywhere.
 """
 from __future__ import annotations
@@ -27,6 +29,8 @@ class SelectParams:
     dtype: str = "float32"  # float64 for bit-for-bit parity with the float64 reference kernels
     top_chunks_per_doc: int | None = None  # ReMe node-level grouping: at most this many units per doc_id
     sort_by: tuple = ()  # priority columns sorted desc before the score (BME scope/story buckets)
+    target: int | None = None  # dpp/mmr: items diversified out of target·pool_mult (BME: 30 of 90); null = k
+    k_in_docs: bool = False  # with top_chunks_per_doc: k counts documents (ReMe design: paths), not units
 
     def __post_init__(self) -> None:  # read with getattr(torch, dtype): a closed choice, not any attribute
         choose("select.dtype", self.dtype, ("float32", "float64"))
@@ -52,6 +56,16 @@ def group_by_doc(r: pl.DataFrame, doc_idx: np.ndarray, per_doc: int) -> pl.DataF
         rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
 
 
+def _cut(r: pl.DataFrame, k: int, doc_idx: np.ndarray | None, k_in_docs: bool) -> pl.DataFrame:
+    """The first ``k`` rows per query, or (``k_in_docs``) the rows of its first ``k`` documents."""
+    if not k_in_docs or doc_idx is None:
+        return r.filter(pl.col("rank") <= k)
+    d = pl.Series(doc_idx[r["node_idx"].to_numpy()])
+    first = r.with_columns(doc=d).with_columns(pl.col("rank").min().over("query_idx", "doc").alias("first"))
+    first = first.with_columns(doc_rank=pl.col("first").rank("dense").over("query_idx"))
+    return first.filter(pl.col("doc_rank") <= k).drop("doc", "first", "doc_rank")
+
+
 def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = None, device: str = "cpu",
            doc_idx: np.ndarray | None = None) -> pl.DataFrame:
     choose("select.method", p.method, METHODS)
@@ -60,15 +74,34 @@ def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = 
         if doc_idx is None:
             raise ConfigError("select.top_chunks_per_doc needs a doc_id column in the nodes")
         r = group_by_doc(r, doc_idx, int(p.top_chunks_per_doc))
+    if p.k_in_docs and p.method != "topk":
+        raise ConfigError(f"select.k_in_docs counts documents for select=topk only; use select=topk or "
+                          f"select.k_in_docs=false with select={p.method}")
     if p.method == "topk" or r.height == 0:
-        return r.filter(pl.col("rank") <= k)
+        return _cut(r, k, doc_idx, p.k_in_docs)
     if xb is None:
         raise ConfigError(f"select.method={p.method} needs embeddings: enable the dense channel or use select=topk")
+    target = int(p.target or k)
+    pool = r.filter(pl.col("rank") <= p.pool_mult * target)
+    # BME: diversify only a pool larger than the target; a smaller one keeps its score order
+    pool = pool.filter(pl.len().over("query_idx") > target)
+    chosen = _diversify(pool, min(target, k), p, xb, device) if pool.height else None
+    if chosen is None:
+        return r.filter(pl.col("rank") <= k)
+    rest = (r.join(chosen.select("query_idx", "node_idx"), on=["query_idx", "node_idx"], how="anti")
+            .with_columns(rank=pl.col("rank") + 1_000_000))  # after the picks, in score order
+    out = pl.concat([chosen, rest], how="diagonal_relaxed").sort(["query_idx", "rank"])
+    return out.with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32)).filter(
+        pl.col("rank") <= k)
+
+
+def _diversify(pool: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray, device: str) -> pl.DataFrame:
+    """DPP or MMR picks (greedy order, ``rank`` 1..k, ``dpp_gain``) from each query's pool."""
     import torch
 
     from pipeline.ops.dpp import dpp_greedy, mmr_greedy
 
-    pool = r.filter(pl.col("rank") <= p.pool_mult * k)
+    pool = pool.with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
     qids = pool["query_idx"].unique(maintain_order=True).to_numpy()
     row = np.searchsorted(qids, pool["query_idx"].to_numpy())
     col = pool["rank"].to_numpy() - 1
