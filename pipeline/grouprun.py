@@ -137,8 +137,8 @@ def to_recall(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, 
         if group_docs:  # ReMe node-level surface: the document's front-matter name and description
             for src, dst in (("title", "doc_title"), ("description", "doc_summary")):
                 if src in ds_nodes.columns:
-                    out = out.with_columns(pl.Series(dst, ds_nodes[src].to_numpy()[sel["node_idx"].to_numpy()],
-                                                     dtype=pl.String))
+                    # gather, not numpy: a column with nulls is an object array, and an empty one cannot be cast
+                    out = out.with_columns(ds_nodes[src].cast(pl.String).gather(sel["node_idx"]).alias(dst))
                     cols.insert(cols.index("doc_id") + 1, dst)
     return out.select(cols)
 

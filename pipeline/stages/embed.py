@@ -113,6 +113,11 @@ class SentenceEncoder:
 
             path = str(self.resolved_path())
             self._model = SentenceTransformer(path, device=device, local_files_only=True)
+            width = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            got = width()  # renamed in sentence-transformers 6
+            if got and got != self.dim:
+                raise ConfigError(f"embed.model_path={path!r} gives {got}-d vectors but embed.encoder.dim={self.dim}; "
+                                  f"set embed.encoder.dim={got} and a model_id of its own")
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
             self._device = device
