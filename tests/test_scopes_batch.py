@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from pipeline import runner
 from pipeline.dataset import Dataset
+from pipeline.ops import scope as scope_ops
 from pipeline.ops.scope import EdgeIndex, in_scope, run_groups, scope_groups, visible
 from pipeline.synth.workspaces import make
 
@@ -83,15 +84,22 @@ DOC = st.lists(st.sampled_from(["a", "b", "ab", ""]), min_size=1, max_size=3).ma
        scopes=st.lists(st.one_of(st.none(), st.lists(st.one_of(DOC, DOC.map(lambda d: d + "/")), max_size=3)),
                        min_size=1, max_size=6),
        private=st.lists(st.booleans(), min_size=12, max_size=12),
-       archived=st.lists(st.booleans(), min_size=12, max_size=12))
-def test_scope_groups_equal_the_string_matching_definition(docs, scopes, private, archived):
+       archived=st.lists(st.booleans(), min_size=12, max_size=12), join=st.booleans())
+def test_scope_groups_equal_the_string_matching_definition(docs, scopes, private, archived, join):
+    """Both membership paths (the join for many scopes, string matching for a few) give the rows of
+    the definition."""
     n = len(docs)
     nodes = pl.DataFrame({"doc_id": docs, "archived": archived[:n],
                           "visibility": [["v1"] if p else None for p in private[:n]]},
                          schema={"doc_id": pl.String, "archived": pl.Boolean, "visibility": pl.List(pl.String)})
     queries = pl.DataFrame({"doc_scope": scopes, "viewer": ["v1" if i % 2 else None for i in range(len(scopes))]},
                            schema={"doc_scope": pl.List(pl.String), "viewer": pl.String})
-    got, want = scope_groups(nodes, queries), reference_groups(nodes, queries)
+    saved, scope_ops.JOIN_ABOVE = scope_ops.JOIN_ABOVE, 0 if join else 10 ** 9
+    try:
+        got = scope_groups(nodes, queries)
+    finally:
+        scope_ops.JOIN_ABOVE = saved
+    want = reference_groups(nodes, queries)
     assert [k for k, *_ in got] == [k for k, *_ in want]
     for (_k, rows, qs), (_k2, rows2, qs2) in zip(got, want):
         assert rows.tolist() == rows2.tolist() and qs.tolist() == list(qs2)

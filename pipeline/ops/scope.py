@@ -57,6 +57,18 @@ def scope_rows(nodes: pl.DataFrame, scopes) -> dict:
     return {s: got.get(j, np.zeros(0, np.int64)) for j, s in enumerate(scopes)}
 
 
+JOIN_ABOVE = 50_000  # scopes × nodes above which membership is one join; below, string matching is cheaper
+
+
+def _members(nodes: pl.DataFrame, scopes: list) -> dict:
+    """{scope: node indices}: :func:`scope_rows` (a join) for many scopes over many nodes,
+    :func:`in_scope` per scope for a few (a stage run inside one group); the same rows either way."""
+    if len(scopes) * nodes.height > JOIN_ABOVE:
+        return scope_rows(nodes, scopes)
+    docs = nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
+    return {s: np.flatnonzero(in_scope(docs, s)) if docs is not None else np.zeros(0, np.int64) for s in scopes}
+
+
 def scope_groups(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: bool = False) -> list[tuple]:
     """[(key, node indices, query indices)] in first-seen order; key = (scope tuple or None, viewer).
     Scope membership is one join over all scopes (:func:`scope_rows`), visibility one pass per viewer."""
@@ -69,7 +81,7 @@ def scope_groups(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: b
     base = np.ones(nodes.height, dtype=bool)
     if "archived" in nodes.columns and not include_archived:
         base &= ~nodes["archived"].fill_null(False).to_numpy()
-    members = scope_rows(nodes, list(dict.fromkeys(s for s, _v in by_key if s is not None)))
+    members = _members(nodes, list(dict.fromkeys(s for s, _v in by_key if s is not None)))
     vis = nodes["visibility"].to_list() if "visibility" in nodes.columns else None
     seen: dict = {}
     out = []
