@@ -201,7 +201,7 @@ def _candidates(sh: Shared, g: Group, enabled: list[str]) -> tuple[pl.DataFrame,
     if path.exists():
         return pl.read_parquet(path), True
     dense_p = sh.const("dense", lambda: channels.DenseParams(**cfg.dense))
-    lex_p = sh.const("lexical", lambda: channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)))
+    lex_p = sh.const("lexical", lambda: channels.LexicalParams(**OmegaConf.to_container(cfg.lexical, resolve=True)))
     cand = channels.generate(g.nodes, g.queries, enabled, g.xb, g.xparts, dense_p, lex_p, sh.device,
                              cfg.seed, cfg.include_archived, g.part_q, g.part_w)
     io.write_parquet(path, cand)
