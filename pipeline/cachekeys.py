@@ -21,6 +21,7 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline import version
+from pipeline.ops.scope import edge_ends, scope_rows  # noqa: F401  (cachekeys.scope_rows: public API)
 
 
 ALL = "all"
@@ -54,27 +55,6 @@ def query_hashes(queries: pl.DataFrame) -> list[str]:
     return [f"{h:016x}" for h in queries.hash_rows(seed=0).to_list()]
 
 
-def scope_rows(nodes: pl.DataFrame, scopes) -> dict:
-    """{scope: sorted node indices} for doc_scope tuples, by the rule of ``ops.scope.in_scope``
-    (doc == entry, or doc under ``entry/``) but as joins: nodes × "/"-prefixes of their doc_id
-    against the scope entries, so the cost does not grow as nodes × scopes."""
-    if "doc_id" not in nodes.columns or not scopes:
-        return {s: np.zeros(0, np.int64) for s in scopes}
-    docs = nodes.select(doc=pl.col("doc_id").cast(pl.String).fill_null("")).with_row_index("i")
-    parts = docs.with_columns(p=pl.col("doc").str.split("/"))
-    depth = int(parts["p"].list.len().max())
-    under = pl.concat([parts.filter(pl.col("p").list.len() > k)
-                       .select("i", key=pl.col("p").list.slice(0, k).list.join("/")) for k in range(1, depth)]
-                      + [pl.DataFrame(schema={"i": pl.UInt32, "key": pl.String})])
-    entries = pl.DataFrame([(j, e) for j, s in enumerate(scopes) for e in s], schema={"s": pl.Int64, "e": pl.String},
-                           orient="row")
-    hits = pl.concat([entries.join(docs.rename({"doc": "e"}), on="e"),
-                      entries.with_columns(pl.col("e").str.strip_chars_end("/")).join(under.rename({"key": "e"}), on="e")])
-    rows = hits.select("s", "i").unique().sort("s", "i").group_by("s", maintain_order=True).agg("i")
-    got = dict(zip(rows["s"].to_list(), (x.to_numpy().astype(np.int64) for x in rows["i"])))
-    return {s: got.get(j, np.zeros(0, np.int64)) for j, s in enumerate(scopes)}
-
-
 def _node_hashes(nodes: pl.DataFrame, signals_path: str | None) -> np.ndarray:
     if signals_path and Path(signals_path).is_file():
         sig = pl.read_parquet(signals_path)
@@ -87,10 +67,7 @@ def _edge_ends(nodes: pl.DataFrame, edges: pl.DataFrame | None) -> tuple[np.ndar
     if edges is None or edges.height == 0:
         z = np.zeros(0, np.int64)
         return z, z, np.zeros(0, np.uint64)
-    idx = nodes.select(node_id=pl.col("node_id").cast(pl.String)).with_row_index("i")
-    ends = [edges.select(node_id=pl.col(c).cast(pl.String)).join(idx, on="node_id", how="left", maintain_order="left")
-            ["i"].fill_null(-1).cast(pl.Int64).to_numpy() for c in ("src", "dst")]
-    return ends[0], ends[1], edges.hash_rows(seed=0).to_numpy()
+    return *edge_ends(nodes, edges), edges.hash_rows(seed=0).to_numpy()
 
 
 def scope_versions(nodes: pl.DataFrame, edges: pl.DataFrame | None, scopes: list, cfg: DictConfig) -> dict:

@@ -46,6 +46,14 @@ class Shared:
     part_q: np.ndarray | None = None
     part_w: np.ndarray | None = None
     until: str | None = None  # "novelty": stop each group after the novelty stage (recall analyze)
+    edge_index: object = None  # ops.scope.EdgeIndex over the run's nodes: each group's explicit edges
+    consts: dict = field(default_factory=dict)  # per-run values every group reads (params, key prefixes)
+
+    def const(self, name: str, build):
+        """A value that depends on the run only (config-derived params, hashes): built once."""
+        if name not in self.consts:
+            self.consts[name] = build()
+        return self.consts[name]
 
 
 @dataclass
@@ -59,6 +67,7 @@ class Group:
     part_q: np.ndarray | None = None
     part_w: np.ndarray | None = None
     xq: np.ndarray | None = None
+    edges: pl.DataFrame | None = None  # the explicit edges with both ends in the group (None: look in ds.edges)
 
 
 @dataclass
@@ -96,6 +105,8 @@ def slice_group(sh: Shared, nodes: pl.DataFrame, queries: pl.DataFrame, key: tup
     """The group's nodes, queries and embeddings (query parts renumbered to the group's queries)."""
     scope, viewer, _t = key
     g = Group(nodes[rows], queries[qs], now, f"{list(scope) if scope is not None else None}|{viewer}|{now.isoformat()}")
+    if sh.edge_index is not None:
+        g.edges = sh.edge_index.within(rows)
     if sh.xb is not None:
         g.xb = sh.xb if len(rows) == len(sh.xb) else np.ascontiguousarray(sh.xb[rows])
         sel = np.isin(sh.part_q, qs)
@@ -160,29 +171,38 @@ def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: lis
     return out.with_columns(pl.col(column).fill_null(0.0))
 
 
-def stage_key(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, keys: list[str]) -> str:
+def stage_key(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, keys: list[str],
+              prefix: bytes | None = None) -> str:
     """Fingerprint of a stage's inputs: the config keys it reads, the input files, the node and
-    query tables, the code version. Finished stages are cached under it and reused by a rerun."""
-    h = hashlib.sha256(io.config_hash({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
-                                       else cfg[k] for k in keys}).encode())
-    h.update(io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)).encode())
-    h.update(io.config_hash(sorted(ds.fingerprints.items())).encode())
-    h.update(version.code_version().encode())
+    query tables, the code version. Finished stages are cached under it and reused by a rerun.
+    ``prefix`` is :func:`key_prefix` of (cfg, ds, keys) when the caller has it already."""
+    h = hashlib.sha256(key_prefix(cfg, ds, keys) if prefix is None else prefix)
     for frame in (nodes, queries):
         h.update(str(frame.hash_rows(seed=0).sum()).encode() + str(frame.shape).encode())
     return h.hexdigest()[:20]
 
 
+def key_prefix(cfg: DictConfig, ds, keys: list[str]) -> bytes:
+    """The part of :func:`stage_key` that does not depend on the group: config keys, data config,
+    input files, code version."""
+    parts = [io.config_hash({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
+                             else cfg[k] for k in keys}),
+             io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)),
+             io.config_hash(sorted(ds.fingerprints.items())), version.code_version()]
+    return "".join(parts).encode()
+
+
 def _candidates(sh: Shared, g: Group, enabled: list[str]) -> tuple[pl.DataFrame, bool]:
     """Channel candidates of the group, cached on disk under the stage key (True when reused)."""
     cfg = sh.cfg
-    key = stage_key(cfg, sh.ds, g.nodes, g.queries, ["channels", "dense", "lexical", "embed", "query",
-                                                      "include_archived", "seed"])
+    keys = ["channels", "dense", "lexical", "embed", "query", "include_archived", "seed"]
+    key = stage_key(cfg, sh.ds, g.nodes, g.queries, keys, sh.const("key:channels", lambda: key_prefix(cfg, sh.ds, keys)))
     path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
     if path.exists():
         return pl.read_parquet(path), True
-    cand = channels.generate(g.nodes, g.queries, enabled, g.xb, g.xparts, channels.DenseParams(**cfg.dense),
-                             channels.LexicalParams(**OmegaConf.to_container(cfg.lexical, resolve=True)), sh.device,
+    dense_p = sh.const("dense", lambda: channels.DenseParams(**cfg.dense))
+    lex_p = sh.const("lexical", lambda: channels.LexicalParams(**OmegaConf.to_container(cfg.lexical, resolve=True)))
+    cand = channels.generate(g.nodes, g.queries, enabled, g.xb, g.xparts, dense_p, lex_p, sh.device,
                              cfg.seed, cfg.include_archived, g.part_q, g.part_w)
     io.write_parquet(path, cand)
     return cand, False
@@ -191,10 +211,11 @@ def _candidates(sh: Shared, g: Group, enabled: list[str]) -> tuple[pl.DataFrame,
 def _graph(sh: Shared, g: Group, enabled: list[str]):
     """(edges, hub graph, hub params) of the group's nodes; memoised per node table."""
     cfg = sh.cfg
-    gp = graph.GraphParams(**OmegaConf.to_container(cfg.graph, resolve=True))
+    gp = sh.const("graph", lambda: graph.GraphParams(**OmegaConf.to_container(cfg.graph, resolve=True)))
     # dangling / self-loop edges are counted once for the whole corpus by runner.run
-    edges = corpus_step(sh.memo, "graph", g.nodes, lambda: graph.build(g.nodes, sh.ds.edges, gp, g.xb, Counter()))
-    hub_p, hub_graph = hubs.HubParams(**gp.hubs), None
+    explicit = sh.ds.edges if g.edges is None else g.edges
+    edges = corpus_step(sh.memo, "graph", g.nodes, lambda: graph.build(g.nodes, explicit, gp, g.xb, Counter()))
+    hub_p, hub_graph = sh.const("hubs", lambda: hubs.HubParams(**gp.hubs)), None
     if cfg.diffuse.method != "none":
         embed = (lambda t: embed_cached(sh.encoder, t, sh.cache, sh.device)[0]) if "dense" in enabled else None
         hub_graph = corpus_step(sh.memo, "hubs", g.nodes, lambda: hubs.build(g.nodes, hub_p, embed))
@@ -206,7 +227,8 @@ def _graph(sh: Shared, g: Group, enabled: list[str]):
 def _signals(sh: Shared, g: Group, edges: pl.DataFrame):
     """(nodes with a feedback table's state overlaid, signals table or None, freshness), at the
     group's reference time; the table carries ``group_key`` (see :func:`merge_signals`)."""
-    sig_p = signals.SignalsParams(**OmegaConf.to_container(sh.cfg.signals, resolve=True), device=sh.device)
+    sig_p = sh.const("signals", lambda: signals.SignalsParams(**OmegaConf.to_container(sh.cfg.signals, resolve=True),
+                                                              device=sh.device))
     nodes, table, fresh = corpus_step(sh.memo, f"signals@{g.now.isoformat()}", g.nodes,
                                       lambda: feedback.resolve(g.nodes, edges, g.now, sig_p))
     if table is not None:
@@ -217,7 +239,7 @@ def _signals(sh: Shared, g: Group, edges: pl.DataFrame):
 def _diffuse(sh: Shared, g: Group, cand, edges, hub_graph, hub_p, enabled, fusion) -> tuple:
     """(candidates with the graph component, exact-name anchors or None)."""
     cfg, found, extra = sh.cfg, None, []
-    dp = diffuse.DiffusionParams(**cfg.diffuse)
+    dp = sh.const("diffuse", lambda: diffuse.DiffusionParams(**cfg.diffuse))
     if "residual" in cand.columns and cfg.novelty.seed_diffusion:
         extra.append(cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual"))
     if cfg.query.anchors:
@@ -243,12 +265,12 @@ def _select(sh: Shared, g: Group, cand, nodes, sig_table, enabled) -> pl.DataFra
         terms, factors = dict(cfg.score.terms), list(cfg.score.factors)
         names = [n for n, w in terms.items() if w] + factors
         cand = score.attach(cand, nodes, g.queries, sig_table, names, g.now)
-        pol = scope_policy.apply(cand, nodes, g.queries, scope_policy.ScopeParams(**cfg.scope))
+        pol = scope_policy.apply(cand, nodes, g.queries, sh.const("scope", lambda: scope_policy.ScopeParams(**cfg.scope)))
         cand = score.compute(pol.cand, terms, factors + pol.factors, bool(cfg.score.normalize))
     with timer.stage("select"):
         doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
-        sel = select(cand, int(cfg.k), SelectParams(**{k: v for k, v in cfg.select.items() if k != "prob_recall"},
-                                                    sort_by=tuple(pol.sort_by)), g.xb, sh.device, doc_idx)
+        sel_kw = sh.const("select", lambda: {k: v for k, v in cfg.select.items() if k != "prob_recall"})
+        sel = select(cand, int(cfg.k), SelectParams(**sel_kw, sort_by=tuple(pol.sort_by)), g.xb, sh.device, doc_idx)
         pr = cfg.select.prob_recall
         if pr.enabled:
             sel = probrecall.append(sel, nodes, g.queries, int(cfg.k), p=pr.p, min_importance=pr.min_importance,
@@ -267,7 +289,7 @@ def run_group(sh: Shared, g: Group) -> GroupOut:
         out.reused += ["channels"] if reused else []
     count(timer, "candidates", cand.height)
     with timer.stage("fuse"):
-        fusion = fuse.script_scaled(OmegaConf.to_container(cfg.fusion, resolve=True),
+        fusion = fuse.script_scaled(sh.const("fusion", lambda: OmegaConf.to_container(cfg.fusion, resolve=True)),
                                     bool(cfg.embed.get("english_only", False)), g.nodes, g.queries,
                                     cfg.include_archived)
         cand = fuse.fuse(cand, enabled, fusion["method"], **{k: v for k, v in fusion.items() if k != "method"})

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline import backend, grouprun, io, registry, rundir, version
 from pipeline.errors import ConfigError, choose
 from pipeline.grouprun import corpus_step, stage_key, to_recall  # noqa: F401  (runner.*: public API)
-from pipeline.ops.scope import run_groups
+from pipeline.ops.scope import EdgeIndex, run_groups
 from pipeline.stages import analyze, evaluate, graph, inject, query
 from pipeline.stages.embed import EmbeddingCache, cache_tag, embed_cached
 
@@ -215,6 +215,8 @@ def run_all_groups(sh: grouprun.Shared, nodes: pl.DataFrame, queries: pl.DataFra
     same nodes at other reference times (``run_groups`` yields them one after another)."""
     own, last, outs = sh.memo is None, None, []
     sh.memo = {} if own else sh.memo
+    if sh.cfg.diffuse.method != "none" or sh.cfg.signals.enabled:
+        sh.edge_index = EdgeIndex(nodes, sh.ds.edges)  # each group's explicit edges by lookup, not a scan
     for key, rows, qs, now in run_groups(nodes, queries, sh.cfg.include_archived, config_now(sh.cfg)):
         if own and (last is None or not np.array_equal(last, rows)):
             sh.memo.clear()

@@ -36,3 +36,21 @@ def test_unknown_index_and_small_k():
         dense.build_index(xb, "annoy")
     D, I = dense.search(dense.build_index(xb), xq, 10)
     assert I.shape == (len(xq), 5)  # k is capped at the corpus size
+
+
+def test_tiny_flat_scan_on_one_thread_gives_the_same_bits(monkeypatch):
+    """A small scope's scan runs on one OpenMP thread (``dense._tiny_flat``): the same scores and
+    ids as the default thread count, and the brute-force top-k."""
+    rng = np.random.default_rng(16)
+    xb = rng.normal(size=(40, 384)).astype(np.float32)
+    xq = rng.normal(size=(5, 384)).astype(np.float32)
+    index = dense.build_index(xb)
+    assert dense._tiny_flat(index, len(xq))
+    D1, I1 = dense.search(index, xq, 10)
+    monkeypatch.setattr(dense, "TINY", 0)
+    assert not dense._tiny_flat(index, len(xq))
+    D2, I2 = dense.search(index, xq, 10)
+    assert np.array_equal(D1, D2) and np.array_equal(I1, I2)
+    want = np.argsort(-(xq @ xb.T), axis=1, kind="stable")[:, :10]
+    assert np.array_equal(I1, want)
+    assert np.allclose(D1, np.take_along_axis(xq @ xb.T, want, axis=1), atol=1e-4)

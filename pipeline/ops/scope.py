@@ -20,7 +20,8 @@ import polars as pl
 
 
 def in_scope(doc_ids: np.ndarray, scope: tuple[str, ...] | None) -> np.ndarray:
-    """Boolean mask over nodes for one scope (None = everything)."""
+    """Boolean mask over nodes for one scope (None = everything): the rule, by string matching
+    (``scope_rows`` computes it for many scopes at once)."""
     if scope is None:
         return np.ones(len(doc_ids), dtype=bool)
     mask = np.zeros(len(doc_ids), dtype=bool)
@@ -35,8 +36,42 @@ def visible(visibility: list, viewer: str | None) -> np.ndarray:
     return np.array([v is None or "*" in v or (viewer is not None and viewer in v) for v in visibility], dtype=bool)
 
 
+def scope_rows(nodes: pl.DataFrame, scopes) -> dict:
+    """{scope: sorted node indices} for doc_scope tuples, by the rule of :func:`in_scope` (doc ==
+    entry, or doc under ``entry/``) but as joins: nodes × "/"-prefixes of their doc_id against the
+    scope entries, so the cost does not grow as nodes × scopes."""
+    if "doc_id" not in nodes.columns or not scopes:
+        return {s: np.zeros(0, np.int64) for s in scopes}
+    docs = nodes.select(doc=pl.col("doc_id").cast(pl.String).fill_null("")).with_row_index("i")
+    parts = docs.with_columns(p=pl.col("doc").str.split("/"))
+    depth = int(parts["p"].list.len().max())
+    under = pl.concat([parts.filter(pl.col("p").list.len() > k)
+                       .select("i", key=pl.col("p").list.slice(0, k).list.join("/")) for k in range(1, depth)]
+                      + [pl.DataFrame(schema={"i": pl.UInt32, "key": pl.String})])
+    entries = pl.DataFrame([(j, e) for j, s in enumerate(scopes) for e in s], schema={"s": pl.Int64, "e": pl.String},
+                           orient="row")
+    hits = pl.concat([entries.join(docs.rename({"doc": "e"}), on="e"),
+                      entries.with_columns(pl.col("e").str.strip_chars_end("/")).join(under.rename({"key": "e"}), on="e")])
+    rows = hits.select("s", "i").unique().sort("s", "i").group_by("s", maintain_order=True).agg("i")
+    got = dict(zip(rows["s"].to_list(), (x.to_numpy().astype(np.int64) for x in rows["i"])))
+    return {s: got.get(j, np.zeros(0, np.int64)) for j, s in enumerate(scopes)}
+
+
+JOIN_ABOVE = 50_000  # scopes × nodes above which membership is one join; below, string matching is cheaper
+
+
+def _members(nodes: pl.DataFrame, scopes: list) -> dict:
+    """{scope: node indices}: :func:`scope_rows` (a join) for many scopes over many nodes,
+    :func:`in_scope` per scope for a few (a stage run inside one group); the same rows either way."""
+    if len(scopes) * nodes.height > JOIN_ABOVE:
+        return scope_rows(nodes, scopes)
+    docs = nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
+    return {s: np.flatnonzero(in_scope(docs, s)) if docs is not None else np.zeros(0, np.int64) for s in scopes}
+
+
 def scope_groups(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: bool = False) -> list[tuple]:
-    """[(key, node indices, query indices)] in first-seen order; key = (scope tuple or None, viewer)."""
+    """[(key, node indices, query indices)] in first-seen order; key = (scope tuple or None, viewer).
+    Scope membership is one join over all scopes (:func:`scope_rows`), visibility one pass per viewer."""
     scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None] * queries.height
     viewers = queries["viewer"].to_list() if "viewer" in queries.columns else [None] * queries.height
     by_key: dict = {}
@@ -46,17 +81,55 @@ def scope_groups(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: b
     base = np.ones(nodes.height, dtype=bool)
     if "archived" in nodes.columns and not include_archived:
         base &= ~nodes["archived"].fill_null(False).to_numpy()
-    doc_ids = nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
+    members = _members(nodes, list(dict.fromkeys(s for s, _v in by_key if s is not None)))
     vis = nodes["visibility"].to_list() if "visibility" in nodes.columns else None
+    seen: dict = {}
     out = []
     for (scope, viewer), qs in by_key.items():
-        mask = base.copy()
-        if scope is not None:
-            mask &= in_scope(doc_ids, scope) if doc_ids is not None else False
+        if scope is None:
+            mask = base.copy()
+        else:
+            mask = np.zeros(nodes.height, dtype=bool)
+            mask[members[scope]] = base[members[scope]]
         if vis is not None:
-            mask &= visible(vis, viewer)
+            if viewer not in seen:
+                seen[viewer] = visible(vis, viewer)
+            mask &= seen[viewer]
         out.append(((scope, viewer), np.flatnonzero(mask).astype(np.int64), np.asarray(qs, dtype=np.int64)))
     return out
+
+
+def edge_ends(nodes: pl.DataFrame, edges: pl.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) node index of each explicit edge; -1 for an end that is not a node."""
+    if edges is None or edges.height == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    idx = nodes.select(node_id=pl.col("node_id").cast(pl.String)).with_row_index("i")
+    src, dst = [edges.select(node_id=pl.col(c).cast(pl.String)).join(idx, on="node_id", how="left", maintain_order="left")
+                ["i"].fill_null(-1).cast(pl.Int64).to_numpy() for c in ("src", "dst")]
+    return src, dst
+
+
+class EdgeIndex:
+    """The explicit edges by source node, so a group's edges (both ends among its nodes, in the
+    edge table's order) cost its own edges, not the whole table's."""
+
+    def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame | None) -> None:
+        self.edges, self.n = edges, nodes.height
+        self.src, self.dst = edge_ends(nodes, edges)
+        self.order = np.argsort(self.src, kind="stable")
+        self.start = np.searchsorted(self.src[self.order], np.arange(self.n + 1))
+
+    def within(self, rows: np.ndarray) -> pl.DataFrame | None:
+        """The edge table's rows with both ends in ``rows`` (sorted node indices), in table order."""
+        if self.edges is None or self.edges.height == 0:
+            return self.edges
+        lo, lens = self.start[rows], self.start[rows + 1] - self.start[rows]
+        offs = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+        picks = self.order[np.repeat(lo, lens) + offs]
+        inside = np.zeros(self.n + 1, dtype=bool)  # the extra last slot stands for -1 (not a node)
+        inside[rows] = True
+        picks = np.sort(picks[inside[self.dst[picks]]])
+        return self.edges[picks]
 
 
 STAMPS = ("updated_at", "created_at", "last_access_at")
