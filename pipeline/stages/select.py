@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.errors import ConfigError, choose
+from pipeline.stages.spread import spread
 
 METHODS = ("topk", "dpp", "mmr")
 
@@ -27,6 +28,7 @@ class SelectParams:
     dtype: str = "float32"  # float64 for bit-for-bit parity with the float64 reference kernels
     top_chunks_per_doc: int | None = None  # ReMe node-level grouping: at most this many units per doc_id
     sort_by: tuple = ()  # priority columns sorted desc before the score (BME scope/story buckets)
+    spread_gap: float = 0.0  # > 0: repeated doc_ids pushed down this many positions each (pipeline.stages.spread)
 
     def __post_init__(self) -> None:  # read with getattr(torch, dtype): a closed choice, not any attribute
         choose("select.dtype", self.dtype, ("float32", "float64"))
@@ -60,6 +62,7 @@ def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = 
         if doc_idx is None:
             raise ConfigError("select.top_chunks_per_doc needs a doc_id column in the nodes")
         r = group_by_doc(r, doc_idx, int(p.top_chunks_per_doc))
+    r = spread(r, doc_idx, float(p.spread_gap))
     if p.method == "topk" or r.height == 0:
         return r.filter(pl.col("rank") <= k)
     if xb is None:
