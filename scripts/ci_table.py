@@ -15,9 +15,9 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import UserError
 from pipeline.report.bootstrap import metric_cis
 from pipeline.report.compare import compare, markdown_table
+from pipeline.report.script_main import print_or_exit_2
 
 
 def scale_of(metric: str) -> tuple[float, int]:
@@ -63,12 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metrics", default=None, help="comma-separated (default: the first run's eval.metrics)")
     ap.add_argument("--by-group", action="store_true", help="one table per query group as well")
     args = ap.parse_args(argv)
-    try:
-        print(tables(args.run_dirs, args.metrics.split(",") if args.metrics else None, args.by_group), end="")
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    metrics = args.metrics.split(",") if args.metrics else None
+    return print_or_exit_2(lambda: tables(args.run_dirs, metrics, args.by_group))
 
 
 if __name__ == "__main__":

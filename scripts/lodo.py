@@ -18,9 +18,10 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import DataError, UserError, choose
+from pipeline.errors import DataError, choose
 from pipeline.report.compare import markdown_table
 from pipeline.report.lodo import lodo_table
+from pipeline.report.script_main import print_or_exit_2
 
 RECIPES = {  # name → Hydra overrides; the first listed wins ties
     "best": ["preset=best"],
@@ -89,14 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-table", action="store_true", help="read finished runs, run nothing")
     args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     datasets = args.data.split(",")
-    try:
+
+    def text() -> str:
         for d in datasets:
             choose("--data", d, METRIC)
-        print(report(load(args.out, datasets, extra, args.only_table), datasets))
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+        return report(load(args.out, datasets, extra, args.only_table), datasets) + "\n"
+    return print_or_exit_2(text)
 
 
 if __name__ == "__main__":
