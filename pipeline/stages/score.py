@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 from typing import Callable
 
 import polars as pl
 
 from pipeline.errors import ConfigError
+from pipeline.stages import speakers
 
 TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
 FACTORS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
@@ -89,22 +89,10 @@ def _memory_curve(df: pl.DataFrame) -> pl.Expr:  # OKS memory curve (signals), a
     return pl.col("memory_score").fill_null(0.0).cast(pl.Float64)
 
 
-def speaker_in(query: str | None, speaker) -> bool:
-    """Whether ``speaker`` occurs in ``query`` as a whole word (case-sensitive: names are capitalised)."""
-    if not query or not isinstance(speaker, str) or not speaker:
-        return False
-    return re.search(rf"(?<!\w){re.escape(speaker)}(?!\w)", query) is not None
-
-
 @term("speaker_named", needs=("speaker",))
 def _speaker_named(df: pl.DataFrame) -> pl.Series:
     """1 when the unit's speaker is named in the query ("What is Caroline's ...?" → Caroline's turns), else 0."""
-    pairs = df.select("query_idx", "query_text", pl.col("speaker").cast(pl.String)).unique()
-    hits = pairs.with_columns(speaker_named=pl.Series(
-        [float(speaker_in(q, s)) for q, s in pairs.select("query_text", "speaker").iter_rows()], dtype=pl.Float64))
-    keys = df.select("query_idx", pl.col("speaker").cast(pl.String))
-    return keys.join(hits.drop("query_text"), on=["query_idx", "speaker"], how="left", nulls_equal=True,
-                     maintain_order="left")["speaker_named"].fill_null(0.0)
+    return speakers.named(df)
 
 
 @factor("bme_time_decay", needs=("created_at",))
