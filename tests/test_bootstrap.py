@@ -103,3 +103,15 @@ def test_ci_table_prints_mean_and_half_width_per_run_and_group(tmp_path, capsys)
 def test_ci_table_bad_run_dir_exits_2(tmp_path, capsys):
     assert _load_script("ci_table").main([str(tmp_path / "nope")]) == 2
     assert "manifest.json" in capsys.readouterr().err
+
+
+def test_paired_difference_pairs_by_query_id():
+    from pipeline.report.bootstrap import paired_difference
+
+    a = pl.DataFrame({"query_id": ["x", "y", "z"], "m": [0.5, 0.9, 0.3]})
+    b = pl.DataFrame({"query_id": ["z", "y", "x", "w"], "m": [0.2, 0.8, 0.4, 1.0]})  # w only in b: dropped
+    ci = paired_difference(a, b, "m")  # every paired gain is +0.1 → [0.1, 0.1] whatever the resample
+    assert (ci.n, ci.mean, ci.low, ci.high) == (3, pytest.approx(0.1), pytest.approx(0.1), pytest.approx(0.1))
+    c = pl.DataFrame({"query_id": ["x", "y"], "m": [1.0, 0.0]})
+    d = pl.DataFrame({"query_id": ["y", "x"], "m": [0.0, 0.0]})
+    assert (paired_difference(c, d, "m").low, paired_difference(c, d, "m").high) == (0.0, 1.0)  # gains 1, 0

@@ -74,3 +74,11 @@ def metric_cis(per_query: pl.DataFrame, metrics: list[str], by: str | None = Non
             rows.append({**({by: g} if by else {}), "metric": m, "n": ci.n, "mean": ci.mean,
                          "low": ci.low, "high": ci.high})
     return pl.DataFrame(rows)
+
+
+def paired_difference(a: pl.DataFrame, b: pl.DataFrame, metric: str, **kwargs) -> Interval:
+    """The interval of mean(a − b) over the queries both tables judge, paired by query_id (run a's
+    gain over run b; an interval above 0 is a win beyond resampling noise)."""
+    both = a.select("query_id", pl.col(metric).alias("a")).join(
+        b.select("query_id", pl.col(metric).alias("b")), on="query_id", how="inner").sort("query_id")
+    return bootstrap_ci((both["a"] - both["b"]).to_numpy(), **kwargs)
