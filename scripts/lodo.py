@@ -6,7 +6,8 @@ by its WORST shortfall from the best candidate there, report it on the third wit
 Each recipe is one `python -m pipeline run --multirun data=<sets> <recipe overrides> report=false`
 under OUT/<recipe>; a recipe whose runs are all there already is not rerun. Extra Hydra overrides
 after `--` go to every run (e.g. `embed=hashing` for a quick check of the harness). The selection is
-`pipeline.report.lodo`; metrics per dataset below (the issue's headline numbers).
+`pipeline.report.lodo`; metrics per dataset below (the issue's headline numbers). A third table
+gives each recipe's paired gain over `best` on the query halves a / b (`recall tune` fits on a).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import polars as pl
 
 from pipeline.errors import DataError, choose
 from pipeline.report.compare import markdown_table
-from pipeline.report.lodo import lodo_table
+from pipeline.report.lodo import half_gains, lodo_table
 from pipeline.report.script_main import print_or_exit_2
 
 RECIPES = {  # name → Hydra overrides; the first listed wins ties
@@ -68,17 +69,24 @@ def fmt(value: float, metric: str) -> str:
     return f"{100 * value:.1f}" if metric.startswith("recall") else f"{value:.3f}"
 
 
+def fmt_ci(mean: float, low: float, high: float, metric: str) -> str:
+    return f"{fmt(mean, metric)} [{fmt(low, metric)}, {fmt(high, metric)}]"
+
+
 def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str]) -> str:
     metric = {d: METRIC[d] for d in datasets}
     scores = [[name, *[fmt(float(tables[(name, d)][metric[d]].mean()), metric[d]) for d in datasets]]
               for name in RECIPES]
     rows = [[r["held_out"], r["metric"], r["chosen"], fmt(r["fit_worst_regret"], r["metric"]),
-             f"{fmt(r['held_out_mean'], r['metric'])} [{fmt(r['low'], r['metric'])}, {fmt(r['high'], r['metric'])}]",
+             fmt_ci(r["held_out_mean"], r["low"], r["high"], r["metric"]),
              f"{r['oracle']} ({fmt(r['oracle_mean'], r['metric'])})"]
             for r in lodo_table(tables, metric, list(RECIPES)).iter_rows(named=True)]
+    gains = [[r["dataset"], r["recipe"], r["half"], str(r["n"]), fmt_ci(r["gain"], r["low"], r["high"], r["metric"])]
+             for r in half_gains(tables, metric, "best", list(RECIPES)).iter_rows(named=True)]
     return "\n".join([markdown_table(["recipe", *[f"{d} {metric[d]}" for d in datasets]], scores), "",
                       markdown_table(["held out", "metric", "chosen on the other two", "its worst fit shortfall",
-                                      "held-out score [95% CI]", "held-out oracle"], rows), ""])
+                                      "held-out score [95% CI]", "held-out oracle"], rows), "",
+                      markdown_table(["dataset", "recipe", "query half", "n", "gain over best [95% CI]"], gains), ""])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,3 +67,36 @@ def test_a_missing_run_is_a_config_error():
     partial = {k: v for k, v in TABLES.items() if k != ("steady", "d2")}
     with pytest.raises(ConfigError, match="steady"):
         choose_recipe(means(partial, METRIC), ["d1", "d2"], RECIPES)
+
+
+def test_half_gains_split_by_the_query_hash_and_pair_by_query():
+    import hashlib
+
+    from pipeline.report.lodo import half_gains
+
+    ids = [f"q{i}" for i in range(12)]
+    half_b = {q for q in ids if hashlib.sha1(q.encode()).digest()[0] & 1}  # runner.query_half's rule
+    base = pl.DataFrame({"query_id": ids, "m": [0.5] * 12})
+    # the recipe gains +0.25 on every half-b query and loses 0.5 on every half-a one
+    tuned = pl.DataFrame({"query_id": ids, "m": [0.75 if q in half_b else 0.0 for q in ids]})
+    out = half_gains({("best", "d"): base, ("tuned", "d"): tuned}, {"d": "m"}, "best", ["best", "tuned"])
+    rows = {r["half"]: r for r in out.iter_rows(named=True)}
+    assert rows["b"]["n"] == len(half_b) and rows["a"]["n"] == 12 - len(half_b)
+    assert (rows["b"]["gain"], rows["b"]["low"], rows["b"]["high"]) == pytest.approx((0.25, 0.25, 0.25))
+    assert (rows["a"]["gain"], rows["a"]["low"], rows["a"]["high"]) == pytest.approx((-0.5, -0.5, -0.5))
+
+
+def test_lodo_script_report_on_synthetic_runs():
+    from test_bootstrap import _load_script
+
+    lodo = _load_script("lodo")
+    ids = [f"q{i}" for i in range(8)]
+    tables = {}
+    for i, name in enumerate(lodo.RECIPES):  # recipe i scores 0.5 + 0.1·i on every dataset: the last wins all
+        for data, m in lodo.METRIC.items():
+            tables[(name, data)] = pl.DataFrame({"query_id": ids, m: [0.5 + 0.1 * i] * 8})
+    text = lodo.report(tables, list(lodo.METRIC))
+    last = list(lodo.RECIPES)[-1]
+    assert f"| scifact | ndcg@10 | {last} | 0.000 | 0.800 [0.800, 0.800] | {last} (0.800) |" in text
+    assert f"| locomo | recall@5 | {last} | 0.0 | 80.0 [80.0, 80.0] | {last} (80.0) |" in text
+    assert f"| musique | {last} | b |" in text and "30.0 [30.0, 30.0]" in text  # +0.3 over best, each half

@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.errors import ConfigError
-from pipeline.report.bootstrap import bootstrap_ci
+from pipeline.report.bootstrap import bootstrap_ci, paired_difference
 
 Scores = dict[str, dict[str, float]]  # recipe → dataset → mean of the dataset's metric
 
@@ -52,4 +52,23 @@ def lodo_table(per_query: dict[tuple[str, str], pl.DataFrame], metric: dict[str,
         rows.append({"held_out": held, "metric": metric[held], "chosen": chosen,
                      "fit_worst_regret": worst_regret(scores, chosen, fit), "n": ci.n, "held_out_mean": ci.mean,
                      "low": ci.low, "high": ci.high, "oracle": oracle, "oracle_mean": scores[oracle][held]})
+    return pl.DataFrame(rows)
+
+
+def half_gains(per_query: dict[tuple[str, str], pl.DataFrame], metric: dict[str, str], baseline: str,
+               recipes: list[str]) -> pl.DataFrame:
+    """Each recipe's per-query gain over ``baseline`` on each dataset's query halves ``a`` and ``b``
+    (``recall tune`` fits on a; b is held out), with a paired 95% interval: a per-dataset recipe is
+    worth keeping when its half-b interval lies above 0."""
+    from pipeline.runner import query_half
+
+    rows = []
+    for data, m in metric.items():
+        base = per_query[(baseline, data)]
+        for recipe in (r for r in recipes if r != baseline):
+            for half in ("a", "b"):
+                ids = query_half(base.select("query_id"), half)
+                ci = paired_difference(per_query[(recipe, data)].join(ids, on="query_id"), base, m)
+                rows.append({"dataset": data, "metric": m, "recipe": recipe, "half": half, "n": ci.n,
+                             "gain": ci.mean, "low": ci.low, "high": ci.high})
     return pl.DataFrame(rows)
