@@ -77,14 +77,14 @@ def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str]) -> 
     metric = {d: METRIC[d] for d in datasets}
     scores = [[name, *[fmt(float(tables[(name, d)][metric[d]].mean()), metric[d]) for d in datasets]]
               for name in RECIPES]
-    rows = [[r["held_out"], r["metric"], r["chosen"], fmt(r["fit_worst_regret"], r["metric"]),
+    rows = [[r["held_out"], r["metric"], r["chosen"], f"{r['fit_worst_regret']:.3f}",  # fit sets' own metrics
              fmt_ci(r["held_out_mean"], r["low"], r["high"], r["metric"]),
              f"{r['oracle']} ({fmt(r['oracle_mean'], r['metric'])})"]
             for r in lodo_table(tables, metric, list(RECIPES)).iter_rows(named=True)]
     gains = [[r["dataset"], r["recipe"], r["half"], str(r["n"]), fmt_ci(r["gain"], r["low"], r["high"], r["metric"])]
              for r in half_gains(tables, metric, "best", list(RECIPES)).iter_rows(named=True)]
     return "\n".join([markdown_table(["recipe", *[f"{d} {metric[d]}" for d in datasets]], scores), "",
-                      markdown_table(["held out", "metric", "chosen on the other two", "its worst fit shortfall",
+                      markdown_table(["held out", "metric", "chosen on the other two", "its worst fit shortfall (fraction)",
                                       "held-out score [95% CI]", "held-out oracle"], rows), "",
                       markdown_table(["dataset", "recipe", "query half", "n", "gain over best [95% CI]"], gains), ""])
 
