@@ -62,3 +62,12 @@ def test_speaker_seed_boost_moves_the_seed_to_the_named_speaker():
     assert _reached(0.5) == {0, 2}  # 0.5 × 1.5 = 0.75 > 0.6: Caroline's turn seeds
     assert _reached(0.5, "What did Caroline's friend say?") == {0, 2}
     assert _reached(0.5, "What did they paint?") == {1, 3}  # nobody named: no boost
+
+
+def test_speaker_named_x2_factor_doubles_the_named_speakers_units():
+    nodes = pl.DataFrame({"node_id": ["a", "b"], "speaker": ["Caroline", "Melanie"]})
+    queries = pl.DataFrame({"query_id": ["q"], "text": ["Would Caroline enjoy it?"]})
+    cand = pl.DataFrame({"query_idx": [0, 0], "node_idx": [0, 1], "fused": [0.3, 0.5]})
+    df = score.attach(cand, nodes, queries, None, ["fused", "speaker_named_x2"], NOW)
+    out = score.compute(df, {"fused": 1.0}, ["speaker_named_x2"], normalize=False)
+    assert out["score"].to_list() == pytest.approx([0.6, 0.5])
