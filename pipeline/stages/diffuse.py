@@ -14,6 +14,7 @@ from pipeline.ops.scope import scope_groups
 from pipeline.progress import progress
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
+from pipeline.stages.speakers import named_for
 
 METHODS = ("pedsa", "ppr", "expand", "none")
 
@@ -40,6 +41,7 @@ class DiffusionParams:
     budget: int = 30  # expand: nodes added per query
     keep: int = 0  # graph hits kept per query (its `keep` largest; 0 = every node with energy > 0)
     entity_seed_share: float = 0.0  # part of the seed energy given to the query's own entity hubs
+    speaker_seed_boost: float = 0.0  # seed_from × (1 + this) for units whose speaker the query names
 
 
 def _to_device(adj, inhib, e0, device: str):
@@ -74,6 +76,8 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
     empty = pl.DataFrame(schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "graph": pl.Float32})
     if p.method == "none" or cand.height == 0:
         return empty
+    if p.speaker_seed_boost:
+        cand = cand.with_columns(pl.col(p.seed_from) * (1.0 + p.speaker_seed_boost * named_for(cand, nodes, queries)))
     seeds = seed_matrix(cand, p)
     if extra_seeds is not None and extra_seeds.height:
         seeds = (pl.concat([seeds, extra_seeds.cast(seeds.schema)]).group_by(["query_idx", "node_idx"])

@@ -14,6 +14,7 @@ from typing import Callable
 import polars as pl
 
 from pipeline.errors import ConfigError
+from pipeline.stages import speakers
 
 TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
 FACTORS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
@@ -97,6 +98,18 @@ def _memory_curve(df: pl.DataFrame) -> pl.Expr:  # OKS memory curve (signals), a
     return pl.col("memory_score").fill_null(0.0).cast(pl.Float64)
 
 
+@term("speaker_named", needs=("speaker",))
+def _speaker_named(df: pl.DataFrame) -> pl.Series:
+    """1 when the unit's speaker is named in the query ("What is Caroline's ...?" → Caroline's turns), else 0."""
+    return speakers.named(df)
+
+
+@factor("speaker_named_x2", needs=("speaker",))
+def _speaker_named_x2(df: pl.DataFrame) -> pl.Series:
+    """× 2 for units whose speaker the query names, × 1 otherwise (the multiplicative speaker_named)."""
+    return 1.0 + speakers.named(df)
+
+
 @factor("bme_time_decay", needs=("created_at",))
 def _bme_time_decay(df: pl.DataFrame) -> pl.Expr:  # 0.8 + 0.2 / (1 + ln(1 + days since created))
     return 0.8 + 0.2 / (1.0 + (1.0 + _days("created_at")).log(math.e))
@@ -148,7 +161,7 @@ def attach(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, signa
     now_tbl = pl.DataFrame({"query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
                             "now": qnow.cast(pl.Datetime("us", "UTC")).fill_null(now)})
     out = out.join(now_tbl, on="query_idx", how="left")
-    if "bme_lexical" in names:
+    if {"bme_lexical", "speaker_named", "speaker_named_x2"} & set(names):
         qtext = pl.DataFrame({"query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
                               "query_text": queries["text"]})
         out = out.join(qtext, on="query_idx", how="left")

@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.errors import ConfigError, choose
+from pipeline.stages.spread import spread
 
 METHODS = ("topk", "dpp", "mmr")
 
@@ -31,6 +32,7 @@ class SelectParams:
     sort_by: tuple = ()  # priority columns sorted desc before the score (BME scope/story buckets)
     target: int | None = None  # dpp/mmr: items diversified out of target·pool_mult (BME: 30 of 90); null = k
     k_in_docs: bool = False  # with top_chunks_per_doc: k counts documents (ReMe design: paths), not units
+    spread_gap: float = 0.0  # > 0: repeated doc_ids pushed down this many positions each (pipeline.stages.spread)
 
     def __post_init__(self) -> None:  # read with getattr(torch, dtype): a closed choice, not any attribute
         choose("select.dtype", self.dtype, ("float32", "float64"))
@@ -77,6 +79,7 @@ def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = 
     if p.k_in_docs and p.method != "topk":
         raise ConfigError(f"select.k_in_docs counts documents for select=topk only; use select=topk or "
                           f"select.k_in_docs=false with select={p.method}")
+    r = spread(r, doc_idx, float(p.spread_gap))
     if p.method == "topk" or r.height == 0:
         return _cut(r, k, doc_idx, p.k_in_docs)
     if xb is None:
