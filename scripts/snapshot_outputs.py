@@ -1,0 +1,97 @@
+"""Byte snapshots of the pipeline's outputs, so a refactor can show it changed no result.
+
+    .venv/bin/python scripts/snapshot_outputs.py save runs/snap-before [--data sample,locomo,musique,scifact]
+                                                   [--presets best,bme,reme,oks,hipporag] [--embed minilm]
+    ... refactor ...
+    .venv/bin/python scripts/snapshot_outputs.py save runs/snap-after  (same options)
+    .venv/bin/python scripts/snapshot_outputs.py compare runs/snap-before runs/snap-after
+
+``save`` runs ``recall run`` for every (data, preset) pair and ``recall precompute`` (data=locomo,
+preset=best, or the first pair) in fresh processes, each with its own cache folder under the
+snapshot (so nothing is reused from an earlier code version), and writes ``hashes.json``: the
+sha256 of every ``recall.parquet``, ``metrics.json`` and recall-cache partition. ``compare`` prints
+one line per file (``same`` / ``DIFFERENT`` / ``missing``) and exits 1 unless every file is the same;
+its last line is ``identical: <n>/<total>``. The snapshots hold recall ids and scores, never corpus
+text; keep them out of the repository (``runs/`` is ignored).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = "sample,locomo,musique,scifact"
+PRESETS = "best,bme,reme,oks,hipporag"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def recall(args: list[str]) -> None:
+    """One ``recall`` command in a fresh process (python -m pipeline), failing loudly."""
+    done = subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"recall {' '.join(args)} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+
+
+def hashes(root: Path) -> dict[str, str]:
+    """{relative path: sha256} of the runs' results and the recall-cache partitions under ``root``
+    (not manifests: they hold timings; not precompute's own scratch run)."""
+    names = ("recall.parquet", "metrics.json", "data.parquet")
+    return {p.relative_to(root).as_posix(): sha256(p) for sub in ("runs", "precompute")
+            for p in sorted((root / sub).rglob("*")) if p.is_file() and p.name in names}
+
+
+def save(out: Path, data: list[str], presets: list[str], embed: str) -> dict[str, str]:
+    out.mkdir(parents=True, exist_ok=True)
+    for d in data:
+        for p in presets:
+            print(f"run {d} {p}", flush=True)
+            recall(["run", f"data={d}", f"preset={p}", f"embed={embed}", "report=false",
+                    f"out_dir={out / 'runs' / f'{d}-{p}'}", f"cache_dir={out / 'cache' / f'{d}-{p}'}"])
+    d, p = ("locomo", "best") if "locomo" in data and "best" in presets else (data[0], presets[0])
+    print(f"precompute {d} {p}", flush=True)
+    recall(["precompute", f"data={d}", f"preset={p}", f"embed={embed}", f"out_dir={out / 'precompute-run'}",
+            f"cache_dir={out / 'precompute'}"])
+    table = hashes(out)
+    (out / "hashes.json").write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    return table
+
+
+def compare(a: Path, b: Path) -> int:
+    ha, hb = (json.loads((x / "hashes.json").read_text()) for x in (a, b))
+    same = 0
+    for name in sorted(set(ha) | set(hb)):
+        state = "missing" if name not in ha or name not in hb else "same" if ha[name] == hb[name] else "DIFFERENT"
+        same += state == "same"
+        print(f"{state:9s} {name}")
+    total = len(set(ha) | set(hb))
+    print(f"identical: {same}/{total}")
+    return 0 if same == total and total else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("save")
+    s.add_argument("out", type=Path)
+    s.add_argument("--data", default=DATA)
+    s.add_argument("--presets", default=PRESETS)
+    s.add_argument("--embed", default="minilm")
+    c = sub.add_parser("compare")
+    c.add_argument("a", type=Path)
+    c.add_argument("b", type=Path)
+    a = ap.parse_args()
+    if a.cmd == "save":
+        table = save(a.out, a.data.split(","), a.presets.split(","), a.embed)
+        print(f"saved {len(table)} file hashes to {a.out / 'hashes.json'}")
+        return 0
+    return compare(a.a, a.b)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""scripts/snapshot_outputs.py: two snapshots of the same code are identical file for file; a
+changed file is reported and fails the comparison (issue 15 relies on it to show a refactor
+changed no result)."""
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "snapshot_outputs.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("snapshot_outputs", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_same_code_gives_identical_snapshots_and_a_change_is_caught(tmp_path, capsys):
+    snap = _load()
+    a = snap.save(tmp_path / "a", ["sample"], ["dense"], "hashing")
+    b = snap.save(tmp_path / "b", ["sample"], ["dense"], "hashing")
+    assert set(a) == {"runs/sample-dense/recall.parquet", "runs/sample-dense/metrics.json",
+                      *[k for k in a if k.startswith("precompute/recall/scope=")]}
+    assert any(k.startswith("precompute/recall/scope=") for k in a)
+    assert a == b
+    assert snap.compare(tmp_path / "a", tmp_path / "b") == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"identical: {len(a)}/{len(a)}"
+    (tmp_path / "b" / "hashes.json").write_text((tmp_path / "b" / "hashes.json").read_text()
+                                                .replace(a["runs/sample-dense/metrics.json"], "0" * 64))
+    assert snap.compare(tmp_path / "a", tmp_path / "b") == 1
+    out = capsys.readouterr().out
+    assert "DIFFERENT runs/sample-dense/metrics.json" in out and f"identical: {len(a) - 1}/{len(a)}" in out
