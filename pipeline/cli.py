@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import UserError, choose
+from pipeline.errors import UserError, choose, reported
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -79,11 +79,10 @@ def _run(cfg: DictConfig) -> float | None:  # wrapped by hydra.main in main(): h
     from pipeline import runner
 
     out_dir = HydraConfig.get().runtime.output_dir
-    try:
-        result = runner.run(cfg, out_dir)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    result = {}
+    status = reported(lambda: result.update(runner.run(cfg, out_dir)))
+    if status:
+        sys.exit(status)
     print(summary_table(result["metrics"], result["out_dir"]))
     return (result["metrics"] or {}).get(cfg.tune.metric)  # the objective under `recall tune`
 
@@ -117,33 +116,18 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     cmd, rest = argv[0], argv[1:]
-    try:
-        choose("command", cmd, COMMANDS)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if rest and rest[0] in ("-h", "--help"):
+    if rest and rest[0] in ("-h", "--help") and cmd in COMMANDS:
         print(USAGE)
         return 0
-    try:
-        check_overrides(rest)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    status = reported(lambda: (choose("command", cmd, COMMANDS), check_overrides(rest)) and None)
+    if status:
+        return status
     if cmd == "tune":
         from pipeline.tune import tune
 
-        try:
-            return tune(rest)
-        except UserError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return exc.exit_code
+        return reported(lambda: tune(rest))
     if cmd not in ("run", "precompute"):
-        try:
-            return tool(cmd, rest)
-        except UserError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return exc.exit_code
+        return reported(lambda: tool(cmd, rest))
     sys.argv = [f"recall {cmd}", *rest]
     if cmd == "precompute":
         from pipeline.cli_precompute import main as _precompute

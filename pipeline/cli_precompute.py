@@ -12,18 +12,19 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from pipeline.cli import CONF_DIR
-from pipeline.errors import UserError
+from pipeline.errors import reported
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from pipeline.precompute import precompute
 
-    try:
+    def body() -> None:
         res = precompute(cfg, HydraConfig.get().runtime.output_dir)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    print(f"partitions rewritten: {len(res['rewritten'])}, removed: {len(res['removed'])}; "
-          f"{res['timings_s']['total']:.2f} s")
-    print(f"cache: {res['hits']} hits, {res['misses']} misses")
+        print(f"partitions rewritten: {len(res['rewritten'])}, removed: {len(res['removed'])}; "
+              f"{res['timings_s']['total']:.2f} s")
+        print(f"cache: {res['hits']} hits, {res['misses']} misses")
+
+    status = reported(body)
+    if status:
+        sys.exit(status)

@@ -1,6 +1,9 @@
 """User-facing errors: each names the file, the row or field, and the fix."""
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 
 class UserError(Exception):
     """An error caused by the user's input or config; the CLI prints it on one line and exits 2."""
@@ -36,3 +39,14 @@ def choose(name: str, value: str, options) -> None:
     close = difflib.get_close_matches(str(value), opts, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise ConfigError(f"{name}={value!r} is not valid{hint}; choose from {opts}")
+
+
+def reported(call: Callable[[], int | None]) -> int:
+    """Run ``call`` (a command's body) and return its exit status: a UserError prints one line
+    ``error: …`` on stderr and gives its ``exit_code`` (2), never a traceback. The one error handler
+    of the CLI's commands and the report scripts."""
+    try:
+        return call() or 0
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code

@@ -17,7 +17,7 @@ import polars as pl
 
 from pipeline.report.bootstrap import metric_cis
 from pipeline.report.compare import compare, markdown_table
-from pipeline.report.script_main import print_or_exit_2
+from pipeline.errors import reported
 
 
 def scale_of(metric: str) -> tuple[float, int]:
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--by-group", action="store_true", help="one table per query group as well")
     args = ap.parse_args(argv)
     metrics = args.metrics.split(",") if args.metrics else None
-    return print_or_exit_2(lambda: tables(args.run_dirs, metrics, args.by_group))
+    return reported(lambda: print(tables(args.run_dirs, metrics, args.by_group), end=""))
 
 
 if __name__ == "__main__":

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import DataError, choose
+from pipeline.errors import DataError, choose, reported
 from pipeline.report.compare import markdown_table
 from pipeline.report.lodo import half_gains, lodo_table
-from pipeline.report.script_main import print_or_exit_2
 
 RECIPES = {  # name → Hydra overrides; the first listed wins ties
     "best": ["preset=best"],
@@ -103,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         for d in datasets:
             choose("--data", d, METRIC)
         return report(load(args.out, datasets, extra, args.only_table), datasets) + "\n"
-    return print_or_exit_2(text)
+    return reported(lambda: print(text(), end=""))
 
 
 if __name__ == "__main__":
