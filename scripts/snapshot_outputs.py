@@ -3,7 +3,7 @@
     .venv/bin/python scripts/snapshot_outputs.py save runs/snap-before [--data sample,locomo,musique,scifact]
                                                    [--presets best,bme,reme,oks,hipporag] [--embed minilm]
     ... refactor ...
-    .venv/bin/python scripts/snapshot_outputs.py save runs/snap-after  (same options)
+    .venv/bin/python scripts/snapshot_outputs.py save runs/snap-after --emb-from runs/snap-before (same options)
     .venv/bin/python scripts/snapshot_outputs.py compare runs/snap-before runs/snap-after
 
 ``save`` runs ``recall run`` for every (data, preset) pair and ``recall precompute`` (data=locomo,
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,15 +47,31 @@ def hashes(root: Path) -> dict[str, str]:
             for p in sorted((root / sub).rglob("*")) if p.is_file() and p.name in names}
 
 
-def save(out: Path, data: list[str], presets: list[str], embed: str) -> dict[str, str]:
+def carry_embeddings(src: Path, dst: Path) -> None:
+    """Copy the content-addressed embedding stores (``emb-*.sqlite``) from ``src`` into ``dst``.
+    Their keys hold the encoder's cache id (model files, settings, encoder code, library versions),
+    so a store made by other code or another model is never read; only candidates, graphs and every
+    later stage are recomputed in each run's own cache."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in sorted(src.glob("emb-*.sqlite")) if src.is_dir() else []:
+        shutil.copyfile(f, dst / f.name)
+
+
+def save(out: Path, data: list[str], presets: list[str], embed: str, emb_from: Path | None = None) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
+    store = out / "emb"  # the embeddings every run shares (encoding MiniLM twenty times is most of the time)
+    carry_embeddings(emb_from / "emb" if emb_from else store, store)
     for d in data:
         for p in presets:
             print(f"run {d} {p}", flush=True)
+            cache = out / "cache" / f"{d}-{p}"
+            carry_embeddings(store, cache)
             recall(["run", f"data={d}", f"preset={p}", f"embed={embed}", "report=false",
-                    f"out_dir={out / 'runs' / f'{d}-{p}'}", f"cache_dir={out / 'cache' / f'{d}-{p}'}"])
+                    f"out_dir={out / 'runs' / f'{d}-{p}'}", f"cache_dir={cache}"])
+            carry_embeddings(cache, store)
     d, p = ("locomo", "best") if "locomo" in data and "best" in presets else (data[0], presets[0])
     print(f"precompute {d} {p}", flush=True)
+    carry_embeddings(store, out / "precompute")
     recall(["precompute", f"data={d}", f"preset={p}", f"embed={embed}", f"out_dir={out / 'precompute-run'}",
             f"cache_dir={out / 'precompute'}"])
     table = hashes(out)
@@ -82,12 +99,14 @@ def main() -> int:
     s.add_argument("--data", default=DATA)
     s.add_argument("--presets", default=PRESETS)
     s.add_argument("--embed", default="minilm")
+    s.add_argument("--emb-from", type=Path, default=None,
+                   help="an earlier snapshot whose embedding stores to start from (keys include the encoder code)")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     a = ap.parse_args()
     if a.cmd == "save":
-        table = save(a.out, a.data.split(","), a.presets.split(","), a.embed)
+        table = save(a.out, a.data.split(","), a.presets.split(","), a.embed, a.emb_from)
         print(f"saved {len(table)} file hashes to {a.out / 'hashes.json'}")
         return 0
     return compare(a.a, a.b)
