@@ -2,7 +2,7 @@
 
 - **query hash**: every column of the query row (text, context, viewer, now, doc_scope, …).
 - **scope**: a query's ``doc_scope`` (sorted, deduplicated) or the whole corpus; ``scope_id`` names
-  the partition. Its **version** hashes everything the query's group reads (``pipeline.grouprun``):
+  the partition. Its **version** hashes everything the query's group reads (``pipeline.querypath``):
   the nodes inside the scope (every column, so visibility, archived and timestamps — the reference
   time falls back to the latest of them; the rows of a ``signals.path`` table are joined in) and the
   explicit edges touching them. Every statistic (hub counts, signals, kNN edges, BM25 idf) is

@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline import paths
 from pipeline.errors import UserError, choose, reported
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+CONF_DIR = str(paths.CONF_DIR)
 COMMANDS = {
     "run": "run recall for every query of a dataset and write a run directory",
     "compare": "compare finished runs (metrics, paired t-tests vs a baseline, per group)",
@@ -162,11 +163,11 @@ def tool(cmd: str, args: list[str]) -> int:
             md, html = report.compare_report(res, a.out)
             print(f"report: {md} {html}")
     elif cmd == "feedback":
-        from pipeline.feedback import main as feedback_main
+        from pipeline.cli_feedback import main as feedback_main
 
         return feedback_main(ap, args)
     elif cmd == "analyze":
-        from pipeline.runner import analyze_run
+        from pipeline.cli_analyze import analyze_run
 
         ap.add_argument("run_dir")
         print("wrote " + ", ".join(analyze_run(ap.parse_args(args).run_dir)))

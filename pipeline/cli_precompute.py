@@ -1,26 +1,25 @@
 """``recall precompute [overrides]``: Hydra entry point of the recall cache (``pipeline.precompute``).
 
-Takes the same overrides as ``recall run`` (plus ``cache_dir=<dir>``); the missed queries' run is
-written to ``out_dir``. The last line printed is ``cache: <hits> hits, <misses> misses``.
+Takes the same overrides as ``recall run`` (plus ``cache_dir=<dir>``); it writes the cache only (no
+run directory). The last line printed is ``cache: <hits> hits, <misses> misses``.
 """
 from __future__ import annotations
 
 import sys
 
 import hydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from pipeline.cli import CONF_DIR
+from pipeline.paths import CONF_DIR
 from pipeline.errors import reported
 
 
-@hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from pipeline.precompute import precompute
 
     def body() -> None:
-        res = precompute(cfg, HydraConfig.get().runtime.output_dir)
+        res = precompute(cfg)
         print(f"partitions rewritten: {len(res['rewritten'])}, removed: {len(res['removed'])}; "
               f"{res['timings_s']['total']:.2f} s")
         print(f"cache: {res['hits']} hits, {res['misses']} misses")

@@ -1,16 +1,16 @@
-"""``executor=ray``: the per-query stages of ``runner.run`` on query shards under Ray Data.
+"""``executor=ray``: the local query path (``querypath.recall_queries``) on query shards under Ray Data.
 
 The driver loads the dataset, cuts the queries into shards and hands them to ``num_workers`` actors through
 ``ray.data.from_items(shards).map_batches(ShardWorker, batch_size=1)``. Each actor receives the
-dataset once, in ``__init__``, and runs every shard it gets through ``runner.run`` (executor=local,
-all nodes, only that shard's queries) — the same stage code as a local run: each query group
-(``ops.scope.run_groups``) runs ``grouprun.run_group`` on its own nodes at its own reference time,
+dataset once, in ``__init__``, and runs every shard it gets through ``querypath.recall_queries`` (all
+nodes, only that shard's queries) — the same function a local run calls: each query group
+(``ops.scope.run_groups``) runs the stages on its own nodes at its own reference time,
 so a shard's answer does not depend on the other shards. Work that does not depend on the
 queries (node embeddings with their encoder; per group's node table: the graph, the hubs, the
-signals) is computed once per actor through ``runner.corpus_step`` — the embeddings in ``__init__``, the rest on its first
+signals) is computed once per actor through ``common.corpus_step`` — the embeddings in ``__init__``, the rest on its first
 shard — and reused for the shards that follow. The driver merges the
 recall rows in query order; export, evaluation and the manifest then run once on the driver
-(``runner.finish``), exactly as for the local executor.
+(``outputs.write_outputs``), exactly as for the local executor.
 
 Shards keep every query scope whole when queries carry ``doc_scope`` (each scope's node subset and
 index is then built by one shard only); otherwise they are contiguous blocks of queries.
@@ -21,10 +21,8 @@ import io as _io
 import json
 import logging
 import os
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -35,7 +33,7 @@ from pipeline.errors import ConfigError, choose
 log = logging.getLogger(__name__)
 EXECUTORS = ("local", "ray")
 PER_QUERY_ROWS = ("query_parts", "candidates", "residual_hits", "graph_hits", "anchors", "cooccur_boosts")
-PER_GROUP_MAX_ROWS = ("graph_edges", "hubs")  # the largest query group's (grouprun.count_max)
+PER_GROUP_MAX_ROWS = ("graph_edges", "hubs")  # the largest query group's (StageLog.most)
 DRIVER_SKIPPED = ("empty_node_text", "empty_query_text")  # counted by the driver's own ingest
 
 
@@ -80,10 +78,9 @@ def shard_queries(queries: pl.DataFrame, n_shards: int) -> list[np.ndarray]:
 
 
 def shard_config(cfg: DictConfig) -> dict:
-    """The config each shard runs: executor=local, no driver-only outputs."""
-    from pipeline.precompute import subset_config
-
-    sub = subset_config(cfg, Path("."))
+    """The config each shard runs: executor=local, all of its queries (the driver already took any
+    ``query_part`` half); outputs are written by the driver only."""
+    sub = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     sub.executor, sub.query_part = "local", None
     return OmegaConf.to_container(sub, resolve=True)
 
@@ -98,33 +95,44 @@ class ShardWorker:
     """A Ray Data actor: holds the dataset and the per-node-table work (memo), runs one shard per call."""
 
     def __init__(self, cfg: dict, dataset_ref: list, cwd: str) -> None:
-        from pipeline import backend, runner
+        from pipeline import backend
+        from pipeline.common import corpus_step
         from pipeline.dataset import Dataset
+        from pipeline.ingest import drop_empty
+        from pipeline.stages.embed import embed_nodes
 
         os.chdir(cwd)  # relative paths in the config (cache_dir, data) mean the driver's
         self.cfg = OmegaConf.create(cfg)
         self.ds = import_ray().get(dataset_ref[0])
-        self.memo: dict = {}  # runner.corpus_step: embeddings, graph, hubs, signals, once per worker
+        self.device = backend.resolve_device(self.cfg.device)
+        self.memo: dict = {}  # common.corpus_step: embeddings, graph, hubs, signals, once per worker
         if "dense" in self.cfg.channels:  # the encoder and the node embeddings, before the first shard
             ds = self.ds
-            nodes = runner.drop_empty(Dataset(ds.name, ds.nodes, ds.queries, None, None, {}, Counter()))[0]
-            device = backend.resolve_device(self.cfg.device)
-            runner.corpus_step(self.memo, "embed", nodes, lambda: runner.embed_nodes(self.cfg, nodes, device))
+            nodes = drop_empty(Dataset(ds.name, ds.nodes, ds.queries, None, None, {}, Counter()))[0]
+            corpus_step(self.memo, "embed", nodes, lambda: embed_nodes(self.cfg, nodes, self.device))
 
     def run_shard(self, shard: int, qidx: np.ndarray) -> dict:
-        """Run ``runner.run`` on this shard's queries; recall (and any other Parquet outputs) as IPC bytes."""
-        from pipeline import runner
+        """The local query path (``querypath.recall_queries``) on this shard's queries; its recall,
+        novelty and signals tables as IPC bytes and the counts the driver's manifest merges."""
+        from pipeline import backend, querypath
+        from pipeline.common import StageLog, peak_rss_mb
         from pipeline.dataset import Dataset
+        from pipeline.ingest import drop_empty
 
         ds = self.ds
         sub = Dataset(ds.name, ds.nodes, ds.queries[qidx], ds.edges, None, ds.fingerprints, Counter())
-        with tempfile.TemporaryDirectory(prefix=f"recall-shard{shard}-") as tmp:
-            res = runner.run(self.cfg, tmp, dataset=sub, memo=self.memo)
-            frames = {p.stem: _to_ipc(pl.read_parquet(p)) for p in sorted(Path(tmp).glob("*.parquet"))}
-        m = res["manifest"]
-        keep = ("timings_s", "rows", "skipped", "fallbacks", "embedded_texts", "reused_stages", "signals_freshness",
-                "peak_rss_mb", "graph_algorithms")
-        return {"shard": shard, "pid": os.getpid(), "frames": frames, "manifest": {k: m[k] for k in keep}}
+        backend.reset()
+        log = StageLog()
+        nodes, queries = drop_empty(sub)
+        got = querypath.recall_queries(self.cfg, sub, nodes, queries, self.device, log, self.memo)
+        frames = {"recall": got.recall, "novelty": got.novelty,
+                  "signals": got.signals if self.cfg.signals.path is None else None}
+        return {"shard": shard, "pid": os.getpid(),
+                "frames": {k: _to_ipc(v) for k, v in frames.items() if v is not None},
+                "manifest": {"timings_s": log.seconds, "rows": log.rows, "skipped": dict(sub.skipped),
+                             "fallbacks": backend.FALLBACKS[:], "embedded_texts": got.n_embedded,
+                             "reused_stages": got.reused, "signals_freshness": got.freshness,
+                             "peak_rss_mb": peak_rss_mb(), "graph_algorithms": dict(backend.GRAPH_IMPL)}}
 
     def __call__(self, batch: dict) -> dict:
         outs = [self.run_shard(int(s), np.asarray(q, dtype=np.int64)) for s, q in zip(batch["shard"], batch["qidx"])]
@@ -175,59 +183,65 @@ def _run_on_ray(cfg: DictConfig, ds, queries: pl.DataFrame, shards: list[np.ndar
     return [_decode(row["result"]) for row in sorted(out, key=lambda r: int(r["shard"]))]
 
 
-def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, timer, out_dir: Path,
-               device: str) -> tuple[pl.DataFrame, dict]:
-    """Recall of every query, computed shard by shard on Ray; also writes the other per-run Parquet
-    outputs (novelty, signals) into ``out_dir``. Returns (recall, keyword arguments of ``runner.finish``)."""
-    from pipeline import grouprun, io, runner
+def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, log, device: str):
+    """Recall of every query, computed shard by shard on Ray: a ``querypath.Recalled`` whose tables
+    are merged in query order (signals: one row per node, as the local path merges its groups)."""
+    from pipeline import querypath
+    from pipeline.stages import signals
 
     choose("executor", cfg.executor, EXECUTORS)
     opts = cfg.get("ray") or {}
     shards = shard_queries(queries, int(opts.get("shards", 8)))
     t0 = time.perf_counter()
-    with timer.stage("shards"):
+    with log.stage("shards"):
         results = _run_on_ray(cfg, ds, queries, shards, shard_config(cfg))
-    pos = {q: i for i, q in enumerate(queries["query_id"].cast(pl.String).to_list())}
-    recall = pl.concat([r["frames"]["recall"] for r in results], how="vertical")
-    order = np.argsort(np.array([pos[q] for q in recall["query_id"].to_list()], dtype=np.int64), kind="stable")
-    recall = recall[order]
-    for name in sorted({n for r in results for n in r["frames"]} - {"recall"}):
-        parts = [r["frames"][name] for r in results if name in r["frames"]]
-        # signals: one row per node, as runner.run merges its groups; anything else is per query, in query order
-        frame = grouprun.merge_signals(parts) if name == "signals" else runner.in_query_order(parts, queries, [])
-        io.write_parquet(out_dir / f"{name}.parquet", frame)
+    recall = querypath.in_query_order([r["frames"]["recall"] for r in results], queries, ["rank"])
+    tables = {name: [r["frames"][name] for r in results if name in r["frames"]] for name in ("novelty", "signals")}
     mans = [r["manifest"] for r in results]
+    _merge_counts(log, ds, mans)
+    log.rows["recall"] = recall.height
+    log.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
+    info = {"name": "ray", "shards": len(shards), "workers": len({r["pid"] for r in results}),
+            "num_workers": int(opts.get("num_workers", 2)), "shard_queries": [len(s) for s in shards],
+            "wall_s": round(time.perf_counter() - t0, 4), "worker_timings_s": _summed_timings(mans),
+            "worker_peak_rss_mb": max(m["peak_rss_mb"] for m in mans)}
+    xb = None
+    if cfg.analyze.enabled and "dense" in cfg.channels:  # the topic analysis runs on the driver
+        from pipeline.stages.embed import embed_nodes
+
+        with log.stage("embed"):
+            xb = embed_nodes(cfg, nodes, device)[2]
+    return querypath.Recalled(
+        recall=recall, novelty=querypath.in_query_order(tables["novelty"], queries, []) if tables["novelty"] else None,
+        signals=signals.merge_groups(tables["signals"]), xb=xb,
+        n_embedded=sum(m["embedded_texts"] for m in mans),
+        reused=sorted({s for m in mans for s in m["reused_stages"]}), freshness=mans[0]["signals_freshness"],
+        executor=info)
+
+
+def _merge_counts(log, ds, mans: list[dict]) -> None:
+    """Shard row counts, skips, fallbacks and graph implementations into the driver's."""
+    from pipeline import backend
+
     for m in mans:
         for k, v in m["rows"].items():
             if k in PER_QUERY_ROWS:
-                timer.rows[k] = timer.rows.get(k, 0) + v
+                log.rows[k] = log.rows.get(k, 0) + v
             elif k in PER_GROUP_MAX_ROWS:
-                timer.rows[k] = max(timer.rows.get(k, 0), v)
-            elif k not in timer.rows and k not in ("recall", "queries_without_results"):
-                timer.rows[k] = v
-    timer.rows["recall"] = recall.height
-    timer.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
+                log.rows[k] = max(log.rows.get(k, 0), v)
+            elif k not in log.rows and k not in ("recall", "queries_without_results"):
+                log.rows[k] = v
     for k in {k for m in mans for k in m["skipped"]} - set(DRIVER_SKIPPED):
         ds.skipped[k] += max(m["skipped"].get(k, 0) for m in mans)
-    stage_sum: dict[str, float] = {}
-    for m in mans:
-        for k, v in m["timings_s"].items():
-            stage_sum[k] = round(stage_sum.get(k, 0.0) + v, 4)
-    info = {"name": "ray", "shards": len(shards), "workers": len({r["pid"] for r in results}),
-            "num_workers": int(opts.get("num_workers", 2)), "shard_queries": [len(s) for s in shards],
-            "wall_s": round(time.perf_counter() - t0, 4), "worker_timings_s": stage_sum,
-            "worker_peak_rss_mb": max(m["peak_rss_mb"] for m in mans)}
     fallbacks = {json.dumps(f, sort_keys=True, default=str): f for m in mans for f in m["fallbacks"]}
-    from pipeline import backend
-
     backend.FALLBACKS.extend(f for f in fallbacks.values() if f not in backend.FALLBACKS)
     for m in mans:
         backend.GRAPH_IMPL.update(m["graph_algorithms"])
-    xb = None
-    if cfg.analyze.enabled and "dense" in cfg.channels:  # the topic analysis runs on the driver
-        with timer.stage("embed"):
-            xb = runner.embed_nodes(cfg, nodes, device)[2]
-    state = {"xb": xb, "n_embedded": sum(m["embedded_texts"] for m in mans),
-             "reused": sorted({s for m in mans for s in m["reused_stages"]}),
-             "freshness": mans[0]["signals_freshness"], "executor": info}
-    return recall, state
+
+
+def _summed_timings(mans: list[dict]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for m in mans:
+        for k, v in m["timings_s"].items():
+            out[k] = round(out.get(k, 0.0) + v, 4)
+    return out

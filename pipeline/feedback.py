@@ -10,7 +10,7 @@ writes a **new** signals table (the input is never touched; ``revision`` = input
   ``hits_30d`` = the number of logged days in the 30 days up to ``now`` (today included).
 
 Start values come from the input table's columns when it has them (an earlier feedback), else from
-the run's node table. A run with ``signals.path=<new table>`` reads it through ``resolve``: node
+the run's node table. A run with ``signals.path=<new table>`` reads it through ``signals.for_group``: node
 ``access_count`` / ``importance`` / ``hits_30d`` are taken from it, and the per-node signals are
 recomputed with them (ReMe recency counts ``hits_30d``; the OKS memory curve ``access_count``).
 """
@@ -25,9 +25,9 @@ import polars as pl
 
 from pipeline.errors import ConfigError, UserError
 from pipeline.stages import signals
+from pipeline.stages.signals import overlay
 
 log = logging.getLogger(__name__)
-OVERLAY = ("access_count", "importance", "hits_30d")  # node columns a feedback table overrides
 WINDOW_DAYS = 30
 
 
@@ -75,35 +75,6 @@ def apply(table: pl.DataFrame, acc: pl.DataFrame, now: dt.datetime, nodes: pl.Da
     return t.drop("n", *[c for c in t.columns if c.endswith("__node")])
 
 
-def overlay(nodes: pl.DataFrame, table: pl.DataFrame) -> pl.DataFrame:
-    """Nodes with ``OVERLAY`` columns taken from the feedback table where it has a value."""
-    cols = [c for c in OVERLAY if c in table.columns]
-    if not cols:
-        return nodes
-    j = nodes.join(table.select("node_id", *[pl.col(c).alias(f"{c}__fb") for c in cols]), on="node_id",
-                   how="left", maintain_order="left")
-    return j.with_columns([pl.coalesce(f"{c}__fb", c).alias(c) if c in nodes.columns else pl.col(f"{c}__fb").alias(c)
-                           for c in cols]).drop([f"{c}__fb" for c in cols])
-
-
-def resolve(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params) -> tuple:
-    """``signals.resolve`` on the nodes and edges one query group sees. A loaded table
-    (``signals.path``, fresh at ``now``) gives per-node state only: its access columns are overlaid
-    on the nodes and every signal is recomputed on them with this group's graph, so PageRank,
-    communities and degrees never count nodes or edges the group cannot see (sealed scopes).
-    Returns (nodes, table, freshness)."""
-    table, fresh = signals.resolve(nodes, edges, now, params)
-    if table is None or params.path is None:
-        return nodes, table, fresh
-    table = table.filter(pl.col("node_id").is_in(nodes["node_id"].implode()))
-    nodes = overlay(nodes, table)
-    keep = [c for c in ("last_access_at", "access_days", "hits_30d", "revision") if c in table.columns]
-    fresh_table = signals.compute(nodes, edges, now, params)
-    out = fresh_table.join(table.select("node_id", *keep), on="node_id", how="left", maintain_order="left")
-    return nodes, out, {**fresh, **({"revision": int(table["revision"].max())} if "revision" in table.columns
-                                    and table.height else {})}
-
-
 def _run_inputs(run_dir: Path, injected: bool) -> tuple[dict, pl.DataFrame]:
     man = run_dir / "manifest.json"
     if not man.is_file() or not (run_dir / "recall.parquet").is_file():
@@ -124,7 +95,9 @@ def _run_inputs(run_dir: Path, injected: bool) -> tuple[dict, pl.DataFrame]:
 def feedback_run(run_dir: str | Path, signals_path: str | None = None, out: str | None = None,
                  injected: bool = False, now: dt.datetime | None = None) -> Path:
     """Write the next signals revision for a finished run; returns its path."""
-    from pipeline import io, runner
+    from pipeline import io
+    from pipeline.common import call_target
+    from pipeline.ingest import drop_empty
 
     run_dir = Path(run_dir)
     cfg, rows = _run_inputs(run_dir, injected)
@@ -140,25 +113,10 @@ def feedback_run(run_dir: str | Path, signals_path: str | None = None, out: str 
         raise UserError(f"{dst} exists; feedback never overwrites a table: pass another --out")
     nodes = None
     if not {"access_count", "importance"} <= set(table.columns):
-        nodes, _q = runner.drop_empty(runner.call_target(cfg["data"], f"{run_dir / 'manifest.json'}: config.data"))
+        nodes, _q = drop_empty(call_target(cfg["data"], f"{run_dir / 'manifest.json'}: config.data"))
     acc = accesses(rows)
     unknown = acc.join(table.select("node_id"), on="node_id", how="anti").height
     if unknown:
         log.warning("%d recalled nodes are not in %s; they get no feedback", unknown, src)
     io.write_parquet(dst, apply(table, acc, now or dt.datetime.now(dt.timezone.utc), nodes))
     return dst
-
-
-def main(ap, args: list[str]) -> int:
-    """``recall feedback`` (argparse; called by ``pipeline.cli.tool``)."""
-    ap.add_argument("run_dir")
-    ap.add_argument("--signals", default=None, help="input signals table (default: the run's)")
-    ap.add_argument("--out", default=None, help="new table (default: <run_dir>/signals-r<revision>.parquet)")
-    ap.add_argument("--injected", action="store_true", help="only the rows the injection layer kept")
-    ap.add_argument("--now", default=None, help="access time, ISO (default: the wall clock, UTC)")
-    a = ap.parse_args(args)
-    from pipeline.schema import parse_timestamp
-
-    now = parse_timestamp(a.now, "--now", None, "now") if a.now else None
-    print(f"wrote {feedback_run(a.run_dir, a.signals, a.out, a.injected, now)}")
-    return 0

@@ -8,9 +8,10 @@ Layout under ``<cache_dir>/recall/`` (hive-partitioned Parquet, e.g.
 
 Each row carries its query's key (``query_hash``, ``scope_version``, ``recipe``), so a partition
 is self-describing and written atomically as one file; a query with no recall keeps one row with a
-null ``rank`` (still a cache hit). The missed queries run through ``runner.run`` as one subset of
-the dataset: only those queries and the nodes their groups may see. A query's result depends only
-on its own group (``pipeline.grouprun``: its visible nodes, the edges among them, its reference
+null ``rank`` (still a cache hit). The missed queries run through the local query path
+(``querypath.recall_queries``) as one subset of the dataset: only those queries and the nodes their
+groups may see. A query's result depends only
+on its own group (``pipeline.querypath``: its visible nodes, the edges among them, its reference
 time), so the rows served equal those of a full run by construction.
 """
 from __future__ import annotations
@@ -24,10 +25,12 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from pipeline import cachekeys, io, runner
+from pipeline import backend, cachekeys, io, querypath
+from pipeline.common import StageLog, call_target
 from pipeline.dataset import Dataset
+from pipeline.ingest import drop_empty
 from pipeline.ops.scope import scope_groups
 
 log = logging.getLogger(__name__)
@@ -56,14 +59,6 @@ def served(cache_dir: str | Path) -> pl.DataFrame:
     return rows.sort(["query_id", "rank"], maintain_order=True)
 
 
-def subset_config(cfg: DictConfig, out_dir: Path) -> DictConfig:
-    """The config of a run on a subset: the same recipe, no report, injection or analysis."""
-    sub = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    sub.report, sub.out_dir = False, str(out_dir)
-    sub.inject.format, sub.analyze.enabled = "none", False
-    return sub
-
-
 def scope_nodes(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> pl.DataFrame:
     """The nodes the given queries' groups may see (``ops.scope.scope_groups``): nothing else can
     change their results, so the other nodes are neither embedded nor read."""
@@ -72,15 +67,18 @@ def scope_nodes(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> 
     return nodes[rows]
 
 
-def compute_missing(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame, miss: pl.DataFrame,
-                    out_dir: Path) -> tuple[pl.DataFrame, dict]:
-    """Recall rows (with key columns) of the missed queries, by one ``runner.run`` on that subset."""
+def compute_missing(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame, miss: pl.DataFrame
+                    ) -> tuple[pl.DataFrame, dict]:
+    """Recall rows (with key columns) of the missed queries, by the local query path on that subset;
+    and the stage seconds."""
     missed = queries.filter(pl.col("query_id").is_in(miss["query_id"].implode()))
     sub = Dataset(ds.name, scope_nodes(cfg, nodes, missed), missed, ds.edges, None, ds.fingerprints, Counter())
-    res = runner.run(subset_config(cfg, out_dir), out_dir, dataset=sub)
-    rows = pl.read_parquet(Path(out_dir) / "recall.parquet")
+    log = StageLog()
+    backend.reset()
+    sub_nodes, sub_queries = drop_empty(sub)
+    rows = querypath.recall_queries(cfg, sub, sub_nodes, sub_queries, backend.resolve_device(cfg.device), log).recall
     keyed = miss.drop("scope").join(rows, on="query_id", how="left")  # no recall → one null-rank row
-    return keyed.select(*rows.columns, *KEY_COLUMNS), res["manifest"]
+    return keyed.select(*rows.columns, *KEY_COLUMNS), log.seconds
 
 
 def write_partitions(root: Path, keys: pl.DataFrame, hit: pl.DataFrame, new: pl.DataFrame) -> dict:
@@ -107,21 +105,21 @@ def write_partitions(root: Path, keys: pl.DataFrame, hit: pl.DataFrame, new: pl.
     return {"rewritten": sorted(dirty), "removed": sorted(old_scopes - cur_scopes)}
 
 
-def precompute(cfg: DictConfig, out_dir: str | Path, dataset: Dataset | None = None) -> dict:
+def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     """Bring ``<cfg.cache_dir>/recall`` up to date; returns hits, misses, partitions and timings."""
     t0 = time.perf_counter()
     root = Path(cfg.cache_dir) / "recall"
     root.mkdir(parents=True, exist_ok=True)
-    ds = dataset if dataset is not None else runner.call_target(cfg.data)
-    nodes, queries = runner.drop_empty(ds)
+    ds = dataset if dataset is not None else call_target(cfg.data)
+    nodes, queries = drop_empty(ds)
     keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges)
     scope_of_q = keys.select("query_id", "scope")
     hit = keys.join(read_keys(root), on=["query_id", "scope", *KEY_COLUMNS], how="semi")
     miss = keys.join(hit, on="query_id", how="anti")
     t_keys = time.perf_counter() - t0
-    new, run_manifest = pl.DataFrame(schema={"query_id": pl.String, "scope": pl.String}), None
+    new, run_timings = pl.DataFrame(schema={"query_id": pl.String, "scope": pl.String}), {}
     if miss.height:
-        new, run_manifest = compute_missing(cfg, ds, nodes, queries, miss, Path(out_dir))
+        new, run_timings = compute_missing(cfg, ds, nodes, queries, miss)
         new = new.join(scope_of_q, on="query_id", how="left")
     t_run = time.perf_counter() - t0 - t_keys
     (root / "_manifest.json").unlink(missing_ok=True)  # partitions change now; manifest comes last
@@ -135,7 +133,7 @@ def precompute(cfg: DictConfig, out_dir: str | Path, dataset: Dataset | None = N
                "partitions": parts,
                **changed, "timings_s": {"keys": round(t_keys, 4), "run": round(t_run, 4),
                                         "total": round(time.perf_counter() - t0, 4)},
-               "run_timings_s": run_manifest["timings_s"] if run_manifest else {}, "data_notes": dict(ds.notes),
+               "run_timings_s": run_timings, "data_notes": dict(ds.notes),
                "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     io.write_json(root / "_manifest.json", summary)
     return summary

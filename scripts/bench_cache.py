@@ -89,7 +89,7 @@ def main() -> int:
 
     def timed(name: str, c) -> None:
         t = time.perf_counter()
-        res = precompute.precompute(c, work / name)
+        res = precompute.precompute(c)
         rows.append((name, time.perf_counter() - t, res["hits"], res["misses"]))
         print(name, res["timings_s"], res["run_timings_s"], file=sys.stderr)
 

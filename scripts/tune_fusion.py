@@ -13,10 +13,10 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from pipeline import backend, runner
+from pipeline import backend, common, ingest
 from pipeline.stages import channels, evaluate, fuse
-from pipeline.stages.select import SelectParams, select
-from pipeline.stages.embed import embed_cached
+from pipeline.stages.select import SelectParams, recall_rows, select
+from pipeline.stages.embed import embed_cached, embed_nodes
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 GRID = {
@@ -31,9 +31,9 @@ def main(overrides: list[str]) -> None:
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("config", overrides=["preset=best", *overrides])
     device = backend.resolve_device(cfg.device)
-    ds = runner.call_target(cfg.data)
-    nodes, queries = runner.drop_empty(ds)
-    enc, cache, xb, _ = runner.embed_nodes(cfg, nodes, device)
+    ds = common.call_target(cfg.data)
+    nodes, queries = ingest.drop_empty(ds)
+    enc, cache, xb, _ = embed_nodes(cfg, nodes, device)
     xq, _ = embed_cached(enc, queries["text"].to_list(), cache, device)
     cand = channels.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams(**cfg.dense),
                              channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device, cfg.seed)
@@ -41,7 +41,7 @@ def main(overrides: list[str]) -> None:
     for lw, dn, ln in itertools.product(*GRID.values()):
         fused = fuse.fuse(cand, ["dense", "lexical"], "wsum", weights={"dense": 1 - lw, "lexical": lw},
                           norm={"dense": dn, "lexical": ln})
-        rec = runner.to_recall(select(fused.with_columns(score=fused["fused"]), int(cfg.k), SelectParams()), nodes, queries,
+        rec = recall_rows(select(fused.with_columns(score=fused["fused"]), int(cfg.k), SelectParams()), nodes, queries,
                               ["dense", "lexical"])
         m = evaluate.evaluate_run(rec, ds.qrels, queries.drop("group", strict=False), ds.qrels_level, METRICS)
         rows.append((sum(m[x] for x in METRICS) / len(METRICS), lw, dn, ln, m))

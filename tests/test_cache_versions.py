@@ -4,7 +4,7 @@ in every cache key, so changing any of them is a miss (and leaving them alone is
 import numpy as np
 import pytest
 
-from pipeline import cachekeys, runner, version
+from pipeline import cachekeys, common, ingest, runner, version
 from pipeline.stages import embed
 from pipeline.stages.embed import EmbeddingCache, SentenceEncoder, embed_cached
 
@@ -45,13 +45,13 @@ def test_embedding_key_changes_with_model_path_settings_files_and_code(tmp_path,
 
 def test_candidate_and_recipe_keys_change_with_the_code_version(compose, monkeypatch):
     cfg = compose(["embed=hashing", "preset=dense"])
-    ds = runner.call_target(cfg.data)
-    nodes, queries = runner.drop_empty(ds)
+    ds = common.call_target(cfg.data)
+    nodes, queries = ingest.drop_empty(ds)
     keys = ["channels", "dense", "embed"]
-    before = runner.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg)
-    assert before == (runner.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg))
+    before = common.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg)
+    assert before == (common.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg))
     monkeypatch.setattr(version, "code_version", lambda: "0.1.0+edited")
-    after = runner.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg)
+    after = common.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg)
     assert after[0] != before[0] and after[1] != before[1]
 
 

@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 
 from conftest import REPO
 from pipeline.registry import TARGETS
-from pipeline.runner import call_target
+from pipeline.common import call_target
 
 GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir())
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((REPO / "conf" / g).glob("*.yaml"))]

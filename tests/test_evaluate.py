@@ -164,13 +164,13 @@ def _reference(ranking: list[str], rel: dict[str, int], metric: str) -> float:
 def test_agrees_with_plain_python_reference_on_50_scifact_queries(compose, tmp_path):
     import json
 
-    from pipeline import runner
+    from pipeline import common, runner
     from pipeline.stages.evaluate import DEFAULT_METRICS
 
     runner.run(compose(["data=scifact", "data.limit_queries=50", "preset=bm25", "report=false"]), tmp_path / "run")
     out = tmp_path / "run"
     manifest = json.loads((out / "manifest.json").read_text())
-    ds = runner.call_target(manifest["config"]["data"])
+    ds = common.call_target(manifest["config"]["data"])
     level = ds.qrels_level
     rel: dict[str, dict[str, int]] = {}
     for q, t, r in ds.qrels.select("query_id", level, "relevance").iter_rows():

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from conftest import tiny_ws_overrides
-from pipeline import feedback, runner
+from pipeline import common, feedback, ingest, runner
 
 NOW = dt.datetime(2025, 3, 10, 15, 0, tzinfo=dt.timezone.utc)
 
@@ -97,7 +97,7 @@ def test_injected_counts_only_injected_rows(compose, tmp_path):
                    "inject.format=oks", "inject.max_nodes=1", f"out_dir={run_dir}"])
     runner.run(cfg, run_dir)
     table = pl.read_parquet(feedback.feedback_run(run_dir, injected=True, now=NOW))
-    nodes, _q = runner.drop_empty(runner.call_target(cfg.data))
+    nodes, _q = ingest.drop_empty(common.call_target(cfg.data))
     base = table.select("node_id").join(nodes.select("node_id", "access_count") if "access_count" in nodes.columns
                                         else nodes.select("node_id", access_count=pl.lit(0)), on="node_id", how="left")
     added = (table["access_count"] - base["access_count"].fill_null(0)).sum()

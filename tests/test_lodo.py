@@ -75,7 +75,7 @@ def test_half_gains_split_by_the_query_hash_and_pair_by_query():
     from pipeline.report.lodo import half_gains
 
     ids = [f"q{i}" for i in range(12)]
-    half_b = {q for q in ids if hashlib.sha1(q.encode()).digest()[0] & 1}  # runner.query_half's rule
+    half_b = {q for q in ids if hashlib.sha1(q.encode()).digest()[0] & 1}  # ingest.query_half's rule
     base = pl.DataFrame({"query_id": ids, "m": [0.5] * 12})
     # the recipe gains +0.25 on every half-b query and loses 0.5 on every half-a one
     tuned = pl.DataFrame({"query_id": ids, "m": [0.75 if q in half_b else 0.0 for q in ids]})

@@ -59,11 +59,11 @@ def _cached(tmp_path):
 
 def test_first_run_misses_then_all_hits_byte_identical(setup, tmp_path):
     _data, cfg = setup
-    first = precompute.precompute(cfg(), tmp_path / "o1")
+    first = precompute.precompute(cfg())
     assert (first["hits"], first["misses"]) == (0, 8)
     assert len(first["partitions"]) == 4  # c1, c2, c3, whole corpus
     before = _parts(tmp_path)
-    again = precompute.precompute(cfg(), tmp_path / "o2")
+    again = precompute.precompute(cfg())
     assert (again["hits"], again["misses"]) == (8, 0) and again["rewritten"] == []
     assert _parts(tmp_path) == before
     assert (tmp_path / "cache" / "recall" / "_manifest.json").is_file()
@@ -71,7 +71,7 @@ def test_first_run_misses_then_all_hits_byte_identical(setup, tmp_path):
 
 def test_cache_equals_plain_run(setup, tmp_path):
     _data, cfg = setup
-    precompute.precompute(cfg(), tmp_path / "o1")
+    precompute.precompute(cfg())
     runner.run(cfg("report=false"), tmp_path / "plain")
     plain = pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"])
     assert _cached(tmp_path).equals(plain)
@@ -79,10 +79,10 @@ def test_cache_equals_plain_run(setup, tmp_path):
 
 def test_changed_node_invalidates_only_its_scope(setup, tmp_path):
     data, cfg = setup
-    precompute.precompute(cfg(), tmp_path / "o1")
+    precompute.precompute(cfg())
     before = _parts(tmp_path)
     make_data(data, changed="c2-04")
-    res = precompute.precompute(cfg(), tmp_path / "o2")
+    res = precompute.precompute(cfg())
     assert (res["hits"], res["misses"]) == (4, 4)  # c2's 2 queries + the 2 whole-corpus ones
     assert len(res["rewritten"]) == 2 and "all" in res["rewritten"]
     after = _parts(tmp_path)
@@ -95,8 +95,8 @@ def test_changed_node_invalidates_only_its_scope(setup, tmp_path):
 
 def test_changed_recipe_misses_everything(setup, tmp_path):
     _data, cfg = setup
-    precompute.precompute(cfg(), tmp_path / "o1")
-    res = precompute.precompute(cfg("k=3"), tmp_path / "o2")
+    precompute.precompute(cfg())
+    res = precompute.precompute(cfg("k=3"))
     assert (res["hits"], res["misses"]) == (0, 8)
     assert _cached(tmp_path).group_by("query_id").len()["len"].max() == 3
 
@@ -106,9 +106,9 @@ def test_in_run_signals_and_knn_no_longer_invalidate_every_scope(setup, tmp_path
     queries and the whole-corpus ones, and the merged cache still equals a run."""
     data, cfg = setup
     extra = ("signals=default", "score.factors=[reme_inbound,reme_community]", "graph.knn_k=3")
-    precompute.precompute(cfg(*extra), tmp_path / "o1")
+    precompute.precompute(cfg(*extra))
     make_data(data, changed="c2-04")
-    res = precompute.precompute(cfg(*extra), tmp_path / "o2")
+    res = precompute.precompute(cfg(*extra))
     assert (res["hits"], res["misses"]) == (4, 4)
     runner.run(cfg(*extra, "report=false"), tmp_path / "plain")
     assert _cached(tmp_path).equals(pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"]))
@@ -116,17 +116,17 @@ def test_in_run_signals_and_knn_no_longer_invalidate_every_scope(setup, tmp_path
 
 def test_config_now_is_part_of_the_recipe(setup, tmp_path):
     _data, cfg = setup
-    precompute.precompute(cfg(), tmp_path / "o1")
-    assert precompute.precompute(cfg("now=2026-01-01"), tmp_path / "o2")["misses"] == 8
-    assert precompute.precompute(cfg("now=2026-01-01"), tmp_path / "o3")["misses"] == 0
+    precompute.precompute(cfg())
+    assert precompute.precompute(cfg("now=2026-01-01"))["misses"] == 8
+    assert precompute.precompute(cfg("now=2026-01-01"))["misses"] == 0
 
 
 def test_removed_query_drops_its_entry(setup, tmp_path):
     data, cfg = setup
-    precompute.precompute(cfg(), tmp_path / "o1")
+    precompute.precompute(cfg())
     q = pl.read_parquet(data / "queries.parquet")
     q.filter(~pl.col("query_id").str.starts_with("q-c3")).write_parquet(data / "queries.parquet")
-    res = precompute.precompute(cfg(), tmp_path / "o2")
+    res = precompute.precompute(cfg())
     assert (res["hits"], res["misses"]) == (6, 0) and len(res["removed"]) == 1
     assert not _cached(tmp_path)["query_id"].str.starts_with("q-c3").any()
 

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import executor, runner
+from pipeline import common, executor, ingest, runner
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import run_groups
 from test_precompute import make_data
@@ -102,7 +102,7 @@ def test_worker_builds_corpus_work_once(ray_cluster, compose, tmp_path, monkeypa
     from pipeline.stages import graph
 
     cfg = compose(["embed=hashing", "report=false", "preset=best"])
-    ds = runner.call_target(cfg.data)
+    ds = common.call_target(cfg.data)
     calls = Counter()
     for mod, name in ((runner, "embed_nodes"), (graph, "build")):
         fn = getattr(mod, name)
@@ -112,7 +112,7 @@ def test_worker_builds_corpus_work_once(ray_cluster, compose, tmp_path, monkeypa
                                   [ray_cluster.put(shipped)], os.getcwd())
     assert calls == {"embed_nodes": 1}
     out = worker({"shard": np.array([0, 1]), "qidx": [np.arange(0, 10), np.arange(10, 20)]})
-    nodes, queries = runner.drop_empty(ds)
+    nodes, queries = ingest.drop_empty(ds)
     tables = {tuple(rows) for _k, rows, _q, _t in run_groups(nodes, queries[:20])}  # distinct visible sets
     assert calls == {"embed_nodes": 1, "build": len(tables)} and len(out["result"]) == 2
     worker({"shard": np.array([2]), "qidx": [np.arange(0, 20)]})

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from conftest import REPO, SHARED_DATA
-from pipeline import runner
+from pipeline import common, runner
 from pipeline.errors import ConfigError, DataError
 from pipeline.report import (compare, compare_dir, compare_report, format_table, import_run, plots, read_qrels,
                              read_run, run_report, write_qrels, write_run)
@@ -129,7 +129,7 @@ def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_pat
     from pipeline.cli import main
     from pipeline.stages.evaluate import trec_key
 
-    ds = runner.call_target(json.loads((sample_runs["dense"] / "manifest.json").read_text())["config"]["data"])
+    ds = common.call_target(json.loads((sample_runs["dense"] / "manifest.json").read_text())["config"]["data"])
     assert ds.qrels_level == "doc_id"
     with (write_qrels(ds.qrels, tmp_path / "qrels.txt")).open() as fh:
         qrels = pytrec_eval.parse_qrel(fh)
@@ -151,7 +151,7 @@ def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_pat
 
 
 def test_import_run_reproduces_metrics_and_compares_with_native_run(sample_runs, tmp_path):
-    ds = runner.call_target(json.loads((sample_runs["bm25"] / "manifest.json").read_text())["config"]["data"])
+    ds = common.call_target(json.loads((sample_runs["bm25"] / "manifest.json").read_text())["config"]["data"])
     recall = pl.read_parquet(sample_runs["bm25"] / "recall.parquet")
     run_file = write_run(recall, tmp_path / "bm25.txt", tag="bm25", level="doc_id", score="rank")
     qrels_file = write_qrels(ds.qrels, tmp_path / "qrels.txt")

@@ -51,7 +51,7 @@ def recipe(request, compose, tmp_path):
     """(config, a recall cache precomputed on the base corpus) for one recipe × diffuse method."""
     name, method = request.param
     cfg = compose([*RECIPES[name], f"diffuse={method}", *COMMON, f"cache_dir={tmp_path / 'base-cache'}"])
-    precompute.precompute(cfg, tmp_path / "base-out", dataset=dataset(base()))
+    precompute.precompute(cfg, dataset=dataset(base()))
     return cfg, tmp_path / "base-cache"
 
 
@@ -66,7 +66,7 @@ def test_precompute_after_edits_serves_what_a_run_gives(recipe, tmp_path_factory
     data = base()
     for e in edits:
         data = apply(data, e)
-    precompute.precompute(cfg, tmp / "pre", dataset=dataset(data))
+    precompute.precompute(cfg, dataset=dataset(data))
     plain = recall_rows(cfg, tmp / "run", data)
     got = precompute.served(cache).select(plain.columns)
     assert got.equals(plain), (edits, got, plain)

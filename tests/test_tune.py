@@ -9,7 +9,7 @@ import polars as pl
 import yaml
 
 from conftest import REPO
-from pipeline.runner import query_half
+from pipeline.ingest import query_half
 from pipeline.tune import preset_text
 
 

@@ -228,7 +228,7 @@ def _load_truth(dirs: list[Path], manifests: dict[Path, dict]) -> Truth:
 
 def _truth_of(run_dir: Path, spec: dict) -> Truth:
     from pipeline.report.trec import read_qrels
-    from pipeline.runner import call_target
+    from pipeline.common import call_target
 
     if spec.get("qrels_file"):
         return Truth(read_qrels(run_dir / spec["qrels_file"], spec.get("qrels_level", "node_id")))

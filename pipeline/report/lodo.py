@@ -60,7 +60,7 @@ def half_gains(per_query: dict[tuple[str, str], pl.DataFrame], metric: dict[str,
     """Each recipe's per-query gain over ``baseline`` on each dataset's query halves ``a`` and ``b``
     (``recall tune`` fits on a; b is held out), with a paired 95% interval: a per-dataset recipe is
     worth keeping when its half-b interval lies above 0."""
-    from pipeline.runner import query_half
+    from pipeline.ingest import query_half
 
     rows = []
     for data, m in metric.items():

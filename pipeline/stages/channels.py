@@ -16,6 +16,13 @@ from pipeline.ops.scope import scope_groups
 from pipeline.progress import progress
 from pipeline.ops.topk import topk_dense, topk_long, topk_sparse
 from pipeline.stages import dense, lexical
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from pipeline import io
+from pipeline.common import key_prefix, stage_key
+from pipeline.stage import Stage
 
 CHANNELS = ("dense", "lexical")
 
@@ -144,3 +151,27 @@ def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb:
     if not parts:
         return pl.DataFrame(schema=cols)
     return pl.concat([p.select(list(cols)).cast(cols) for p in parts]).sort(["query_idx", "node_idx"])
+
+
+KEYS = ["channels", "dense", "lexical", "embed", "query", "include_archived", "seed"]  # what the stage key covers
+
+
+def run_stage(ctx, p: tuple) -> object:
+    """Candidates of the group's queries from every enabled channel; cached on disk under the stage
+    key and reused by a rerun (``ctx.reused``)."""
+    st, cfg = ctx.run, ctx.cfg
+    key = stage_key(cfg, st.ds, ctx.nodes, ctx.queries, KEYS, st.const("key:channels", lambda: key_prefix(cfg, st.ds, KEYS)))
+    path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
+    if path.exists():
+        ctx.cand = pl.read_parquet(path)
+        ctx.reused.append("channels")
+    else:
+        ctx.cand = generate(ctx.nodes, ctx.queries, list(cfg.channels), ctx.xb, ctx.xparts, *p, st.device,
+                            cfg.seed, cfg.include_archived, ctx.part_q, ctx.part_w)
+        io.write_parquet(path, ctx.cand)
+    st.log.add("candidates", ctx.cand.height)
+    return ctx
+
+
+STAGE = Stage("channels", run_stage, params=lambda run: (
+    DenseParams(**run.cfg.dense), LexicalParams(**OmegaConf.to_container(run.cfg.lexical, resolve=True))))

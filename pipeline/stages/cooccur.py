@@ -20,6 +20,7 @@ import polars as pl
 from pipeline.ops import cooccur
 from pipeline.ops.eligible import eligible
 from pipeline.ops.scope import scope_groups
+from pipeline.stage import Stage
 
 log = logging.getLogger(__name__)
 SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "cooccur": pl.Float64}
@@ -82,3 +83,21 @@ def merge(cand: pl.DataFrame, bonus: pl.DataFrame) -> pl.DataFrame:
     out = out.with_columns(**fill).with_columns(graph=(pl.col("graph").fill_null(0.0) + pl.col("cooccur"))
                                                 .cast(cand.schema["graph"]))
     return out.sort("query_idx", "node_idx")
+
+
+def run_stage(ctx, p: CooccurParams) -> object:
+    """BME co-occurrence boost from the exact-name anchors (found here when diffusion did not)."""
+    from pipeline.stages import anchors
+
+    cfg = ctx.cfg
+    if ctx.anchors is None and cfg.query.anchors:
+        ctx.anchors = anchors.find(ctx.nodes, ctx.queries, min_len=cfg.query.anchor_min_len,
+                                   energy=cfg.query.anchor_energy, include_archived=cfg.include_archived)
+    bonus = boost(ctx.cand, ctx.nodes, ctx.queries, ctx.anchors, p, cfg.include_archived)
+    ctx.cand = merge(ctx.cand, bonus)
+    ctx.run.log.add("cooccur_boosts", bonus.height)
+    return ctx
+
+
+STAGE = Stage("cooccur", run_stage, enabled=lambda cfg: bool(cfg.query.cooccur.enabled),
+              params=lambda run: CooccurParams(**run.cfg.query.cooccur))

@@ -15,6 +15,7 @@ from pipeline.progress import progress
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
 from pipeline.stages.speakers import named_for
+from pipeline.stage import Stage
 
 METHODS = ("pedsa", "ppr", "expand", "none")
 
@@ -125,3 +126,39 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
             r, c = np.nonzero(out > 0)
             parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]}))
     return pl.concat(parts).cast(empty.schema) if parts else empty
+
+
+def _anchor_seeds(ctx) -> pl.DataFrame | None:
+    """Extra seeds: residual hits (``novelty.seed_diffusion``), exact-name anchors and their cross
+    recall; the anchors are kept on the context for co-occurrence."""
+    from pipeline.stages import anchors
+
+    cfg, extra = ctx.cfg, []
+    if "residual" in ctx.cand.columns and cfg.novelty.seed_diffusion:
+        extra.append(ctx.cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual"))
+    if cfg.query.anchors:
+        ctx.anchors = anchors.find(ctx.nodes, ctx.queries, min_len=cfg.query.anchor_min_len,
+                                   energy=cfg.query.anchor_energy, include_archived=cfg.include_archived)
+        extra.append(ctx.anchors)
+        ctx.run.log.add("anchors", ctx.anchors.height)
+        if cfg.query.cross_recall:
+            extra.append(anchors.cross(ctx.anchors, ctx.graph, ctx.nodes, ctx.queries, mult=cfg.query.cross_mult,
+                                       include_archived=cfg.include_archived, now=ctx.now))
+    return pl.concat([x.cast(anchors.SCHEMA) for x in extra]) if extra else None
+
+
+def run_stage(ctx, p: DiffusionParams) -> object:
+    """Diffuse from the group's seeds over its graph (and hubs); adds the ``graph`` component."""
+    from pipeline.stages.fuse import join_component
+
+    seeds_extra = _anchor_seeds(ctx)
+    hub_seeds = hub_layer.query_seeds(ctx.queries, ctx.hub_graph, ctx.hub_params) if p.entity_seed_share > 0 else None
+    hits = run(ctx.cand, ctx.nodes, ctx.queries, ctx.graph, p, ctx.run.device, ctx.cfg.include_archived, seeds_extra,
+               ctx.hub_graph, hub_seeds, now=ctx.now)
+    ctx.run.log.add("graph_hits", hits.height)
+    ctx.cand = join_component(ctx, hits, "graph")
+    return ctx
+
+
+STAGE = Stage("diffuse", run_stage, enabled=lambda cfg: cfg.diffuse.method != "none",
+              params=lambda run: DiffusionParams(**run.cfg.diffuse))

@@ -14,6 +14,9 @@ import polars as pl
 
 from pipeline.backend import fallback
 from pipeline.errors import ConfigError, choose
+from omegaconf import OmegaConf
+
+from pipeline.stage import Stage
 
 NORMS = ("max", "minmax", "none")
 
@@ -110,3 +113,36 @@ def script_scaled(params: dict, english_only: bool, nodes: pl.DataFrame, queries
     fallback(f"embed.english_only: dense fusion weight × non-Han share of the scope "
              f"({scale.min():.3f}–{scale.max():.3f})")
     return {**params, "channel_scale": {"dense": scale}}
+
+
+def run_stage(ctx, p: dict) -> object:
+    """Fuse the channel scores into ``fused``; keeps the settings for the components added later."""
+    cfg = ctx.cfg
+    ctx.fusion = script_scaled(p, bool(cfg.embed.get("english_only", False)), ctx.nodes, ctx.queries,
+                               cfg.include_archived)
+    ctx.cand = fuse(ctx.cand, list(cfg.channels), ctx.fusion["method"],
+                    **{k: v for k, v in ctx.fusion.items() if k != "method"})
+    return ctx
+
+
+def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
+    """The candidates with a new score component (graph energy, residual similarity) joined on;
+    nodes it alone found get their exact cosine (when the dense channel is on), and everything is
+    fused again with the other components at 0."""
+    from pipeline.stages.channels import dense_pairs
+
+    enabled = list(ctx.cfg.channels)
+    out = ctx.cand.join(hits, on=["query_idx", "node_idx"], how="full", coalesce=True)
+    if "dense" in enabled:
+        new = out["dense"].is_null().to_numpy()
+        if new.any():
+            qi, ni = out["query_idx"].to_numpy()[new], out["node_idx"].to_numpy()[new]
+            d = out["dense"].to_numpy().copy()
+            d[new] = dense_pairs(*ctx.vectors, ctx.xb, qi, ni)
+            out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
+    fusion = ctx.fusion
+    out = fuse(out.drop("fused"), enabled, fusion["method"], **{k: v for k, v in fusion.items() if k != "method"})
+    return out.with_columns(pl.col(column).fill_null(0.0))
+
+
+STAGE = Stage("fuse", run_stage, params=lambda run: OmegaConf.to_container(run.cfg.fusion, resolve=True))

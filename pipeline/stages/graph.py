@@ -14,6 +14,9 @@ import polars as pl
 import scipy.sparse as sp
 
 from pipeline.ops.titles import TitleFinder
+from omegaconf import OmegaConf
+
+from pipeline.stage import Stage
 
 EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit": pl.Boolean,
                "relation": pl.String}
@@ -175,3 +178,27 @@ def directed_topn(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, p
         return sp.csr_matrix((np.ones(f.height, np.float32), (f["a"].to_numpy(), f["b"].to_numpy())), shape=(size, size))
 
     return cut(src, dst), cut(dst, src)
+
+
+def run_stage(ctx, p: GraphParams) -> object:
+    """The group's weighted edges (explicit among its nodes, temporal, mentions, kNN) and, when
+    diffusion runs, its entity hubs; both memoised per node table."""
+    from pipeline.common import corpus_step
+    from pipeline.stages import hubs
+    from pipeline.stages.embed import embed_cached
+
+    st, cfg = ctx.run, ctx.cfg
+    explicit = st.ds.edges if ctx.edges is None else ctx.edges  # dangling/self-loop edges: counted once per run
+    ctx.graph = corpus_step(st.memo, "graph", ctx.nodes, lambda: build(ctx.nodes, explicit, p, ctx.xb, Counter()))
+    if cfg.diffuse.method != "none":
+        embed = (lambda t: embed_cached(st.encoder, t, st.cache, st.device)[0]) if "dense" in cfg.channels else None
+        hub_p = st.const("hubs", lambda: hubs.HubParams(**p.hubs))
+        ctx.hub_params = hub_p
+        ctx.hub_graph = corpus_step(st.memo, "hubs", ctx.nodes, lambda: hubs.build(ctx.nodes, hub_p, embed))
+    st.log.most("graph_edges", ctx.graph.height)
+    st.log.most("hubs", 0 if ctx.hub_graph is None else ctx.hub_graph.size)
+    return ctx
+
+
+STAGE = Stage("graph", run_stage, enabled=lambda cfg: cfg.diffuse.method != "none" or bool(cfg.signals.enabled),
+              params=lambda run: GraphParams(**OmegaConf.to_container(run.cfg.graph, resolve=True)))

@@ -18,6 +18,10 @@ import polars as pl
 from pipeline.ops.eligible import eligible as eligible_nodes
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long
+from omegaconf import OmegaConf
+
+from pipeline.errors import ConfigError
+from pipeline.stage import Stage
 
 
 @dataclass
@@ -117,3 +121,19 @@ def _residual_hits(nodes, queries, xb, residuals, qs_pass, basis_nodes, p, inclu
         out.append(pl.DataFrame({"query_idx": qs[qi2], "node_idx": rows[di2], "residual": sc}))
     schema = {"query_idx": pl.Int64, "node_idx": pl.Int64, "residual": pl.Float32}
     return pl.concat(out).cast(schema) if out else pl.DataFrame(schema=schema)
+
+
+def run_stage(ctx, p: NoveltyParams) -> object:
+    """The novelty table of the group's queries, and their residual hits as a ``residual`` component."""
+    from pipeline.stages.fuse import join_component
+
+    if ctx.xb is None:
+        raise ConfigError("novelty.enabled needs embeddings: enable the dense channel")
+    ctx.novelty, hits = run(ctx.cand, ctx.nodes, ctx.queries, ctx.xb, ctx.xq, p, ctx.run.device, ctx.cfg.include_archived)
+    ctx.cand = join_component(ctx, hits, "residual")
+    ctx.run.log.add("residual_hits", hits.height)
+    return ctx
+
+
+STAGE = Stage("novelty", run_stage, enabled=lambda cfg: bool(cfg.novelty.enabled), params=lambda run: NoveltyParams(
+    **{k: v for k, v in OmegaConf.to_container(run.cfg.novelty).items() if k != "seed_diffusion"}))

@@ -15,6 +15,7 @@ import polars as pl
 
 from pipeline.errors import ConfigError
 from pipeline.stages import speakers
+from pipeline.stage import Stage
 
 TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
 FACTORS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
@@ -202,3 +203,33 @@ def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool
     for f in FILTERS & set(factors):
         out = out.filter(pl.col(f) > 0)
     return out
+
+
+def run_stage(ctx, p: tuple) -> object:
+    """Attach the score terms and factors, apply the scope policy, compute ``score``."""
+    from pipeline.stages import scope_policy
+
+    terms, factors, normalize, scope_p = p
+    nodes = ctx.scored_nodes if ctx.scored_nodes is not None else ctx.nodes
+    names = [n for n, w in terms.items() if w] + factors
+    cand = attach(ctx.cand, nodes, ctx.queries, ctx.signals, names, ctx.now)
+    ctx.policy = scope_policy.apply(cand, nodes, ctx.queries, scope_p)
+    ctx.cand = compute(ctx.policy.cand, terms, factors + ctx.policy.factors, normalize)
+    return ctx
+
+
+def term_columns(terms: dict, factors: list[str]) -> list[str]:
+    """The registered terms and factors a recipe uses: they are recall columns."""
+    names = [n for n, w in terms.items() if w] + factors
+    return [n for n in names if n in TERMS or n in FACTORS]
+
+
+def _params(run) -> tuple:
+    from pipeline.stages import scope_policy
+
+    cfg = run.cfg
+    return (dict(cfg.score.terms), list(cfg.score.factors), bool(cfg.score.normalize),
+            scope_policy.ScopeParams(**cfg.scope))
+
+
+STAGE = Stage("score", run_stage, params=_params)

@@ -16,6 +16,7 @@ import polars as pl
 
 from pipeline.errors import ConfigError, choose
 from pipeline.stages.spread import spread
+from pipeline.stage import Stage
 
 METHODS = ("topk", "dpp", "mmr")
 
@@ -130,3 +131,57 @@ def _diversify(pool: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray, devi
     chosen = pl.DataFrame({"query_idx": qids[qi], "node_idx": node[qi, sel[qi, step]],
                            "rank": (step + 1).astype(np.int32), "dpp_gain": gain[qi, step]})
     return chosen.join(pool.drop("rank"), on=["query_idx", "node_idx"], how="left").sort(["query_idx", "rank"])
+
+
+def recall_rows(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str],
+                extra: list[str] = (), group_docs: bool = False) -> pl.DataFrame:
+    """The selected rows as the recall table: ids for indices, the channels that found each node,
+    the score columns, and (ReMe node-level surface) the document's title and summary."""
+    found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]
+    for comp in ("residual", "graph"):
+        if comp in sel.columns:
+            found.append(pl.when(pl.col(comp) > 0).then(pl.lit(comp)))
+    if "probabilistic" in sel.columns:
+        found.append(pl.when(pl.col("probabilistic")).then(pl.lit("probabilistic")))
+    out = sel.with_columns(
+        query_id=pl.Series(queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String),
+        node_id=pl.Series(ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String),
+        channel=pl.concat_str(found, separator="+", ignore_nulls=True),
+    )
+    cols = ["query_id", "rank", "node_id", "score", "channel", *enabled, "fused",
+            *[c for c in ("residual", "graph") if c in sel.columns], *extra,
+            *(["dpp_gain"] if "dpp_gain" in sel.columns else [])]
+    if "doc_id" in ds_nodes.columns:
+        out = out.with_columns(doc_id=pl.Series(ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String))
+        cols.insert(3, "doc_id")
+        if group_docs:  # ReMe node-level surface: the document's front-matter name and description
+            for src, dst in (("title", "doc_title"), ("description", "doc_summary")):
+                if src in ds_nodes.columns:
+                    # gather, not numpy: a column with nulls is an object array, and an empty one cannot be cast
+                    out = out.with_columns(ds_nodes[src].cast(pl.String).gather(sel["node_idx"]).alias(dst))
+                    cols.insert(cols.index("doc_id") + 1, dst)
+    return out.select(cols)
+
+
+def run_stage(ctx, p: dict) -> object:
+    """Select each query's ``k`` (with the scope policy's priority columns), append probabilistic
+    recall, and turn the rows into the recall table."""
+    from pipeline.stages import probrecall
+    from pipeline.stages.score import term_columns
+
+    cfg = ctx.cfg
+    nodes = ctx.scored_nodes if ctx.scored_nodes is not None else ctx.nodes
+    doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
+    sel = select(ctx.cand, int(cfg.k), SelectParams(**p, sort_by=tuple(ctx.policy.sort_by)), ctx.xb, ctx.run.device,
+                 doc_idx)
+    pr = cfg.select.prob_recall
+    if pr.enabled:
+        sel = probrecall.append(sel, nodes, ctx.queries, int(cfg.k), p=pr.p, min_importance=pr.min_importance,
+                                seed=cfg.seed, include_archived=cfg.include_archived)
+    extra = term_columns(dict(cfg.score.terms), list(cfg.score.factors)) + ctx.policy.factors + ctx.policy.sort_by
+    extra += ["cooccur"] if "cooccur" in sel.columns else []
+    ctx.recall = recall_rows(sel, nodes, ctx.queries, list(cfg.channels), extra, bool(cfg.select.top_chunks_per_doc))
+    return ctx
+
+
+STAGE = Stage("select", run_stage, params=lambda run: {k: v for k, v in run.cfg.select.items() if k != "prob_recall"})

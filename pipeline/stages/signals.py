@@ -17,7 +17,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from omegaconf import OmegaConf
+
 from pipeline.io import write_parquet
+from pipeline.stage import Stage
 from pipeline.ops import graphalgo
 
 log = logging.getLogger(__name__)
@@ -179,3 +182,60 @@ def recency_decay(age_days) -> np.ndarray:
     """ReMe: exp(−Δt / 60 d) with Δt in days (negative Δt counts as 0); 1 where missing."""
     x = _f64(age_days)
     return np.where(np.isnan(x), 1.0, np.exp(-np.maximum(np.nan_to_num(x), 0.0) / RECENCY_DAYS))
+
+
+OVERLAY = ("access_count", "importance", "hits_30d")  # node columns a feedback table overrides
+
+
+def overlay(nodes: pl.DataFrame, table: pl.DataFrame) -> pl.DataFrame:
+    """Nodes with ``OVERLAY`` columns taken from the feedback table where it has a value."""
+    cols = [c for c in OVERLAY if c in table.columns]
+    if not cols:
+        return nodes
+    j = nodes.join(table.select("node_id", *[pl.col(c).alias(f"{c}__fb") for c in cols]), on="node_id",
+                   how="left", maintain_order="left")
+    return j.with_columns([pl.coalesce(f"{c}__fb", c).alias(c) if c in nodes.columns else pl.col(f"{c}__fb").alias(c)
+                           for c in cols]).drop([f"{c}__fb" for c in cols])
+
+
+def for_group(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params) -> tuple:
+    """:func:`resolve` on the nodes and edges one query group sees. A loaded table
+    (``signals.path``, fresh at ``now``) gives per-node state only: its access columns are overlaid
+    on the nodes and every signal is recomputed on them with this group's graph, so PageRank,
+    communities and degrees never count nodes or edges the group cannot see (sealed scopes).
+    Returns (nodes, table, freshness)."""
+    table, fresh = resolve(nodes, edges, now, params)
+    if table is None or params.path is None:
+        return nodes, table, fresh
+    table = table.filter(pl.col("node_id").is_in(nodes["node_id"].implode()))
+    nodes = overlay(nodes, table)
+    keep = [c for c in ("last_access_at", "access_days", "hits_30d", "revision") if c in table.columns]
+    fresh_table = compute(nodes, edges, now, params)
+    out = fresh_table.join(table.select("node_id", *keep), on="node_id", how="left", maintain_order="left")
+    return nodes, out, {**fresh, **({"revision": int(table["revision"].max())} if "revision" in table.columns
+                                    and table.height else {})}
+
+
+def run_stage(ctx, p: SignalsParams) -> object:
+    """Per-node signals of the group at its reference time (memoised per node table); the table
+    carries ``group_key`` (see :func:`merge_groups`) and score/select read the overlaid nodes."""
+    from pipeline.common import corpus_step
+
+    ctx.scored_nodes, table, ctx.freshness = corpus_step(
+        ctx.run.memo, f"signals@{ctx.now.isoformat()}", ctx.nodes, lambda: for_group(ctx.nodes, ctx.graph, ctx.now, p))
+    ctx.signals = None if table is None else table.with_columns(group_key=pl.lit(ctx.key, pl.String))
+    return ctx
+
+
+def merge_groups(parts: list) -> pl.DataFrame | None:
+    """One signals row per node: a node several groups see keeps the row of the group whose
+    ``group_key`` (scope, viewer, reference time) sorts first, whichever way the queries were run."""
+    frames = [p for p in parts if p is not None and p.height]
+    if not frames:
+        return None
+    return (pl.concat(frames, how="diagonal_relaxed").sort("node_id", "group_key")
+            .unique("node_id", keep="first", maintain_order=True))
+
+
+STAGE = Stage("signals", run_stage, enabled=lambda cfg: bool(cfg.signals.enabled), params=lambda run: SignalsParams(
+    **OmegaConf.to_container(run.cfg.signals, resolve=True), device=run.device))

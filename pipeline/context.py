@@ -1,0 +1,75 @@
+"""The state stages read and extend: ``RunState`` (what a run computes once: config, embeddings of
+every node and query part, memo, stage log) and ``RunContext`` (one query group: its nodes, queries,
+reference time and sliced vectors, then what each stage adds: candidates, graph, signals, recall)."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+from omegaconf import DictConfig
+
+
+@dataclass
+class RunState:
+    """What a run computes once and every group slices: config, embeddings of all nodes and of
+    every query part (``query.plan``), the memo of ``common.corpus_step`` and the stage log."""
+    cfg: DictConfig
+    ds: object
+    device: str
+    log: object  # common.StageLog
+    memo: dict | None = None
+    encoder: object = None
+    cache: object = None
+    xb: np.ndarray | None = None
+    xparts: np.ndarray | None = None
+    part_q: np.ndarray | None = None
+    part_w: np.ndarray | None = None
+    until: str | None = None  # a stage name: each group stops after it (recall analyze: "novelty")
+    edge_index: object = None  # ops.scope.EdgeIndex over the run's nodes: each group's explicit edges
+    consts: dict = field(default_factory=dict)  # per-run values every group reads (params, key prefixes)
+
+    def const(self, name: str, build):
+        """A value that depends on the run only (config-derived params, hashes): built once."""
+        if name not in self.consts:
+            self.consts[name] = build()
+        return self.consts[name]
+
+
+@dataclass
+class RunContext:
+    """One query group (``ops.scope.run_groups``) and what the stages have added so far."""
+    run: RunState
+    nodes: pl.DataFrame
+    queries: pl.DataFrame
+    now: dt.datetime  # the group's reference time
+    key: str = ""  # the group's (scope, viewer, reference time), as text
+    xb: np.ndarray | None = None
+    xparts: np.ndarray | None = None
+    part_q: np.ndarray | None = None
+    part_w: np.ndarray | None = None
+    xq: np.ndarray | None = None
+    edges: pl.DataFrame | None = None  # explicit edges with both ends in the group (None: ds.edges)
+    cand: pl.DataFrame | None = None  # channels: one row per (query, node) candidate
+    fusion: dict | None = None  # fuse: the fusion settings the later components are fused with
+    graph: pl.DataFrame | None = None  # graph: the group's weighted edges
+    hub_graph: object = None  # graph: the entity hubs (stages.hubs.Hubs) or None
+    hub_params: object = None  # graph: the hub layer's parameters (stages.hubs.HubParams)
+    scored_nodes: pl.DataFrame | None = None  # signals: nodes with a feedback table's state overlaid
+    signals: pl.DataFrame | None = None  # signals: one row per node
+    freshness: dict = field(default_factory=lambda: {"status": "disabled"})
+    novelty: pl.DataFrame | None = None  # novelty: the per-query novelty table
+    anchors: pl.DataFrame | None = None  # exact-name anchors (diffusion seeds, co-occurrence anchors)
+    policy: object = None  # score: the scope policy applied (stages.scope_policy.Applied)
+    recall: pl.DataFrame | None = None  # select: the group's recall rows
+    reused: list = field(default_factory=list)  # stages served from the stage cache
+
+    @property
+    def cfg(self) -> DictConfig:
+        return self.run.cfg
+
+    @property
+    def vectors(self) -> tuple:
+        """(query part vectors, part → query, part weight): what ``dense_pairs`` scores against."""
+        return self.xparts, self.part_q, self.part_w

@@ -1,0 +1,135 @@
+"""The local query path: one function, :func:`recall_queries`, that ``runner.run``, the recall cache
+(``recall precompute``) and every Ray worker call directly.
+
+Embeddings are computed once per run (``stages.embed.embed_run``). Then, for each query group
+(``ops.scope.run_groups``: the queries that see the same nodes — ``doc_scope`` ∩ ``visibility`` ∩
+not archived — at the same reference time), the stages of :data:`STAGES` run in order on that
+group's nodes only, each reading and extending a ``context.RunContext``. A query's result is a
+function of its own row, those nodes, the edges among them, the recipe and the code, so every path
+gives the same answer. Recall rows come back in query order, whatever the grouping.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from pipeline.context import RunContext, RunState
+from pipeline.ops.scope import EdgeIndex, run_groups
+from pipeline.stages import channels, cooccur, diffuse, fuse, graph, novelty, score, select, signals
+from pipeline.stages.embed import embed_run
+
+# the stages of a query group, in order (docs/architecture.md); each is a pipeline.stage.Stage
+STAGES = [channels.STAGE, fuse.STAGE, novelty.STAGE, graph.STAGE, signals.STAGE, diffuse.STAGE,
+          cooccur.STAGE, score.STAGE, select.STAGE]
+
+
+@dataclass
+class Recalled:
+    """What the query path computed for a run: recall rows (query order) and the per-run tables."""
+    recall: pl.DataFrame
+    novelty: pl.DataFrame | None = None
+    signals: pl.DataFrame | None = None
+    xb: np.ndarray | None = None
+    n_embedded: int = 0
+    reused: list = field(default_factory=list)
+    freshness: dict = field(default_factory=lambda: {"status": "disabled"})
+    executor: dict | None = None
+
+
+def run_group(state: RunState, ctx: RunContext, stages: list | None = None) -> RunContext:
+    """Every stage after embedding for one group: skip the disabled, time the rest, stop after
+    ``state.until``. Parameters are built once per run."""
+    for st in STAGES if stages is None else stages:
+        if st.enabled(state.cfg):
+            params = state.const(f"params:{st.name}", lambda: st.params(state))
+            with state.log.stage(st.name):
+                ctx = st.run(ctx, params)
+        if st.name == state.until:
+            break
+    return ctx
+
+
+def slice_group(state: RunState, nodes: pl.DataFrame, queries: pl.DataFrame, key: tuple, rows: np.ndarray,
+                qs: np.ndarray, now: dt.datetime) -> RunContext:
+    """The group's nodes, queries and embeddings (query parts renumbered to the group's queries)."""
+    scope, viewer, _t = key
+    ctx = RunContext(state, nodes[rows], queries[qs], now,
+                     f"{list(scope) if scope is not None else None}|{viewer}|{now.isoformat()}")
+    if state.edge_index is not None:
+        ctx.edges = state.edge_index.within(rows)
+    if state.xb is not None:
+        ctx.xb = state.xb if len(rows) == len(state.xb) else np.ascontiguousarray(state.xb[rows])
+        sel = np.isin(state.part_q, qs)
+        ctx.xparts, ctx.part_w = state.xparts[sel], state.part_w[sel]
+        ctx.part_q = np.searchsorted(qs, state.part_q[sel])
+        ctx.xq = ctx.xparts[np.r_[0, np.flatnonzero(np.diff(ctx.part_q)) + 1]]
+    return ctx
+
+
+def run_all_groups(state: RunState, nodes: pl.DataFrame, queries: pl.DataFrame, stages: list | None = None
+                   ) -> list[RunContext]:
+    """:func:`run_group` for every query group that sees at least one node. Without a caller's memo,
+    the per-node-table steps (graph, hubs, signals) are still shared by the groups that see the same
+    nodes at other reference times (``run_groups`` yields them one after another)."""
+    own, last, outs = state.memo is None, None, []
+    state.memo = {} if own else state.memo
+    if state.cfg.diffuse.method != "none" or state.cfg.signals.enabled:
+        state.edge_index = EdgeIndex(nodes, state.ds.edges)  # each group's explicit edges by lookup, not a scan
+    for key, rows, qs, now in run_groups(nodes, queries, state.cfg.include_archived, config_now(state.cfg)):
+        if own and (last is None or not np.array_equal(last, rows)):
+            state.memo.clear()
+            last = rows
+        if len(rows):
+            outs.append(run_group(state, slice_group(state, nodes, queries, key, rows, qs, now), stages))
+    return outs
+
+
+def config_now(cfg) -> dt.datetime | None:
+    """``now=`` from the config (it overrides every query's reference time), or None."""
+    if not cfg.get("now"):
+        return None
+    from pipeline.schema import parse_timestamp
+
+    return parse_timestamp(cfg.now, "config", None, "now")
+
+
+def no_recall(enabled) -> pl.DataFrame:
+    """The recall table when no query can see any node: the contract's columns, no rows."""
+    from pipeline.schema import TABLES
+
+    cols = {**TABLES["recall"]["required"], "channel": pl.String, **{c: pl.Float32 for c in enabled}}
+    return pl.DataFrame(schema=cols)
+
+
+def in_query_order(frames: list, queries: pl.DataFrame, then: list[str]) -> pl.DataFrame:
+    """Per-group frames (with ``query_id``) concatenated, sorted by the queries' order, then ``then``;
+    so the bytes do not depend on how queries were grouped."""
+    frames = [f for f in frames if f is not None]
+    pos = pl.DataFrame({"query_id": queries["query_id"].cast(pl.String),
+                        "_pos": np.arange(queries.height, dtype=np.int64)})
+    out = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema={"query_id": pl.String})
+    out = out.join(pos, on="query_id", how="left").sort(["_pos", *then], maintain_order=True)
+    return out.drop("_pos")
+
+
+def recall_queries(cfg, ds, nodes: pl.DataFrame, queries: pl.DataFrame, device: str, log,
+                   memo: dict | None = None, until: str | None = None) -> Recalled:
+    """Recall of ``queries`` against ``nodes`` (both after ingest): embed once, run every group,
+    gather the rows in query order. ``memo`` keeps per-node-table work between calls (a Ray worker
+    holds one); ``until`` stops each group after that stage (``recall analyze``: ``novelty``)."""
+    state = RunState(cfg, ds, device, log, memo, until=until)
+    n_embedded = embed_run(state, nodes, queries)
+    if ds.edges is not None and (cfg.diffuse.method != "none" or cfg.signals.enabled):
+        graph.explicit_edges(ds.edges, nodes["node_id"], {}, ds.skipped)  # dangling/self-loop counts, once
+    outs = run_all_groups(state, nodes, queries)
+    recall = in_query_order([o.recall for o in outs], queries, ["rank"]) if outs and not until else no_recall(cfg.channels)
+    log.rows["recall"] = recall.height
+    log.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
+    return Recalled(
+        recall=recall,
+        novelty=in_query_order([o.novelty for o in outs], queries, []) if cfg.novelty.enabled else None,
+        signals=signals.merge_groups([o.signals for o in outs]), xb=state.xb, n_embedded=n_embedded,
+        reused=sorted({r for o in outs for r in o.reused}), freshness=outs[0].freshness if outs else {"status": "disabled"})
