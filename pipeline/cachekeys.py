@@ -25,7 +25,7 @@ from pipeline.ops.scope import edge_ends, scope_rows  # noqa: F401  (cachekeys.s
 
 
 ALL = "all"
-NOT_RECIPE = ("out_dir", "cache_dir", "data_dir", "data", "report", "eval", "inject", "analyze")
+NOT_RECIPE = ("out_dir", "cache_dir", "data_dir", "data", "report", "evaluate", "inject", "analyze")
 
 
 def _sha(*chunks: bytes) -> str:

@@ -45,7 +45,7 @@ common overrides (Hydra syntax, any config key works):
   data=sample|sample_zh|workspace|locomo|beir|scifact|musique   data.path=<file or folder>
   preset=best|dense|bm25|reme                          k=50   device=auto|cpu|cuda
   diffuse=none|pedsa|ppr|expand   select=topk|dpp|mmr   novelty=none|bme   signals=none|default
-  graph.mentions=true   fusion.weights.lexical=0.3   score.terms.graph=2.0   include_archived=true
+  graph.mentions=true   fuse.weights.lexical=0.3   score.terms.graph=2.0   include_archived=true
   out_dir=<dir>   data.limit_queries=<n>   embed=minilm|hashing   cache_dir=<dir>
   lexical.tokenizer=auto|english|cjk_char|jieba        embed.model_path=<local sentence-transformers folder>
   --multirun preset=dense,bm25,best                    (a sweep; one run dir per job)

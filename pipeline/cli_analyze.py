@@ -24,13 +24,13 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     the run did not write it; then the manifest's output list and the report are brought up to date.
     Returns the names of the files written."""
     from pipeline.stages import analyze
-    from pipeline.stages.embed import embed_nodes
+    from pipeline.stages.vectors import embed_nodes
 
     run_dir = Path(run_dir)
     if not (run_dir / "manifest.json").is_file():
         raise ConfigError(f"{run_dir}: no manifest.json; pass a finished run directory")
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    cfg = OmegaConf.create(manifest["config"])
+    cfg = OmegaConf.create(rundir.upgrade_config(manifest["config"]))
     device = backend.resolve_device(cfg.device)
     ds = call_target(cfg.data, f"{run_dir / 'manifest.json'}: config.data")
     nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))

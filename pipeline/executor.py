@@ -99,7 +99,7 @@ class ShardWorker:
         from pipeline.common import corpus_step
         from pipeline.dataset import Dataset
         from pipeline.ingest import drop_empty
-        from pipeline.stages.embed import embed_nodes
+        from pipeline.stages.vectors import embed_nodes
 
         os.chdir(cwd)  # relative paths in the config (cache_dir, data) mean the driver's
         self.cfg = OmegaConf.create(cfg)
@@ -126,7 +126,7 @@ class ShardWorker:
         nodes, queries = drop_empty(sub)
         got = querypath.recall_queries(self.cfg, sub, nodes, queries, self.device, log, self.memo)
         frames = {"recall": got.recall, "novelty": got.novelty,
-                  "signals": got.signals if self.cfg.signals.path is None else None}
+                  "signals": got.signals if self.cfg.signals.get("path") is None else None}
         return {"shard": shard, "pid": os.getpid(),
                 "frames": {k: _to_ipc(v) for k, v in frames.items() if v is not None},
                 "manifest": {"timings_s": log.seconds, "rows": log.rows, "skipped": dict(sub.skipped),
@@ -207,7 +207,7 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
             "worker_peak_rss_mb": max(m["peak_rss_mb"] for m in mans)}
     xb = None
     if cfg.analyze.enabled and "dense" in cfg.channels:  # the topic analysis runs on the driver
-        from pipeline.stages.embed import embed_nodes
+        from pipeline.stages.vectors import embed_nodes
 
         with log.stage("embed"):
             xb = embed_nodes(cfg, nodes, device)[2]

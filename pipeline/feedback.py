@@ -24,6 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import ConfigError, UserError
+from pipeline.rundir import upgrade_config
 from pipeline.stages import signals
 from pipeline.stages.signals import overlay
 
@@ -79,7 +80,7 @@ def _run_inputs(run_dir: Path, injected: bool) -> tuple[dict, pl.DataFrame]:
     man = run_dir / "manifest.json"
     if not man.is_file() or not (run_dir / "recall.parquet").is_file():
         raise UserError(f"{run_dir}: no manifest.json / recall.parquet; pass a finished run directory")
-    cfg = json.loads(man.read_text())["config"]
+    cfg = upgrade_config(json.loads(man.read_text())["config"])
     rows = pl.read_parquet(run_dir / "recall.parquet")
     if injected:
         if not (run_dir / "injection.parquet").is_file():

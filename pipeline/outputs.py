@@ -40,7 +40,7 @@ def evaluate(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: p
     from pipeline.stages import evaluate as ev
 
     qrels = ds.qrels.filter(pl.col("query_id").is_in(queries["query_id"].implode())) if cfg.get("query_part") else ds.qrels
-    metrics, per_query = ev.evaluate(recall, qrels, queries, ds.qrels_level, cfg.eval.metrics, nodes)
+    metrics, per_query = ev.evaluate(recall, qrels, queries, ds.qrels_level, cfg.evaluate.metrics, nodes)
     io.write_json(out_dir / "metrics.json", metrics)
     io.write_parquet(out_dir / "per_query.parquet", per_query)
     return metrics

@@ -19,7 +19,7 @@ import polars as pl
 from pipeline.context import RunContext, RunState
 from pipeline.ops.scope import EdgeIndex, run_groups
 from pipeline.stages import channels, cooccur, diffuse, fuse, graph, novelty, score, select, signals
-from pipeline.stages.embed import embed_run
+from pipeline.stages.vectors import embed_run
 
 # the stages of a query group, in order (docs/architecture.md); each is a pipeline.stage.Stage
 STAGES = [channels.STAGE, fuse.STAGE, novelty.STAGE, graph.STAGE, signals.STAGE, diffuse.STAGE,

@@ -65,3 +65,24 @@ def outputs(out_dir: Path, cfg: DictConfig | dict | None = None) -> list[str]:
     keep = _inputs(cfg, out_dir)
     return sorted(p.name for p in out_dir.iterdir() if p.is_file() and is_output(p.name) and not p.name.startswith(".")
                   and p.resolve() not in keep)
+
+
+RENAMED = {"fusion": "fuse", "eval": "evaluate", "scope": "scope_policy"}  # config groups before issue 15
+MOVED = {("query", "anchors"): ("anchors", "enabled"), ("query", "anchor_energy"): ("anchors", "energy"),
+         ("query", "anchor_min_len"): ("anchors", "min_len"), ("query", "cross_recall"): ("cross_recall", "enabled"),
+         ("query", "cross_mult"): ("cross_recall", "mult"), ("novelty", "seed_diffusion"): ("diffuse", "residual_seeds")}
+
+
+def upgrade_config(conf: dict) -> dict:
+    """A run directory's config (``manifest.json``) in today's group layout: runs written before the
+    config groups mirrored the stages (``fusion``, ``eval``, ``scope``, anchors and cross recall
+    under ``query``, ``query.cooccur``, ``select.prob_recall``, ``novelty.seed_diffusion``) still
+    load in ``analyze``, ``compare``, ``report`` and ``feedback``. A current config comes back equal."""
+    out = {RENAMED.get(k, k): (dict(v) if isinstance(v, dict) else v) for k, v in conf.items()}
+    for (group, key), (new_group, new_key) in MOVED.items():
+        if key in out.get(group, {}):
+            out.setdefault(new_group, {})[new_key] = out[group].pop(key)
+    for group, key in (("query", "cooccur"), ("select", "prob_recall")):
+        if key in out.get(group, {}):
+            out[key] = out[group].pop(key)
+    return out

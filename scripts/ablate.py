@@ -23,12 +23,12 @@ VARIANTS = [
     ("− seed sharpening (seed_power 1)", ["diffuse.seed_power=1"]),
     ("− diffusion (channels + fusion only)", ["diffuse=none"]),
     ("− stemming, k1/b back to 1.5/0.75", ["lexical.stemmer=none", "lexical.k1=1.5", "lexical.b=0.75"]),
-    ("RRF instead of weighted sum (same weights)", ["fusion=rrf"]),
+    ("RRF instead of weighted sum (same weights)", ["fuse=rrf"]),
     ("+ session/speaker links (doc_id 5, speaker 5)", ["graph.hubs.groups.doc_id=5", "graph.hubs.groups.speaker=5"]),
     ("+ synonym links (k 10, cos ≥ 0.8)", ["graph.hubs.synonym_k=10"]),
     ("plain hybrid (wsum 0.75/0.25, no graph; issue 2)", ["diffuse=none", "lexical.stemmer=none", "lexical.k1=1.5",
-                                                         "lexical.b=0.75", "fusion.weights.dense=0.75",
-                                                         "fusion.weights.lexical=0.25"]),
+                                                         "lexical.b=0.75", "fuse.weights.dense=0.75",
+                                                         "fuse.weights.lexical=0.25"]),
 ]
 METRICS = {"locomo": ["recall@5", "recall@10", "recall@25", "recall@50"], "musique": ["recall@2", "recall@5", "recall@10"],
            "scifact": ["ndcg@10", "recall@10"]}

@@ -53,7 +53,7 @@ def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
                              channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device)
     t["channels"] = time.perf_counter() - s
     s = time.perf_counter()
-    fp = OmegaConf.to_container(cfg.fusion)
+    fp = OmegaConf.to_container(cfg.fuse)
     cand = fuse.fuse(cand, ["dense", "lexical"], fp.pop("method"), **fp)
     t["fuse"] = time.perf_counter() - s
     s = time.perf_counter()

@@ -60,7 +60,7 @@ def tables(run_dirs: list[Path], metrics: list[str] | None, by_group: bool) -> s
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dirs", nargs="+", type=Path)
-    ap.add_argument("--metrics", default=None, help="comma-separated (default: the first run's eval.metrics)")
+    ap.add_argument("--metrics", default=None, help="comma-separated (default: the first run's evaluate.metrics)")
     ap.add_argument("--by-group", action="store_true", help="one table per query group as well")
     args = ap.parse_args(argv)
     metrics = args.metrics.split(",") if args.metrics else None

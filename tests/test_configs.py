@@ -24,7 +24,7 @@ def _targets(node, path=""):
 
 
 def test_every_group_has_options():
-    assert {"data", "embed", "dense", "lexical", "fusion", "preset", "eval"} <= set(GROUPS)
+    assert {"data", "embed", "dense", "lexical", "fuse", "preset", "evaluate"} <= set(GROUPS)
 
 
 @pytest.mark.parametrize("group,option", OPTIONS)
@@ -38,7 +38,7 @@ def test_compose_every_option(compose, group, option):
         assert target in TARGETS, f"{group}={option}: {path} → {target}"
     assert container["channels"] and set(container["channels"]) <= {"dense", "lexical"}
     for ch in container["channels"]:
-        assert ch in container["fusion"]["weights"]
+        assert ch in container["fuse"]["weights"]
     call_target(cfg.embed.encoder)  # encoders construct lazily (no model load here)
 
 

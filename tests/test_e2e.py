@@ -143,14 +143,14 @@ def test_cli_help_unknown_command_and_mistyped_options():
         check_overrides(["data=sample,locomoo"])
     with pytest.raises(UserError, match="unknown option 'preest'.*did you mean 'preset'"):
         check_overrides(["preest=best"])
-    check_overrides(["preset=best,bm25", "k=5", "fusion.weights.dense=0.3", "+graph.x=1", "--multirun"])
+    check_overrides(["preset=best,bm25", "k=5", "fuse.weights.dense=0.3", "+graph.x=1", "--multirun"])
 
 
 def test_diffuse_none_changes_only_the_graph_term(compose, tmp_path):
     with_graph = _run(compose, tmp_path, ["preset=best"], "g")
     without = _run(compose, tmp_path, ["preset=best", "diffuse=none"], "n")
     a = pl.read_parquet(tmp_path / "n" / "recall.parquet")
-    assert "graph" not in a.columns and without["manifest"]["config"]["fusion"] == with_graph["manifest"]["config"]["fusion"]
+    assert "graph" not in a.columns and without["manifest"]["config"]["fuse"] == with_graph["manifest"]["config"]["fuse"]
     assert (a["score"] == a["fused"]).all()
 
 

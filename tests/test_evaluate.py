@@ -130,7 +130,7 @@ def test_judged_items_not_in_corpus_are_counted_and_stay_relevant():
 
 
 def test_unknown_metric_is_a_config_error_naming_the_valid_forms():
-    with pytest.raises(ConfigError, match=r"eval.metrics: 'hit_rate@5' is not a metric here; use recall@k"):
+    with pytest.raises(ConfigError, match=r"evaluate.metrics: 'hit_rate@5' is not a metric here; use recall@k"):
         evaluate_run(RUN, pl.DataFrame({"query_id": ["q1"], "node_id": ["a"], "relevance": [1]}), QUERIES,
                      "node_id", ["hit_rate@5"])
     with pytest.raises(ConfigError, match="recall@0"):

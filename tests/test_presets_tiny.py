@@ -227,8 +227,8 @@ def test_bme_preset_with_scope_and_story_columns(compose, tmp_path):
 
 
 def test_bme_preset_cooccurrence_boost(compose, tmp_path):
-    rec = _run(compose, tmp_path, "bme", "select=topk", "query.cooccur.enabled=true",
-               "query.cooccur.require_title=false", "query.cooccur.exclude_types=[]")
+    rec = _run(compose, tmp_path, "bme", "select=topk", "cooccur.enabled=true",
+               "cooccur.require_title=false", "cooccur.exclude_types=[]")
     # d1 = one batch {n0, n1, n2}: every pair counted once. Anchors (no titles → no exact anchors):
     # the positive dense hits n0 (1), n1 (1/√3), n2 (1/√5). n0 gets ln2·0.1·(1/√3 + 1/√5) on top of
     # its graph energy 1; n3 (d2) is in no batch with an anchor → no bonus.
@@ -250,8 +250,8 @@ def test_bme_preset_constants_match_the_spec(compose):
     cap = InjectParams(format="bme", max_nodes=cfg.inject.max_nodes).get("max_nodes")
     assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 30, 3, 12)
     # createEdge strength 0.8; temporal link 0.2; cross recall off (retriever.js fallback)
-    assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.query.cross_recall) == (0.8, 0.2, False)
-    assert (cfg.query.anchor_energy, cfg.query.cross_mult) == (2.0, 1.5)
+    assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.cross_recall.enabled) == (0.8, 0.2, False)
+    assert (cfg.anchors.energy, cfg.cross_recall.mult) == (2.0, 1.5)
     assert (cfg.diffuse.steps, cfg.diffuse.decay, cfg.diffuse.alpha, cfg.diffuse.top_k) == (2, 0.6, 0.15, 100)
 
 
@@ -306,7 +306,7 @@ def test_reme_candidates_min_200_or_5_per_result(compose):
             assert (cfg.dense.candidates, cfg.lexical.candidates) == (want, want)
     cfg = compose(["preset=reme"])
     assert (cfg.lexical.k1, cfg.lexical.b, cfg.lexical.idf, cfg.lexical.dedupe_query_terms) == (1.5, 0.75, "reme", True)
-    assert (cfg.fusion.k, cfg.fusion.weights.dense, cfg.fusion.weights.lexical) == (60, 0.7, 0.3)
+    assert (cfg.fuse.k, cfg.fuse.weights.dense, cfg.fuse.weights.lexical) == (60, 0.7, 0.3)
 
 
 def test_reme_bm25_only_keeps_raw_scores_with_the_k1_plus_1_factor(compose, tmp_path):

@@ -49,3 +49,21 @@ def test_clear_removes_known_outputs_and_keeps_inputs_and_foreign_files(tmp_path
                                         ("cli.log", False), ("manifest.json", False)])
 def test_is_output(name, known):
     assert rundir.is_output(name) is known
+
+
+def test_a_run_directory_written_before_the_config_groups_mirrored_the_stages_still_loads():
+    """Issue 15 renamed and moved config groups; a manifest's config of the old layout is read in
+    the new one, and a current config comes back unchanged."""
+    old = {"fusion": {"method": "wsum"}, "eval": {"metrics": ["recall@5"]}, "scope": {"policy": "bme"},
+           "query": {"blend": True, "anchors": True, "anchor_energy": 2.0, "anchor_min_len": 2, "cross_recall": False,
+                     "cross_mult": 1.5, "cooccur": {"enabled": True, "scale": 0.1}},
+           "select": {"method": "dpp", "prob_recall": {"enabled": False, "p": 0.15}},
+           "novelty": {"enabled": True, "seed_diffusion": False}, "diffuse": {"method": "pedsa"}}
+    new = rundir.upgrade_config(old)
+    assert new == {"fuse": {"method": "wsum"}, "evaluate": {"metrics": ["recall@5"]}, "scope_policy": {"policy": "bme"},
+                   "query": {"blend": True}, "anchors": {"enabled": True, "energy": 2.0, "min_len": 2},
+                   "cross_recall": {"enabled": False, "mult": 1.5}, "cooccur": {"enabled": True, "scale": 0.1},
+                   "select": {"method": "dpp"}, "prob_recall": {"enabled": False, "p": 0.15},
+                   "novelty": {"enabled": True}, "diffuse": {"method": "pedsa", "residual_seeds": False}}
+    assert rundir.upgrade_config(new) == new
+    assert old["query"]["anchors"] is True  # the input is not changed

@@ -78,7 +78,7 @@ def test_missing_columns_degrade_to_no_op_with_a_warning(caplog):
     only_scope = sp.apply(cand, NODES.select("node_id", "scope_layer"), QUERIES.select("query_id", "text"),
                           sp.ScopeParams(policy="bme"))
     assert only_scope.factors == ["bme_scope"] and only_scope.cand["bme_scope"].to_list() == [0.6]  # no owners known
-    with pytest.raises(ConfigError, match="scope.policy"):
+    with pytest.raises(ConfigError, match="scope_policy.policy"):
         sp.apply(cand, NODES, QUERIES, sp.ScopeParams(policy="bm"))
 
 

@@ -22,12 +22,12 @@ def test_query_halves_partition_the_queries_stably():
 
 
 def test_preset_text_sets_dotted_keys_and_group_choices():
-    text = preset_text("best", {"diffuse": "ppr", "fusion.weights.dense": 0.5, "graph.hubs.entities": True},
+    text = preset_text("best", {"diffuse": "ppr", "fuse.weights.dense": 0.5, "graph.hubs.entities": True},
                        "best_x", ["header line"])
     assert text.startswith("# @package _global_\n# header line\n")
     doc = yaml.safe_load(text)
     assert {"override /diffuse": "ppr"} in doc["defaults"] and {"override /diffuse": "pedsa"} not in doc["defaults"]
-    assert doc["fusion"]["weights"] == {"dense": 0.5, "lexical": 0.4}  # lexical from conf/preset/best.yaml
+    assert doc["fuse"]["weights"] == {"dense": 0.5, "lexical": 0.4}  # lexical from conf/preset/best.yaml
     assert doc["graph"]["hubs"]["entities"] is True and doc["preset_name"] == "best_x"
 
 

@@ -62,7 +62,7 @@ def compare(run_dirs: list[str | Path], baseline: str | None = None, metrics: li
     baseline = names[0] if baseline is None else baseline
     choose("baseline", baseline, names)
     if metrics is None:
-        metrics = list(manifests[dirs[0]].get("config", {}).get("eval", {}).get("metrics") or _default_metrics())
+        metrics = list(manifests[dirs[0]].get("config", {}).get("evaluate", {}).get("metrics") or _default_metrics())
     per_query = _stored_per_query(dirs, names, manifests, metrics) if qrels is None else None
     if per_query is None:
         truth = Truth(qrels, _groups(queries)) if qrels is not None else _load_truth(dirs, manifests)
@@ -190,7 +190,10 @@ def _manifest(run_dir: Path) -> dict:
                         "pass finished run directories (rerun the failed one)")
     if not (run_dir / "recall.parquet").is_file():
         raise DataError(str(run_dir), "no recall.parquet", "pass a run directory written by 'recall run'")
-    return json.loads(path.read_text())
+    from pipeline.rundir import upgrade_config
+
+    manifest = json.loads(path.read_text())
+    return {**manifest, "config": upgrade_config(manifest.get("config", {}))}
 
 
 def _names(dirs: list[Path]) -> list[str]:

@@ -15,6 +15,7 @@ import polars as pl
 
 from pipeline import io
 from pipeline.errors import DataError
+from pipeline.rundir import upgrade_config
 from pipeline.report import plots
 from pipeline.report.compare import CompareResult, cells, format_table, markdown_table
 from pipeline.report.per_query import wins_losses, worst_queries
@@ -34,7 +35,7 @@ def run_report(run_dir: str | Path) -> tuple[Path, Path]:
                         "pass a finished run directory")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     metrics = _json(run_dir / "metrics.json")
-    cfg = manifest.get("config", {})
+    cfg = upgrade_config(manifest.get("config", {}))
     facts = {"dataset": manifest.get("dataset") or cfg.get("data", {}).get("name"),
              "preset": cfg.get("preset_name"), "config hash": manifest.get("config_hash"),
              "device": manifest.get("device"), "finished at": manifest.get("finished_at"),
@@ -45,7 +46,7 @@ def run_report(run_dir: str | Path) -> tuple[Path, Path]:
     figures: list[tuple[str, Callable[[], Path]]] = []  # drawn only when matplotlib is present
     name = run_dir.resolve().name
     if metrics:
-        blocks += [("h2", "Metrics"), ("table", metrics_cells(metrics, cfg.get("eval", {}).get("metrics")))]
+        blocks += [("h2", "Metrics"), ("table", metrics_cells(metrics, cfg.get("evaluate", {}).get("metrics")))]
         blocks += _judged_blocks(metrics) + _worst_blocks(run_dir / "per_query.parquet", _main_metric(metrics))
         if any(m.startswith("recall@") for m in metrics):
             figures.append(("Recall@k", lambda: plots.recall_curve({name: metrics}, run_dir / "report-recall.png")))
@@ -105,7 +106,7 @@ def metrics_cells(metrics: dict, order: list[str] | None = None,
                   digits: int = 4) -> tuple[list[str], list[list[str]]]:
     """metrics.json → (header, rows): one row for all queries, then one per group.
 
-    Columns follow ``order`` (the run's ``eval.metrics``), then the rest by name and cut-off.
+    Columns follow ``order`` (the run's ``evaluate.metrics``), then the rest by name and cut-off.
     """
     names = metric_names(metrics)
     rank = {m: i for i, m in enumerate(order or [])}

@@ -56,7 +56,7 @@ def boost(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, exact:
           p: CooccurParams, include_archived: bool = False) -> pl.DataFrame:
     """(query_idx, node_idx, cooccur) bonus for every boosted node the query may see."""
     if "doc_id" not in nodes.columns:
-        log.warning("query.cooccur: nodes have no doc_id column, so no co-occurrence batches; boost skipped")
+        log.warning("cooccur: nodes have no doc_id column, so no co-occurrence batches; boost skipped")
         return pl.DataFrame(schema=SCHEMA)
     ok = eligible(nodes, p.require_title, p.exclude_types)
     docs = nodes["doc_id"].rank("dense").fill_null(0).to_numpy().astype(np.int64)
@@ -90,14 +90,14 @@ def run_stage(ctx, p: CooccurParams) -> object:
     from pipeline.stages import anchors
 
     cfg = ctx.cfg
-    if ctx.anchors is None and cfg.query.anchors:
-        ctx.anchors = anchors.find(ctx.nodes, ctx.queries, min_len=cfg.query.anchor_min_len,
-                                   energy=cfg.query.anchor_energy, include_archived=cfg.include_archived)
+    if ctx.anchors is None and cfg.anchors.enabled:
+        ctx.anchors = anchors.find(ctx.nodes, ctx.queries, min_len=cfg.anchors.min_len,
+                                   energy=cfg.anchors.energy, include_archived=cfg.include_archived)
     bonus = boost(ctx.cand, ctx.nodes, ctx.queries, ctx.anchors, p, cfg.include_archived)
     ctx.cand = merge(ctx.cand, bonus)
     ctx.run.log.add("cooccur_boosts", bonus.height)
     return ctx
 
 
-STAGE = Stage("cooccur", run_stage, enabled=lambda cfg: bool(cfg.query.cooccur.enabled),
-              params=lambda run: CooccurParams(**run.cfg.query.cooccur))
+STAGE = Stage("cooccur", run_stage, enabled=lambda cfg: bool(cfg.cooccur.enabled),
+              params=lambda run: CooccurParams(**run.cfg.cooccur))

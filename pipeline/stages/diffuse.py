@@ -43,6 +43,7 @@ class DiffusionParams:
     keep: int = 0  # graph hits kept per query (its `keep` largest; 0 = every node with energy > 0)
     entity_seed_share: float = 0.0  # part of the seed energy given to the query's own entity hubs
     speaker_seed_boost: float = 0.0  # seed_from × (1 + this) for units whose speaker the query names
+    residual_seeds: bool = True  # novelty's residual hits seed the diffusion too (BME)
 
 
 def _to_device(adj, inhib, e0, device: str):
@@ -128,21 +129,21 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
     return pl.concat(parts).cast(empty.schema) if parts else empty
 
 
-def _anchor_seeds(ctx) -> pl.DataFrame | None:
-    """Extra seeds: residual hits (``novelty.seed_diffusion``), exact-name anchors and their cross
+def _anchor_seeds(ctx, p: DiffusionParams) -> pl.DataFrame | None:
+    """Extra seeds: residual hits (``diffuse.residual_seeds``), exact-name anchors and their cross
     recall; the anchors are kept on the context for co-occurrence."""
     from pipeline.stages import anchors
 
     cfg, extra = ctx.cfg, []
-    if "residual" in ctx.cand.columns and cfg.novelty.seed_diffusion:
+    if "residual" in ctx.cand.columns and p.residual_seeds:
         extra.append(ctx.cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual"))
-    if cfg.query.anchors:
-        ctx.anchors = anchors.find(ctx.nodes, ctx.queries, min_len=cfg.query.anchor_min_len,
-                                   energy=cfg.query.anchor_energy, include_archived=cfg.include_archived)
+    if cfg.anchors.enabled:
+        ctx.anchors = anchors.find(ctx.nodes, ctx.queries, min_len=cfg.anchors.min_len,
+                                   energy=cfg.anchors.energy, include_archived=cfg.include_archived)
         extra.append(ctx.anchors)
         ctx.run.log.add("anchors", ctx.anchors.height)
-        if cfg.query.cross_recall:
-            extra.append(anchors.cross(ctx.anchors, ctx.graph, ctx.nodes, ctx.queries, mult=cfg.query.cross_mult,
+        if cfg.cross_recall.enabled:
+            extra.append(anchors.cross(ctx.anchors, ctx.graph, ctx.nodes, ctx.queries, mult=cfg.cross_recall.mult,
                                        include_archived=cfg.include_archived, now=ctx.now))
     return pl.concat([x.cast(anchors.SCHEMA) for x in extra]) if extra else None
 
@@ -151,7 +152,7 @@ def run_stage(ctx, p: DiffusionParams) -> object:
     """Diffuse from the group's seeds over its graph (and hubs); adds the ``graph`` component."""
     from pipeline.stages.fuse import join_component
 
-    seeds_extra = _anchor_seeds(ctx)
+    seeds_extra = _anchor_seeds(ctx, p)
     hub_seeds = hub_layer.query_seeds(ctx.queries, ctx.hub_graph, ctx.hub_params) if p.entity_seed_share > 0 else None
     hits = run(ctx.cand, ctx.nodes, ctx.queries, ctx.graph, p, ctx.run.device, ctx.cfg.include_archived, seeds_extra,
                ctx.hub_graph, hub_seeds, now=ctx.now)

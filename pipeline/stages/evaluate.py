@@ -32,7 +32,7 @@ def trec_key(metric: str) -> str:
         return f"{_CUT[m[1]]}_{m[2]}"
     if metric in _PLAIN:
         return _PLAIN[metric]
-    raise ConfigError(f"eval.metrics: {metric!r} is not a metric here; use recall@k, p@k, ndcg@k, map@k, "
+    raise ConfigError(f"evaluate.metrics: {metric!r} is not a metric here; use recall@k, p@k, ndcg@k, map@k, "
                       f"mrr, map or ndcg (k a positive integer)")
 
 

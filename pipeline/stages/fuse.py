@@ -22,7 +22,7 @@ NORMS = ("max", "minmax", "none")
 
 
 def _norm(col: str, how: str) -> pl.Expr:
-    choose(f"fusion.norm.{col}", how, NORMS)
+    choose(f"fuse.norm.{col}", how, NORMS)
     x = pl.col(col).fill_null(0.0).cast(pl.Float64)
     if how == "none":
         return x
@@ -37,7 +37,7 @@ def _weights(weights: dict, channels: list[str]) -> dict[str, float]:
     """Weights of the enabled channels (weights of disabled channels are ignored)."""
     missing = [c for c in channels if c not in weights]
     if missing:
-        raise ConfigError(f"fusion.weights has no weight for channels {missing}; add e.g. fusion.weights.{missing[0]}=0.5")
+        raise ConfigError(f"fuse.weights has no weight for channels {missing}; add e.g. fuse.weights.{missing[0]}=0.5")
     return {c: float(weights[c]) for c in channels}
 
 
@@ -81,8 +81,8 @@ def _options(fn) -> set[str]:
 
 def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.DataFrame:
     """Adds a ``fused`` column (float64) to the candidates. Options of the other method (a preset's
-    ``norm`` under ``fusion=rrf``, say) are ignored; unknown options are an error."""
-    choose("fusion.method", method, METHODS)
+    ``norm`` under ``fuse=rrf``, say) are ignored; unknown options are an error."""
+    choose("fuse.method", method, METHODS)
     mine = _options(METHODS[method])
     other = set().union(*(_options(f) for f in METHODS.values())) - mine
     unknown = sorted(set(params) - mine - other)
@@ -145,4 +145,4 @@ def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
     return out.with_columns(pl.col(column).fill_null(0.0))
 
 
-STAGE = Stage("fuse", run_stage, params=lambda run: OmegaConf.to_container(run.cfg.fusion, resolve=True))
+STAGE = Stage("fuse", run_stage, params=lambda run: OmegaConf.to_container(run.cfg.fuse, resolve=True))

@@ -136,4 +136,4 @@ def run_stage(ctx, p: NoveltyParams) -> object:
 
 
 STAGE = Stage("novelty", run_stage, enabled=lambda cfg: bool(cfg.novelty.enabled), params=lambda run: NoveltyParams(
-    **{k: v for k, v in OmegaConf.to_container(run.cfg.novelty).items() if k != "seed_diffusion"}))
+    **OmegaConf.to_container(run.cfg.novelty)))

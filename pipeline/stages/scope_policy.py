@@ -145,7 +145,7 @@ def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: Scope
     parts = {"scope": "scope_layer" in nodes.columns, "story": "story_time" in nodes.columns}
     for part, ok in parts.items():
         if not ok:
-            log.warning("scope.policy=bme: nodes have no %s column; the %s weights are skipped (factor 1)",
+            log.warning("scope_policy.policy=bme: nodes have no %s column; the %s weights are skipped (factor 1)",
                         "scope_layer" if part == "scope" else "story_time", part)
     out = Applied(cand)
     if not any(parts.values()) or cand.height == 0:
@@ -177,5 +177,5 @@ POLICIES: dict[str, Callable[..., Applied]] = {"none": lambda cand, nodes, queri
 
 def apply(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: ScopeParams) -> Applied:
     """Run the configured policy; the runner multiplies ``factors`` into the score and sorts by ``sort_by``."""
-    choose("scope.policy", p.policy, POLICIES)
+    choose("scope_policy.policy", p.policy, POLICIES)
     return POLICIES[p.policy](cand, nodes, queries, p)

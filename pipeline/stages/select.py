@@ -174,7 +174,7 @@ def run_stage(ctx, p: dict) -> object:
     doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
     sel = select(ctx.cand, int(cfg.k), SelectParams(**p, sort_by=tuple(ctx.policy.sort_by)), ctx.xb, ctx.run.device,
                  doc_idx)
-    pr = cfg.select.prob_recall
+    pr = cfg.prob_recall
     if pr.enabled:
         sel = probrecall.append(sel, nodes, ctx.queries, int(cfg.k), p=pr.p, min_importance=pr.min_importance,
                                 seed=cfg.seed, include_archived=cfg.include_archived)
@@ -184,4 +184,4 @@ def run_stage(ctx, p: dict) -> object:
     return ctx
 
 
-STAGE = Stage("select", run_stage, params=lambda run: {k: v for k, v in run.cfg.select.items() if k != "prob_recall"})
+STAGE = Stage("select", run_stage, params=lambda run: dict(run.cfg.select))
