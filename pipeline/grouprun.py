@@ -23,6 +23,7 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline import feedback, io, version
+from pipeline.channels import candidates
 from pipeline.errors import ConfigError
 from pipeline.stages import (anchors, channels, cooccur, diffuse, fuse, graph, hubs, novelty, probrecall, score,
                              scope_policy, signals)
@@ -165,7 +166,7 @@ def add_component(cand: pl.DataFrame, g: pl.DataFrame, column: str, enabled: lis
         if new.any():
             qi, ni = out["query_idx"].to_numpy()[new], out["node_idx"].to_numpy()[new]
             d = out["dense"].to_numpy().copy()
-            d[new] = channels.dense_pairs(*parts, xb, qi, ni)
+            d[new] = candidates.dense_pairs(*parts, xb, qi, ni)
             out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
     out = fuse.fuse(out.drop("fused"), enabled, fusion["method"], **{k: v for k, v in fusion.items() if k != "method"})
     return out.with_columns(pl.col(column).fill_null(0.0))
@@ -202,8 +203,8 @@ def _candidates(sh: Shared, g: Group, enabled: list[str]) -> tuple[pl.DataFrame,
         return pl.read_parquet(path), True
     dense_p = sh.const("dense", lambda: channels.DenseParams(**cfg.dense))
     lex_p = sh.const("lexical", lambda: channels.LexicalParams(**OmegaConf.to_container(cfg.lexical, resolve=True)))
-    cand = channels.generate(g.nodes, g.queries, enabled, g.xb, g.xparts, dense_p, lex_p, sh.device,
-                             cfg.seed, cfg.include_archived, g.part_q, g.part_w)
+    cand = candidates.generate(g.nodes, g.queries, enabled, g.xb, g.xparts, dense_p, lex_p, sh.device,
+                               cfg.seed, cfg.include_archived, g.part_q, g.part_w)
     io.write_parquet(path, cand)
     return cand, False
 
