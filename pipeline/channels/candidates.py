@@ -7,7 +7,6 @@ channel's list rank is kept for rank-based fusion. Output: one row per (query, n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -18,9 +17,6 @@ from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_dense, topk_long, topk_sparse
 from pipeline.progress import progress
-
-if TYPE_CHECKING:
-    from pipeline.stages.channels import DenseParams, LexicalParams
 
 CHANNELS = ("dense", "lexical")
 
@@ -59,13 +55,13 @@ def dense_pairs(xp: np.ndarray, part_q: np.ndarray, part_w: np.ndarray, xb: np.n
 @dataclass
 class DenseChannel:
     """The dense channel over node vectors ``xb`` and query-part vectors ``xq`` (part ``j`` belongs
-    to query ``part_q[j]`` with weight ``part_w[j]``)."""
+    to query ``part_q[j]`` with weight ``part_w[j]``); ``p`` is the stage's ``DenseParams``."""
 
     xb: np.ndarray
     xq: np.ndarray
     part_q: np.ndarray
     part_w: np.ndarray
-    p: DenseParams
+    p: object
     seed: int
     device: str
 
@@ -96,14 +92,15 @@ class DenseChannel:
 
 @dataclass
 class LexicalChannel:
-    """The lexical channel: the nodes' field tokens and the queries' terms, tokenised once per run."""
+    """The lexical channel: the nodes' field tokens and the queries' terms, tokenised once per run;
+    ``p`` is the stage's ``LexicalParams``."""
 
     tokens: lexical.Tokens
     q_terms: sp.csr_matrix
-    p: LexicalParams
+    p: object
 
     @classmethod
-    def tokenise(cls, nodes: pl.DataFrame, queries: pl.DataFrame, p: LexicalParams) -> LexicalChannel:
+    def tokenise(cls, nodes: pl.DataFrame, queries: pl.DataFrame, p) -> LexicalChannel:
         """Tokenise the nodes' fields (``node_fields``) and the query texts with ``p``'s tokenizer."""
         tok = lexical.make_tokenizer(p.stopwords, p.stemmer, p.tokenizer, p.cjk_bigrams, p.cjk_min_len)
         tokens = lexical.tokenize_fields(tok, node_fields(nodes), p.cjk_set)
@@ -149,10 +146,11 @@ def _scope_candidates(nodes_s: np.ndarray, qs: np.ndarray, dch: DenseChannel | N
 
 
 def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb: np.ndarray | None,
-             xq: np.ndarray | None, dense_p: DenseParams, lex_p: LexicalParams, device: str = "cpu",
+             xq: np.ndarray | None, dense_p, lex_p, device: str = "cpu",
              seed: int = 13, include_archived: bool = False, part_q: np.ndarray | None = None,
              part_w: np.ndarray | None = None) -> pl.DataFrame:
-    """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel.
+    """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel;
+    ``dense_p`` and ``lex_p`` are the ``channels`` stage's ``DenseParams`` and ``LexicalParams``.
 
     ``xq`` holds one vector per query, or — with ``part_q`` (query of each row) and ``part_w`` (its
     weight) — several per query (``pipeline.stages.query.plan``): their hits merge by max of w·cos.
