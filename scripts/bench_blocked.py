@@ -16,7 +16,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from pipeline.stages import blocked
+from pipeline.channels import blocked
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from pipeline import backend
+from pipeline.channels import candidates
 from pipeline.stages import channels, diffuse, fuse, graph, score
 from pipeline.stages.select import SelectParams, select
 from pipeline.synth.corpus import make
@@ -49,8 +50,8 @@ def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
     t["flat scan (floor)"] = time.perf_counter() - t0
     start = time.perf_counter()
     s = time.perf_counter()
-    cand = channels.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams(**cfg.dense),
-                             channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device)
+    cand = candidates.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams(**cfg.dense),
+                               channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device)
     t["channels"] = time.perf_counter() - s
     s = time.perf_counter()
     fp = OmegaConf.to_container(cfg.fuse)

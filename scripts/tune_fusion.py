@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from pipeline import backend, common, ingest
+from pipeline.channels import candidates
 from pipeline.stages import channels, evaluate, fuse
 from pipeline.stages.select import SelectParams, recall_rows, select
 from pipeline.stages.embed import embed_cached
@@ -36,8 +37,8 @@ def main(overrides: list[str]) -> None:
     nodes, queries = ingest.drop_empty(ds)
     enc, cache, xb, _ = embed_nodes(cfg, nodes, device)
     xq, _ = embed_cached(enc, queries["text"].to_list(), cache, device)
-    cand = channels.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams(**cfg.dense),
-                             channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device, cfg.seed)
+    cand = candidates.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams(**cfg.dense),
+                               channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device, cfg.seed)
     rows = []
     for lw, dn, ln in itertools.product(*GRID.values()):
         fused = fuse.fuse(cand, ["dense", "lexical"], "wsum", weights={"dense": 1 - lw, "lexical": lw},

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import tiny_ws_overrides
 from pipeline import runner
-from pipeline.stages import blocked, dense
+from pipeline.channels import blocked, dense
 
 
 def _data(n=2000, nq=50, d=32, seed=0):

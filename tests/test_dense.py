@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from pipeline.stages import dense
+from pipeline.channels import dense
 
 
 def _data(n=3000, d=32, nq=50, seed=0):

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.stages import lexical
+from pipeline.channels import lexical
 
 IDF_APPLE = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))  # N=3 docs, df(apple)=2 → ln 1.6
 

@@ -3,7 +3,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.stages.channels import dense_pairs
+from pipeline.channels.candidates import dense_pairs
 from pipeline.stages.query import intent_segments, plan
 
 
@@ -44,7 +44,8 @@ def test_dense_pairs_take_max_of_weighted_cosine():
 
 
 def test_bme_prefilter_per_part_top_n_positive_then_merged_by_max():
-    from pipeline.stages.channels import DenseParams, LexicalParams, generate
+    from pipeline.channels.candidates import generate
+    from pipeline.stages.channels import DenseParams, LexicalParams
 
     # nodes e0 e1 e2 e3; query 0 = part A (weight 0.7) = e0, part B (0.3) = 0.6·e1 + 0.8·e2
     xb = np.eye(4, dtype=np.float32)

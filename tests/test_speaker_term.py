@@ -4,8 +4,8 @@ import datetime as dt
 import polars as pl
 import pytest
 
+from pipeline.ops.speakers import speaker_in
 from pipeline.stages import score
-from pipeline.stages.speakers import speaker_in
 
 NOW = dt.datetime(2026, 1, 31, tzinfo=dt.timezone.utc)
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from pipeline.errors import ConfigError
 from pipeline.ops import tokenize
-from pipeline.stages import lexical
+from pipeline.channels import lexical
 
 
 def _words(text, tokenizer, stopwords="en", stemmer=None, **kw):

@@ -53,59 +53,65 @@ def _need(obj: dict, key: str, kind: type, where: str, row: str):
     return obj[key]
 
 
-def load(path: str, *, name: str = "locomo", conversations: list[str] | None = None,
-         limit_queries: int | None = None) -> Dataset:
-    """Load a LoCoMo file; ``conversations`` keeps only those ``sample_id``s."""
-    p = require_file(path, "LoCoMo file")
-    where = str(p)
-    data = read_json(p)
+def _conversation_ids(data: object, where: str, conversations: list[str] | None) -> list[str]:
+    """Each conversation's ``sample_id``; every id in ``conversations`` must be among them."""
     if not isinstance(data, list):
         raise DataError(where, "expected a JSON list of conversations", "pass locomo10.json or a slice of it")
-    skipped: Counter = Counter()
     ids = [_need(c, "sample_id", str, where, f"[{i}]") for i, c in enumerate(data)]
     if conversations is not None:
         missing = sorted(set(conversations) - set(ids))
         if missing:
             raise DataError(where, f"no conversation {missing} (have {ids})", "fix data.conversations",
                             field="sample_id")
-    nodes: list[dict] = []
-    edges: list[dict] = []
-    queries: list[dict] = []
-    qrels: list[dict] = []
-    for conv, sid in zip(data, ids):
-        if conversations is not None and sid not in conversations:
-            continue
-        turns = _need(conv, "conversation", dict, where, sid)
-        sessions = sorted(int(m.group(1)) for k in turns if (m := _SESSION.fullmatch(k)))
-        seq, prev, last_when, dias = 0, None, None, set()
-        for n in sessions:
-            srow = f"{sid} session_{n}"
-            when = _when(turns.get(f"session_{n}_date_time"), where, srow, f"session_{n}_date_time")
-            for j, turn in enumerate(_need(turns, f"session_{n}", list, where, sid)):
-                trow = f"{srow}[{j}]"
-                dia = _need(turn, "dia_id", str, where, trow)
-                speaker = _need(turn, "speaker", str, where, trow)
-                text = f"{speaker}: {_need(turn, 'text', str, where, trow)}"
-                if turn.get("blip_caption"):
-                    text += f" [shares image: {turn['blip_caption']}]"
-                node_id = f"{sid}:{dia}"
-                nodes.append({"node_id": node_id, "text": text, "doc_id": f"{sid}/session_{n}",
-                              "speaker": speaker, "seq": seq, "created_at": when, "title": None})
-                if prev is not None:
-                    edges.append({"src": prev, "dst": node_id, "relation": "next_turn", "weight": 1.0})
-                prev, seq, last_when = node_id, seq + 1, when
-                dias.add(dia)
-        for i, qa in enumerate(conv.get("qa") or []):
-            qrow, qid = f"{sid} qa[{i}]", f"{sid}:q{i}"
-            question = _need(qa, "question", str, where, qrow)
-            evidence = _need(qa, "evidence", list, where, qrow)
-            cat = qa.get("category")
-            queries.append({"query_id": qid, "text": question, "group": None if cat is None else str(cat),
-                            "doc_scope": [sid], "now": last_when})
-            for dia in evidence_ids(evidence, skipped):
-                if dia not in dias:
-                    skipped["evidence_turn_missing"] += 1
-                qrels.append({"query_id": qid, "node_id": f"{sid}:{dia}", "relevance": 1})
+    return ids
+
+
+def _turns(conv: dict, sid: str, where: str, nodes: list[dict], edges: list[dict]) -> tuple[dt.datetime | None, set]:
+    """Append the conversation's turns (in session order) to ``nodes`` and the ``next_turn`` chain to
+    ``edges``; returns (the last session's time, the ``dia_id``s seen)."""
+    turns = _need(conv, "conversation", dict, where, sid)
+    sessions = sorted(int(m.group(1)) for k in turns if (m := _SESSION.fullmatch(k)))
+    seq, prev, last_when, dias = 0, None, None, set()
+    for n in sessions:
+        srow = f"{sid} session_{n}"
+        when = _when(turns.get(f"session_{n}_date_time"), where, srow, f"session_{n}_date_time")
+        for j, turn in enumerate(_need(turns, f"session_{n}", list, where, sid)):
+            trow = f"{srow}[{j}]"
+            dia = _need(turn, "dia_id", str, where, trow)
+            speaker = _need(turn, "speaker", str, where, trow)
+            text = f"{speaker}: {_need(turn, 'text', str, where, trow)}"
+            if turn.get("blip_caption"):
+                text += f" [shares image: {turn['blip_caption']}]"
+            node_id = f"{sid}:{dia}"
+            nodes.append({"node_id": node_id, "text": text, "doc_id": f"{sid}/session_{n}",
+                          "speaker": speaker, "seq": seq, "created_at": when, "title": None})
+            if prev is not None:
+                edges.append({"src": prev, "dst": node_id, "relation": "next_turn", "weight": 1.0})
+            prev, seq, last_when = node_id, seq + 1, when
+            dias.add(dia)
+    return last_when, dias
+
+
+def _questions(conv: dict, sid: str, where: str, last_when: dt.datetime | None, dias: set, skipped: Counter,
+               queries: list[dict], qrels: list[dict]) -> None:
+    """Append the conversation's QA questions (asked at ``last_when``) to ``queries`` and their
+    evidence turns to ``qrels``; evidence naming no turn of the conversation is counted in ``skipped``."""
+    for i, qa in enumerate(conv.get("qa") or []):
+        qrow, qid = f"{sid} qa[{i}]", f"{sid}:q{i}"
+        question = _need(qa, "question", str, where, qrow)
+        evidence = _need(qa, "evidence", list, where, qrow)
+        cat = qa.get("category")
+        queries.append({"query_id": qid, "text": question, "group": None if cat is None else str(cat),
+                        "doc_scope": [sid], "now": last_when})
+        for dia in evidence_ids(evidence, skipped):
+            if dia not in dias:
+                skipped["evidence_turn_missing"] += 1
+            qrels.append({"query_id": qid, "node_id": f"{sid}:{dia}", "relevance": 1})
+
+
+def _frames(nodes: list[dict], edges: list[dict], queries: list[dict], qrels: list[dict],
+            where: str) -> dict[str, pl.DataFrame]:
+    """The four tables, typed and conformed to the schema."""
     ts = schema.TS
     frames = {
         "nodes": pl.DataFrame(nodes, schema={"node_id": pl.String, "text": pl.String, "doc_id": pl.String,
@@ -118,7 +124,27 @@ def load(path: str, *, name: str = "locomo", conversations: list[str] | None = N
         "qrels": pl.DataFrame(qrels, schema={"query_id": pl.String, "node_id": pl.String,
                                              "relevance": pl.Int32}),
     }
-    frames = {t: schema.conform(df, t, where=where) for t, df in frames.items()}
+    return {t: schema.conform(df, t, where=where) for t, df in frames.items()}
+
+
+def load(path: str, *, name: str = "locomo", conversations: list[str] | None = None,
+         limit_queries: int | None = None) -> Dataset:
+    """Load a LoCoMo file; ``conversations`` keeps only those ``sample_id``s."""
+    p = require_file(path, "LoCoMo file")
+    where = str(p)
+    data = read_json(p)
+    ids = _conversation_ids(data, where, conversations)
+    skipped: Counter = Counter()
+    nodes: list[dict] = []
+    edges: list[dict] = []
+    queries: list[dict] = []
+    qrels: list[dict] = []
+    for conv, sid in zip(data, ids):
+        if conversations is not None and sid not in conversations:
+            continue
+        last_when, dias = _turns(conv, sid, where, nodes, edges)
+        _questions(conv, sid, where, last_when, dias, skipped, queries, qrels)
+    frames = _frames(nodes, edges, queries, qrels, where)
     ds = Dataset(name=name, nodes=frames["nodes"], queries=frames["queries"], edges=frames["edges"],
                  qrels=frames["qrels"], fingerprints={where: sha256_file(p)}, skipped=skipped)
     return slice_queries(ds, limit_queries)

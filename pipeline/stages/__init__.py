@@ -1,1 +1,2 @@
-"""Pipeline stages: each module has a pure array core and a thin wrapper the runner calls."""
+"""Pipeline stages: one module per stage (and a few helpers that serve one stage only); array code
+that several stages share lives in ``pipeline.ops``, the candidate channels' in ``pipeline.channels``."""

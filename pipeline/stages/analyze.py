@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from pipeline.stages import lexical
+from pipeline.channels import lexical
 
 
 def topic_model(xb: np.ndarray, k: int = 20, mode: str = "abs", max_iter: int = 200,

@@ -11,10 +11,10 @@ from pipeline import backend
 from pipeline.errors import choose
 from pipeline.ops import diffusion
 from pipeline.ops.scope import scope_groups
+from pipeline.ops.speakers import named_for
 from pipeline.progress import progress
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
-from pipeline.stages.speakers import named_for
 from pipeline.stage import Stage
 
 METHODS = ("pedsa", "ppr", "expand", "none")

@@ -129,7 +129,7 @@ def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
     """The candidates with a new score component (graph energy, residual similarity) joined on;
     nodes it alone found get their exact cosine (when the dense channel is on), and everything is
     fused again with the other components at 0."""
-    from pipeline.stages.channels import dense_pairs
+    from pipeline.channels.candidates import dense_pairs
 
     enabled = list(ctx.cfg.channels)
     out = ctx.cand.join(hits, on=["query_idx", "node_idx"], how="full", coalesce=True)

@@ -100,7 +100,7 @@ def knn_edges(xb: np.ndarray | None, p: GraphParams) -> pl.DataFrame:
     """Each node → its k most similar nodes with cosine ≥ threshold (FAISS flat search)."""
     if p.knn_k <= 0 or xb is None or len(xb) < 2:
         return pl.DataFrame(schema=EDGE_SCHEMA)
-    from pipeline.stages import dense
+    from pipeline.channels import dense
 
     D, I = dense.search(dense.build_index(xb), xb, p.knn_k + 1)
     src = np.repeat(np.arange(len(xb)), I.shape[1])

@@ -81,7 +81,7 @@ def _group_pairs(nodes: pl.DataFrame, col: str) -> tuple[list[str], np.ndarray, 
 
 
 def _synonyms(keys: list[str], embed: Callable[[list[str]], np.ndarray], p: HubParams) -> sp.csr_matrix:
-    from pipeline.stages import dense
+    from pipeline.channels import dense
 
     h = len(keys)
     if p.synonym_k <= 0 or h < 2:

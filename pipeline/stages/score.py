@@ -14,7 +14,7 @@ from typing import Callable
 import polars as pl
 
 from pipeline.errors import ConfigError
-from pipeline.stages import speakers
+from pipeline.ops import speakers
 from pipeline.stage import Stage
 
 TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}

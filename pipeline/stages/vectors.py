@@ -28,7 +28,7 @@ def embed_nodes(cfg, nodes: pl.DataFrame, device: str):
         if cfg.embed.cache else None
     texts = embed_texts(nodes, cfg.embed.include_title)
     if cfg.dense.get("index") == "blocked":  # kept on disk as a memmapped .npy, keyed by content hash
-        from pipeline.stages.blocked import memmap_cached
+        from pipeline.channels.blocked import memmap_cached
 
         xb, n = memmap_cached(Path(cfg.cache_dir), cache_tag(encoder), texts,
                               lambda t: embed_cached(encoder, t, cache, device))

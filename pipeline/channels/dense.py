@@ -19,11 +19,11 @@ INDEXES = ("flat", "ivf", "hnsw", "blocked")
 def build_index(xb: np.ndarray, kind: str = "flat", *, nlist: int = 1024, nprobe: int = 16, hnsw_m: int = 32,
                 ef_search: int = 128, seed: int = 13, device: str = "cpu", block: int = 65536):
     """xb: (n, d) float32 → a FAISS index over it (inner product); ``blocked``: an exact scan of
-    ``xb`` (a memmap is fine) in blocks of ``block`` rows with a running top-k (``stages.blocked``)."""
+    ``xb`` (a memmap is fine) in blocks of ``block`` rows with a running top-k (``channels.blocked``)."""
     faiss = backend.import_faiss()
     choose("dense.index", kind, INDEXES)
     if kind == "blocked":
-        from pipeline.stages.blocked import BlockedIndex
+        from pipeline.channels.blocked import BlockedIndex
 
         return BlockedIndex(xb, block)
     n, d = xb.shape

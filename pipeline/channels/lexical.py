@@ -1,10 +1,11 @@
 """Field-weighted BM25 as sparse matrices: all queries of a scope scored in one sparse product.
 
 Tokenisation is bm25s's (stopwords, optional stemmer) with a script-aware word splitter
-(``pipeline.ops.tokenize``: English, per Han character, jieba, or ``auto`` by script). Scoring follows bm25s's ``lucene`` variant
-(``idf = ln(1 + (N − df + 0.5)/(df + 0.5))``, ``tf/(tf + k1·(1 − b + b·|d|/avgdl))``) with the
-field weighting of OKS/FTS5: ``tf = Σ_field w_field·tf_field`` while ``|d|`` counts the tokens of
-all fields. With only a body field of weight 1 this equals bm25s exactly (tests check it).
+(``pipeline.ops.tokenize``: English, per Han character, jieba, or ``auto`` by script). Scoring
+follows bm25s's ``lucene`` variant (``idf = ln(1 + (N − df + 0.5)/(df + 0.5))``,
+``tf/(tf + k1·(1 − b + b·|d|/avgdl))``) with the field weighting of OKS/FTS5:
+``tf = Σ_field w_field·tf_field`` while ``|d|`` counts the tokens of all fields. With only a body
+field of weight 1 this equals bm25s exactly (tests check it).
 """
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def stopword_list(names: str | None) -> list[str]:
         try:
             out |= dict.fromkeys(_infer_stopwords(name))
         except ValueError:
-            raise ConfigError(f"lexical.stopwords={names!r}: no stopword list {name!r}; use e.g. en, zh, en+zh or null") from None
+            raise ConfigError(f"lexical.stopwords={names!r}: no stopword list {name!r}; "
+                              "use e.g. en, zh, en+zh or null") from None
     return list(out)
 
 
