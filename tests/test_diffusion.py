@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pipeline.ops.diffusion import pedsa, ppr, topk_abs_mask
+from pipeline.ops.diffusion import pedsa, ppr
 
 
 def _sym(n, edges):
@@ -97,12 +97,6 @@ def test_batched_matches_reference_on_random_graphs():
             assert got[:, q] == pytest.approx(ref, abs=1e-9), f"trial {trial} query {q}"
 
 
-def test_topk_abs_mask_ties_by_row_order():
-    x = np.array([[0.5], [-0.5], [0.5], [0.1], [0.0]])
-    assert topk_abs_mask(x, 2)[:, 0].tolist() == [True, True, False, False, False]
-    assert topk_abs_mask(x, 10)[:, 0].tolist() == [True, True, True, True, False]
-
-
 def test_ppr_matches_networkx():
     import networkx as nx
 
@@ -120,11 +114,6 @@ def test_ppr_matches_networkx():
         ref = nx.pagerank(g, alpha=0.5, personalization={i: pers[i, q] for i in range(5)},
                           dangling={i: pers[i, q] for i in range(5)}, tol=1e-14, max_iter=1000)
         assert got[:, q] == pytest.approx([ref[i] for i in range(5)], abs=1e-8)
-
-
-def test_topk_abs_mask_per_column_k():
-    x = np.array([[0.9, 0.1], [0.5, 0.8], [0.7, 0.3]])
-    np.testing.assert_array_equal(topk_abs_mask(x, np.array([2, 0])), [[True, False], [False, False], [True, False]])
 
 
 def test_expand_bfs_hand_computed():

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pipeline import backend
 from pipeline.backend import bincount, namespaces
+from pipeline.ops.topk import topk_abs_mask, topk_entry_mask
 
 DENSE_MIN, DENSE_WORK = 64, 1 << 16  # ppr: a component this large, with size × queries this large, is
 # solved by a sparse × dense product; smaller work goes to the per-(query, component) operator
@@ -25,33 +26,6 @@ class SolverInfo:
     n_iter: int
     residual: float
     converged: bool
-
-
-def topk_abs_mask(x, k):
-    """Boolean (N, B) mask keeping each column's k largest |x| (ties: lower row index first), x≠0.
-
-    ``k`` is an int, or a (B,) integer array giving each column its own k.
-    """
-    xp, _ = namespaces(x)
-    n, b = x.shape
-    a = xp.abs(x)
-    if xp.ndim(k) == 0:
-        if k >= n:
-            return a > 0
-        thr = -xp.partition(-a, int(k) - 1, axis=0)[int(k) - 1]  # k-th largest |x| per column
-        kk = xp.full(b, int(k))
-    else:
-        kk = xp.asarray(k)
-        if b == 0:
-            return a > 0
-        srt = -xp.sort(-a, axis=0)
-        thr = srt[xp.clip(kk - 1, 0, n - 1), xp.arange(b)]
-        thr = xp.where(kk > 0, thr, xp.inf)
-    gt = a > thr
-    eq = a == thr
-    need = kk - gt.sum(axis=0)
-    keep_eq = eq & (xp.cumsum(eq, axis=0) <= need)
-    return (gt | keep_eq) & (a > 0)
 
 
 # ---------------------------------------------------------------- sparse helpers (xp-generic)
@@ -94,86 +68,6 @@ def _rows_csr(sp, xp, q, i, v, shape):
     """CSR matrix from entries already grouped by row ``q`` (ascending)."""
     indptr = xp.searchsorted(q, xp.arange(shape[0] + 1), side="left")
     return sp.csr_matrix((v, i, indptr), shape=shape)
-
-
-def _bins(xp, a):
-    """Monotone histogram bin of every |E| (0 = largest): the float's exponent and top 3 mantissa
-    bits below the largest, at most ``nb - 1``. Returns (bins, nb, to_value) where ``to_value``
-    maps a bin to the smallest value it holds (None for float widths other than 32/64 bits)."""
-    nb = 256
-    shift = {4: 20, 8: 49}.get(a.dtype.itemsize)
-    if shift is None:  # one bin, i.e. a full sort
-        return xp.zeros(a.shape, xp.int64), nb, None
-    ity = xp.int32 if a.dtype.itemsize == 4 else xp.int64
-    g = a.view(ity) >> shift
-    gmax = int(g.max())
-    bins = xp.minimum(gmax - g, nb - 1).astype(xp.int64)
-
-    def to_value(t):  # bins ≤ t ⇔ value ≥ to_value(t); the last bin holds everything down to 0
-        low = ((gmax - xp.minimum(t, nb - 1)) << shift).astype(ity).view(a.dtype)
-        return xp.where(t >= nb - 1, 0, low)
-    return bins, nb, to_value
-
-
-def _boundary(xp, q, bins, nb: int, k: int, b: int):
-    """Per row: the bin holding its k-th largest entry (``nb`` when the row has at most k) and how
-    many entries it still needs from that bin."""
-    hist = bincount(q * nb + bins, minlength=b * nb).reshape(b, nb)
-    cum = xp.cumsum(hist, axis=1)
-    tb = xp.where(cum[:, -1] > k, xp.argmax(cum >= k, axis=1), nb)
-    t = xp.minimum(tb, nb - 1)
-    r = xp.arange(b)
-    return tb, k - (cum[r, t] - hist[r, t])
-
-
-def _topk_rows(xp, q, i, a, k: int, b: int, cnt=None):
-    """Boolean mask over entries (query ``q``, node ``i``, |E| ``a``; any order) keeping each
-    query's ``k`` largest ``a``, ties by lower node. ``cnt``: entries per query, if known.
-
-    Exact, without sorting every entry: a histogram over monotone bins of ``a`` finds each query's
-    boundary bin and only that bin is sorted. Long rows are first cut to the entries at or above
-    a threshold taken from every 8th entry, kept only where at least k entries pass it.
-    """
-    if cnt is None:
-        cnt = bincount(q, minlength=b)
-    over_row = cnt > k
-    if not bool(over_row.any()):
-        return xp.ones(q.shape, bool)
-    if bool(((cnt > 0) & ~over_row).any()):  # rank only the entries of the rows that need pruning
-        sub = xp.nonzero(over_row[q])[0]
-        slot = xp.cumsum(over_row) - 1  # the pruned rows, renumbered 0…
-        keep = xp.ones(q.shape, bool)
-        keep[sub] = _topk_rows(xp, slot[q[sub]], i[sub], a[sub], k, int(over_row.sum()))
-        return keep
-    q = q.astype(xp.int64)
-    if q.size > 32 * k * b:  # long rows: a sampled threshold first
-        step = 8
-        sq, sa = q[::step], a[::step]
-        sbins, nb, to_value = _bins(xp, sa)
-        if to_value is not None:
-            tb, _ = _boundary(xp, sq, sbins, nb, 2 * (k // step) + 4, b)
-            thr = to_value(tb)
-            cand = a >= thr[q]
-            short = bincount(q[cand], minlength=b) < k  # threshold too high: keep the whole row
-            if bool(short.any()):
-                cand |= short[q]
-            cand = xp.nonzero(cand)[0]
-            keep = xp.zeros(q.shape, bool)
-            keep[cand] = _topk_rows(xp, q[cand], i[cand], a[cand], k, b)
-            return keep
-    bins, nb, _ = _bins(xp, a)
-    tb, need = _boundary(xp, q, bins, nb, k, b)
-    bt = tb[q]
-    keep = bins < bt
-    edge = xp.nonzero(bins == bt)[0]
-    if edge.size:
-        qe = q[edge]
-        order = xp.lexsort(xp.stack([i[edge].astype(xp.float64), -a[edge].astype(xp.float64),
-                                     qe.astype(xp.float64)]))
-        qs = qe[order]
-        rank = xp.arange(edge.size) - xp.searchsorted(qs, qs, side="left")
-        keep[edge[order[rank < need[qs]]]] = True
-    return keep
 
 
 # ---------------------------------------------------------------- PEDSA
@@ -242,14 +136,14 @@ def pedsa(adj, inhib, e0, *, steps: int = 2, decay: float = 0.6, alpha: float = 
                 extra, cnt = None, None
         # with ``extra`` left over, rank the graph's entries first and the seeds with the survivors
         # (teleport changes only seed entries, so the top-k of the rest is not affected)
-        keep = (xp.nonzero(_topk_rows(xp, q, i, a, top_k, b, cnt))[0] if top_k < n else xp.arange(q.size))
+        keep = (xp.nonzero(topk_entry_mask(xp, q, i, a, top_k, b, cnt))[0] if top_k < n else xp.arange(q.size))
         q, i, v, a = q[keep], i[keep], v[keep], a[keep]
         ok = (a >= min_energy) & (a > 0)
         q, i, v = q[ok], i[ok], v[ok]
         if extra is not None:
             q, i, v = (xp.concatenate([x, e]) for x, e in zip((q, i, v), extra))
             if top_k < n:
-                keep = _topk_rows(xp, q, i, xp.abs(v), top_k, b)
+                keep = topk_entry_mask(xp, q, i, xp.abs(v), top_k, b)
                 q, i, v = q[keep], i[keep], v[keep]
         by = xp.argsort(q, kind="stable")  # two sorted runs: the graph's entries, then the seeds'
         q, i, v = q[by], i[by], v[by]

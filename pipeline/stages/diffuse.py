@@ -11,6 +11,7 @@ from pipeline import backend
 from pipeline.errors import choose
 from pipeline.ops import diffusion
 from pipeline.ops.scope import scope_groups
+from pipeline.ops.topk import topk_abs_mask
 from pipeline.progress import progress
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
@@ -121,7 +122,7 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
                 out, _info = diffusion.ppr(a, e, damping=p.damping, max_iter=p.max_iter)
             out = np.asarray(out.get() if hasattr(out, "get") else out)[:len(rows)]
             if p.keep and len(rows) > p.keep:  # PPR reaches a whole component: keep each query's top nodes
-                out = np.where(diffusion.topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
+                out = np.where(topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
             r, c = np.nonzero(out > 0)
             parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]}))
     return pl.concat(parts).cast(empty.schema) if parts else empty
