@@ -1,11 +1,11 @@
 """Batched graph diffusion (PEDSA, PPR) vs per-query loops, on the 2Wiki mention graph and a synthetic power-law graph.
 
 Methods (time per query):
-  batched PEDSA     ``pipeline.ops.diffusion.pedsa`` over blocks of ``--pedsa-block`` queries: sparse (N, B)
+  batched PEDSA     ``pipeline.ops.pedsa.pedsa`` over blocks of ``--pedsa-block`` queries: sparse (N, B)
                     float32 seeds in, sparse results out (sparse frontier, sparse × sparse products)
-  batched PPR       ``pipeline.ops.diffusion.ppr`` over blocks of ``--ppr-block`` queries, damping 0.5, tol 1e-6:
+  batched PPR       ``pipeline.ops.ppr.ppr`` over blocks of ``--ppr-block`` queries, damping 0.5, tol 1e-6:
                     sparse seeds in, dense (N, B) float32 scores out (solved on the seeds' components)
-  PEDSA reference   ST-BME's per-query dict loop (``tests/test_diffusion.py::pedsa_reference``) with the
+  PEDSA reference   ST-BME's per-query dict loop (``tests/reference.py::pedsa_reference``) with the
                     adjacency lists built once per graph instead of once per call; it is checked against
                     the literal test function on a few queries
   igraph PPR        ``Graph.personalized_pagerank(damping=0.5, reset=<seed weights>, weights="weight",
@@ -43,9 +43,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from pipeline.ops.diffusion import pedsa, ppr  # noqa: E402
+from pipeline.ops.pedsa import pedsa  # noqa: E402
+from pipeline.ops.ppr import ppr  # noqa: E402
 from pipeline.stages import graph  # noqa: E402
-from test_diffusion import adjacency_lists, pedsa_lists, pedsa_reference  # noqa: E402
+from reference import adjacency_lists, pedsa_lists, pedsa_reference  # noqa: E402
 
 CORPUS = Path("/work/shared/data/hipporag/2wikimultihopqa_corpus.json.gz")
 MAX_BLOCK_ELEMS = 2 ** 26  # N×B float32 per block at most (ppr's dense output)

@@ -54,7 +54,7 @@ def test_cugraph_pagerank_leiden_components_match_cpu():
     import scipy.sparse as sp
 
     from pipeline.ops import graphalgo
-    from pipeline.ops.diffusion import components
+    from pipeline.ops.ppr import components
 
     rng = np.random.default_rng(5)
     n, m = 2000, 6000
@@ -85,7 +85,8 @@ def test_pedsa_and_ppr_cupy_match_scipy():
     import cupyx.scipy.sparse as cusp
     import scipy.sparse as sp
 
-    from pipeline.ops.diffusion import pedsa, ppr
+    from pipeline.ops.pedsa import pedsa
+    from pipeline.ops.ppr import ppr
 
     rng = np.random.default_rng(3)
     n, m, b = 500, 3000, 16

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from pipeline import backend
 from pipeline.ops import graphalgo
-from pipeline.ops.diffusion import components
+from pipeline.ops.ppr import components
 
 # 0→1, 0→2 (twice: weights add), 1→2, 2→0, 2→3; 3 dangling; 4 and 5 isolated
 SRC = np.array([0, 0, 0, 1, 2, 2])

@@ -1,27 +1,9 @@
-"""Top-k tie rules and doc_scope grouping."""
+"""doc_scope grouping (the top-k tie rules are in test_topk.py)."""
 import numpy as np
 
 import polars as pl
 
 from pipeline.ops.scope import in_scope, scope_groups
-from pipeline.ops.topk import topk_dense, topk_long
-
-
-def test_topk_breaks_ties_by_item_index_and_ranks_from_one():
-    qi = np.array([0, 0, 0, 1, 1])
-    di = np.array([5, 2, 9, 3, 1])
-    sc = np.array([0.5, 0.5, 0.9, 0.1, 0.2], dtype=np.float32)
-    q, d, s, r = topk_long(qi, di, sc, k=2)
-    assert q.tolist() == [0, 0, 1, 1]
-    assert d.tolist() == [9, 2, 1, 3]
-    assert r.tolist() == [1, 2, 1, 2]
-
-
-def test_topk_dense_drops_padding():
-    D = np.array([[0.3, 0.3, -1.0]], dtype=np.float32)
-    I = np.array([[7, 4, -1]])
-    q, d, s, r = topk_dense(D, I, k=5)
-    assert d.tolist() == [4, 7] and r.tolist() == [1, 2]
 
 
 def test_scope_prefix_rule():

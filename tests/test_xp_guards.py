@@ -10,7 +10,9 @@ import pytest
 import scipy.sparse as sp
 
 from pipeline import backend
-from pipeline.ops.diffusion import _segment_ids, pedsa, ppr
+from pipeline.ops.pedsa import pedsa
+from pipeline.ops.ppr import ppr
+from pipeline.ops.sparse_entries import segment_ids
 
 _np_bincount = np.bincount
 
@@ -47,10 +49,10 @@ def test_bincount_guard_empty_and_one_element():
 
 
 def test_segment_ids_one_row_no_rows_and_empty_rows():
-    assert _segment_ids(np, np.array([0, 3]), 3).tolist() == [0, 0, 0]  # one row: indptr[1:-1] is empty
-    assert _segment_ids(np, np.array([0]), 0).tolist() == []  # no rows
-    assert _segment_ids(np, np.array([0, 0]), 0).tolist() == []  # one empty row
-    assert _segment_ids(np, np.array([0, 0, 2, 2, 3]), 3).tolist() == [1, 1, 3]  # empty rows 0 and 2
+    assert segment_ids(np, np.array([0, 3]), 3).tolist() == [0, 0, 0]  # one row: indptr[1:-1] is empty
+    assert segment_ids(np, np.array([0]), 0).tolist() == []  # no rows
+    assert segment_ids(np, np.array([0, 0]), 0).tolist() == []  # one empty row
+    assert segment_ids(np, np.array([0, 0, 2, 2, 3]), 3).tolist() == [1, 1, 3]  # empty rows 0 and 2
 
 
 def test_pedsa_one_query():

@@ -14,16 +14,7 @@ from typing import Callable
 import numpy as np
 
 from pipeline import io
-
-
-def _topk(s: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Best k of scores ``s`` (nq, b) whose columns are ids ``ids``, ordered by score desc, id asc."""
-    ids = np.broadcast_to(ids, s.shape)  # a view when ids is one row
-    if s.shape[1] > k:
-        part = np.argpartition(-s, k - 1, axis=1)[:, :k]
-        s, ids = np.take_along_axis(s, part, 1), np.take_along_axis(ids, part, 1)
-    order = np.lexsort((ids, -s), axis=1)
-    return np.take_along_axis(s, order, 1), np.take_along_axis(ids, order, 1)
+from pipeline.ops.topk import topk_by_row
 
 
 def search(xb: np.ndarray, xq: np.ndarray, k: int, block: int = 65536,
@@ -45,9 +36,9 @@ def search(xb: np.ndarray, xq: np.ndarray, k: int, block: int = 65536,
         ids = np.arange(s, s + len(xs), dtype=np.int64)
         parts = []
         for q in range(0, nq, qstep):
-            bd, bi = _topk(xq[q:q + qstep] @ xs.T, ids, k)
-            parts.append(_topk(np.concatenate([D[q:q + qstep], bd], 1), np.concatenate([I[q:q + qstep], bi], 1), k)
-                         if D.shape[1] else (bd, bi))
+            bd, bi = topk_by_row(xq[q:q + qstep] @ xs.T, ids, k)
+            parts.append(topk_by_row(np.concatenate([D[q:q + qstep], bd], 1),
+                                     np.concatenate([I[q:q + qstep], bi], 1), k) if D.shape[1] else (bd, bi))
         D, I = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     return D, I
 

@@ -3,9 +3,9 @@
 Each function takes the device: with ``device="cuda"`` it runs on cuGraph when ``cugraph`` imports,
 written against cuGraph's documented API (``cugraph.Graph`` + ``from_cudf_edgelist``,
 ``cugraph.pagerank``, ``cugraph.leiden``); otherwise (or when the import fails, logged once in
-``backend.FALLBACKS``) on the CPU: PageRank by ``ops.diffusion.ppr``, Leiden by igraph + leidenalg.
+``backend.FALLBACKS``) on the CPU: PageRank by ``ops.ppr.ppr``, Leiden by igraph + leidenalg.
 ``backend.GRAPH_IMPL`` records which library computed each, for the manifest. The third, weakly
-connected components, is ``ops.diffusion.components`` (PPR restricts each query to its seeds'
+connected components, is ``ops.ppr.components`` (PPR restricts each query to its seeds'
 components), with the same dispatch.
 
 cuGraph's graph holds only the vertices named in its edge list, so isolated nodes are added back
@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline import backend
-from pipeline.ops.diffusion import ppr
+from pipeline.ops.ppr import ppr
 
 log = logging.getLogger(__name__)
 

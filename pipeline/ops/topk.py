@@ -1,7 +1,19 @@
-"""Per-query top-k over long-format (query, item, score) triples, ties broken by item index."""
+"""Every per-query top-k of the pipeline, each with the tie rule its callers rely on.
+
+- ``topk_long`` / ``topk_sparse`` / ``topk_dense``: long (query, item, score) triples on the host,
+  ties by ascending item index, ranks from 1 (candidate channels, novelty).
+- ``topk_by_row``: the best k of a dense (nq, b) score block with column ids (the blocked dense scan
+  and its running merge).
+- ``topk_abs_mask``: a dense (N, B) mask of each column's k largest |x| (expand, the diffusion stage's
+  ``keep``); xp-generic.
+- ``topk_entry_mask``: a mask over (query, node, |E|) entries of a sparse matrix, exact without
+  sorting every entry (PEDSA's frontier); xp-generic.
+"""
 from __future__ import annotations
 
 import numpy as np
+
+from pipeline.backend import bincount, namespaces
 
 
 def topk_long(qi: np.ndarray, di: np.ndarray, score: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
@@ -35,3 +47,120 @@ def topk_dense(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
     di, sc = ids.reshape(-1).astype(np.int64), scores.reshape(-1).astype(np.float32)
     m = di >= 0
     return topk_long(qi[m], di[m], sc[m], k)
+
+
+def topk_by_row(s: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best k of scores ``s`` (nq, b) whose columns are ids ``ids``, ordered by score desc, id asc.
+
+    The cut is an ``argpartition``: which of several entries tied at the k-th score stay is not
+    ruled by id (unlike ``topk_long``), in exchange for no full sort of the block."""
+    ids = np.broadcast_to(ids, s.shape)  # a view when ids is one row
+    if s.shape[1] > k:
+        part = np.argpartition(-s, k - 1, axis=1)[:, :k]
+        s, ids = np.take_along_axis(s, part, 1), np.take_along_axis(ids, part, 1)
+    order = np.lexsort((ids, -s), axis=1)
+    return np.take_along_axis(s, order, 1), np.take_along_axis(ids, order, 1)
+
+
+def topk_abs_mask(x, k):
+    """Boolean (N, B) mask keeping each column's k largest |x| (ties: lower row index first), x≠0.
+
+    ``k`` is an int, or a (B,) integer array giving each column its own k; k ≤ 0 keeps nothing.
+    """
+    xp, _ = namespaces(x)
+    n, b = x.shape
+    a = xp.abs(x)
+    kk = xp.broadcast_to(xp.asarray(k), (b,))
+    if n == 0 or b == 0:
+        return a > 0
+    top = min(int(kk.max()), n)
+    if top <= 0:
+        return xp.zeros(a.shape, bool)
+    srt = -xp.sort(xp.partition(-a, top - 1, axis=0)[:top], axis=0)  # each column's top largest |x|
+    thr = srt[xp.clip(kk - 1, 0, top - 1), xp.arange(b)]  # k-th largest (the smallest when k ≥ n)
+    thr = xp.where(kk > 0, thr, xp.inf)
+    gt = a > thr
+    eq = a == thr
+    need = kk - gt.sum(axis=0)
+    keep_eq = eq & (xp.cumsum(eq, axis=0) <= need)
+    return (gt | keep_eq) & (a > 0)
+
+
+def _bins(xp, a):
+    """Monotone histogram bin of every |E| (0 = largest): the float's exponent and top 3 mantissa
+    bits below the largest, at most ``nb - 1``. Returns (bins, nb, to_value) where ``to_value``
+    maps a bin to the smallest value it holds (None for float widths other than 32/64 bits)."""
+    nb = 256
+    shift = {4: 20, 8: 49}.get(a.dtype.itemsize)
+    if shift is None:  # one bin, i.e. a full sort
+        return xp.zeros(a.shape, xp.int64), nb, None
+    ity = xp.int32 if a.dtype.itemsize == 4 else xp.int64
+    g = a.view(ity) >> shift
+    gmax = int(g.max())
+    bins = xp.minimum(gmax - g, nb - 1).astype(xp.int64)
+
+    def to_value(t):  # bins ≤ t ⇔ value ≥ to_value(t); the last bin holds everything down to 0
+        low = ((gmax - xp.minimum(t, nb - 1)) << shift).astype(ity).view(a.dtype)
+        return xp.where(t >= nb - 1, 0, low)
+    return bins, nb, to_value
+
+
+def _boundary(xp, q, bins, nb: int, k: int, b: int):
+    """Per row: the bin holding its k-th largest entry (``nb`` when the row has at most k) and how
+    many entries it still needs from that bin."""
+    hist = bincount(q * nb + bins, minlength=b * nb).reshape(b, nb)
+    cum = xp.cumsum(hist, axis=1)
+    tb = xp.where(cum[:, -1] > k, xp.argmax(cum >= k, axis=1), nb)
+    t = xp.minimum(tb, nb - 1)
+    r = xp.arange(b)
+    return tb, k - (cum[r, t] - hist[r, t])
+
+
+def topk_entry_mask(xp, q, i, a, k: int, b: int, cnt=None):
+    """Boolean mask over entries (query ``q``, node ``i``, |E| ``a``; any order) keeping each
+    query's ``k`` largest ``a``, ties by lower node. ``cnt``: entries per query, if known.
+
+    Exact, without sorting every entry: a histogram over monotone bins of ``a`` finds each query's
+    boundary bin and only that bin is sorted. Long rows are first cut to the entries at or above
+    a threshold taken from every 8th entry, kept only where at least k entries pass it.
+    """
+    if cnt is None:
+        cnt = bincount(q, minlength=b)
+    over_row = cnt > k
+    if not bool(over_row.any()):
+        return xp.ones(q.shape, bool)
+    if bool(((cnt > 0) & ~over_row).any()):  # rank only the entries of the rows that need pruning
+        sub = xp.nonzero(over_row[q])[0]
+        slot = xp.cumsum(over_row) - 1  # the pruned rows, renumbered 0…
+        keep = xp.ones(q.shape, bool)
+        keep[sub] = topk_entry_mask(xp, slot[q[sub]], i[sub], a[sub], k, int(over_row.sum()))
+        return keep
+    q = q.astype(xp.int64)
+    if q.size > 32 * k * b:  # long rows: a sampled threshold first
+        step = 8
+        sq, sa = q[::step], a[::step]
+        sbins, nb, to_value = _bins(xp, sa)
+        if to_value is not None:
+            tb, _ = _boundary(xp, sq, sbins, nb, 2 * (k // step) + 4, b)
+            thr = to_value(tb)
+            cand = a >= thr[q]
+            short = bincount(q[cand], minlength=b) < k  # threshold too high: keep the whole row
+            if bool(short.any()):
+                cand |= short[q]
+            cand = xp.nonzero(cand)[0]
+            keep = xp.zeros(q.shape, bool)
+            keep[cand] = topk_entry_mask(xp, q[cand], i[cand], a[cand], k, b)
+            return keep
+    bins, nb, _ = _bins(xp, a)
+    tb, need = _boundary(xp, q, bins, nb, k, b)
+    bt = tb[q]
+    keep = bins < bt
+    edge = xp.nonzero(bins == bt)[0]
+    if edge.size:
+        qe = q[edge]
+        order = xp.lexsort(xp.stack([i[edge].astype(xp.float64), -a[edge].astype(xp.float64),
+                                     qe.astype(xp.float64)]))
+        qs = qe[order]
+        rank = xp.arange(edge.size) - xp.searchsorted(qs, qs, side="left")
+        keep[edge[order[rank < need[qs]]]] = True
+    return keep

@@ -9,9 +9,12 @@ import polars as pl
 
 from pipeline import backend
 from pipeline.errors import choose
-from pipeline.ops import diffusion
+from pipeline.ops.expand import expand
+from pipeline.ops.pedsa import pedsa
+from pipeline.ops.ppr import ppr
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.speakers import named_for
+from pipeline.ops.topk import topk_abs_mask
 from pipeline.progress import progress
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
@@ -114,16 +117,16 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
                 e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
             a, i, e = _to_device(adj, inhib, e0, device)
             if p.method == "pedsa":
-                out = diffusion.pedsa(a, i, e, steps=p.steps, decay=p.decay, alpha=p.alpha,
-                                      inhibit_mult=p.inhibit_mult, clamp=p.clamp, min_energy=p.min_energy,
-                                      top_k=p.top_k, seeds_in_result=p.seeds_in_result)
+                out = pedsa(a, i, e, steps=p.steps, decay=p.decay, alpha=p.alpha,
+                            inhibit_mult=p.inhibit_mult, clamp=p.clamp, min_energy=p.min_energy,
+                            top_k=p.top_k, seeds_in_result=p.seeds_in_result)
             elif p.method == "expand":
-                out = diffusion.expand(a, i, e, depth=p.depth, decay=p.decay, budget=p.budget)
+                out = expand(a, i, e, depth=p.depth, decay=p.decay, budget=p.budget)
             else:
-                out, _info = diffusion.ppr(a, e, damping=p.damping, max_iter=p.max_iter)
+                out, _info = ppr(a, e, damping=p.damping, max_iter=p.max_iter)
             out = np.asarray(out.get() if hasattr(out, "get") else out)[:len(rows)]
             if p.keep and len(rows) > p.keep:  # PPR reaches a whole component: keep each query's top nodes
-                out = np.where(diffusion.topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
+                out = np.where(topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
             r, c = np.nonzero(out > 0)
             parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]}))
     return pl.concat(parts).cast(empty.schema) if parts else empty

@@ -1,0 +1,40 @@
+"""The stored entries of an (N, B) matrix as (query, node, value) triplets and back, for PEDSA and PPR.
+
+A query is a column of the matrix; triplets are grouped by query. Every helper takes ``xp``/``sp``
+(numpy + scipy.sparse, or cupy + cupyx.scipy.sparse) so one code path serves the CPU and the GPU.
+"""
+from __future__ import annotations
+
+from pipeline.backend import bincount
+
+
+def is_sparse(x) -> bool:
+    """True for a scipy or cupyx sparse matrix, False for a dense array."""
+    return hasattr(x, "tocsr")
+
+
+def segment_ids(xp, indptr, total: int):
+    """Row of every stored entry of a CSR structure: ``repeat(arange(rows), diff(indptr))``."""
+    dt = xp.int32 if total < 2 ** 31 else xp.int64
+    # cupy.repeat takes no array of counts: count the rows starting at each entry and add them up
+    # (one code path for numpy and cupy; one row gives an empty ``indptr[1:-1]``)
+    starts = bincount(indptr[1:-1], minlength=total + 1)[:total]
+    return xp.cumsum(starts, dtype=dt)
+
+
+def triplets(xp, sp, x):
+    """(query, node, value) of the nonzeros of an (N, B) dense or sparse matrix, sorted by (query, node)."""
+    if is_sparse(x):
+        t = sp.csr_matrix(x.T)
+        t.sum_duplicates()
+        q, i, v = segment_ids(xp, t.indptr, t.nnz), t.indices, t.data
+        nz = v != 0
+        return q[nz], i[nz], v[nz]
+    q, i = xp.nonzero(x.T)
+    return q, i, x[i, q]
+
+
+def rows_csr(sp, xp, q, i, v, shape):
+    """CSR matrix from entries already grouped by row ``q`` (ascending)."""
+    indptr = xp.searchsorted(q, xp.arange(shape[0] + 1), side="left")
+    return sp.csr_matrix((v, i, indptr), shape=shape)

@@ -1,0 +1,95 @@
+"""Every top-k of ``ops/topk.py``: tie rules by hand, and parity with a sort-based reference on
+inputs that reach every code path (ties, per-column k, k = 0, long rows, float32 and float64)."""
+import numpy as np
+import pytest
+
+from pipeline.ops.topk import topk_abs_mask, topk_by_row, topk_dense, topk_entry_mask, topk_long
+from reference import topk_reference
+
+
+def test_topk_breaks_ties_by_item_index_and_ranks_from_one():
+    qi = np.array([0, 0, 0, 1, 1])
+    di = np.array([5, 2, 9, 3, 1])
+    sc = np.array([0.5, 0.5, 0.9, 0.1, 0.2], dtype=np.float32)
+    q, d, s, r = topk_long(qi, di, sc, k=2)
+    assert q.tolist() == [0, 0, 1, 1]
+    assert d.tolist() == [9, 2, 1, 3]
+    assert r.tolist() == [1, 2, 1, 2]
+
+
+def test_topk_dense_drops_padding():
+    D = np.array([[0.3, 0.3, -1.0]], dtype=np.float32)
+    I = np.array([[7, 4, -1]])
+    q, d, s, r = topk_dense(D, I, k=5)
+    assert d.tolist() == [4, 7] and r.tolist() == [1, 2]
+
+
+def test_topk_abs_mask_ties_by_row_order():
+    x = np.array([[0.5], [-0.5], [0.5], [0.1], [0.0]])
+    assert topk_abs_mask(x, 2)[:, 0].tolist() == [True, True, False, False, False]
+    assert topk_abs_mask(x, 10)[:, 0].tolist() == [True, True, True, True, False]
+
+
+def test_topk_abs_mask_per_column_k():
+    x = np.array([[0.9, 0.1], [0.5, 0.8], [0.7, 0.3]])
+    np.testing.assert_array_equal(topk_abs_mask(x, np.array([2, 0])), [[True, False], [False, False], [True, False]])
+
+
+def test_topk_abs_mask_k_zero_keeps_nothing():
+    x = np.array([[0.5, 0.2], [-0.7, 0.0], [0.1, 0.3]])
+    assert not topk_abs_mask(x, 0).any()
+    assert not topk_abs_mask(x, np.int64(0)).any()
+    assert not topk_abs_mask(x, -1).any()
+    # |x| per column: 0.5, 0.7, 0.1 and 0.2, 0, 0.3
+    np.testing.assert_array_equal(topk_abs_mask(x, 1), [[False, False], [True, False], [False, True]])
+    np.testing.assert_array_equal(topk_abs_mask(x, np.array([0, 1])), [[False, False], [False, False], [False, True]])
+    np.testing.assert_array_equal(topk_abs_mask(x, 3), [[True, True], [True, False], [True, True]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_topk_abs_mask_matches_reference(dtype):
+    rng = np.random.default_rng(3)
+    for trial in range(30):
+        n, b = int(rng.integers(1, 40)), int(rng.integers(1, 6))
+        x = (rng.integers(-4, 5, size=(n, b)) * 0.25).astype(dtype)  # many ties and zeros
+        for k in (0, 1, int(rng.integers(1, n + 1)), n, n + 3, rng.integers(0, n + 2, size=b)):
+            got = topk_abs_mask(x, k)
+            for q in range(b):
+                kq = int(k[q]) if np.ndim(k) else k
+                want = topk_reference(np.abs(x[:, q]).tolist(), kq)
+                assert np.flatnonzero(got[:, q]).tolist() == want, f"trial {trial} k {k} column {q}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k, per_row", [(1, 5), (3, 400), (20, 60), (50, 20)])
+def test_topk_entry_mask_matches_reference(dtype, k, per_row):
+    """Entries in any order; rows far longer than k take the sampled-threshold path, rows of at most
+    k entries are kept whole, and dyadic values make ties."""
+    rng = np.random.default_rng(k * 1000 + per_row)
+    b, n = 12, 2000
+    q, i = [], []
+    for row in range(b):
+        m = 0 if row % 5 == 4 else int(rng.integers(1, 2 * per_row))
+        q += [row] * m
+        i += sorted(rng.choice(n, size=m, replace=False).tolist())
+    q, i = np.array(q, np.int64), np.array(i, np.int64)
+    a = (rng.integers(0, 64, size=q.size) / 16.0).astype(dtype)
+    perm = rng.permutation(q.size)
+    q, i, a = q[perm], i[perm], a[perm]
+    for cnt in (None, np.bincount(q, minlength=b)):
+        keep = topk_entry_mask(np, q, i, a, k, b, cnt)
+        for row in range(b):
+            at = np.flatnonzero(q == row)
+            by_node = at[np.argsort(i[at])]
+            want = topk_reference(a[by_node].tolist(), k, keep_zero=True)
+            assert sorted(np.flatnonzero(keep[by_node]).tolist()) == want, f"row {row}"
+
+
+def test_topk_by_row_orders_by_score_then_id():
+    s = np.array([[0.1, 0.9, 0.5, 0.9], [0.3, 0.2, 0.3, 0.1]], np.float32)
+    ids = np.array([13, 12, 11, 10])
+    d, i = topk_by_row(s, ids, 2)
+    np.testing.assert_array_equal(d, np.float32([[0.9, 0.9], [0.3, 0.3]]))
+    assert i.tolist() == [[10, 12], [11, 13]]
+    d, i = topk_by_row(s, ids, 9)  # k above the width: every column, sorted
+    assert i.tolist() == [[10, 12, 11, 13], [11, 13, 12, 10]]
