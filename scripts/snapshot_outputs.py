@@ -39,12 +39,27 @@ def recall(args: list[str]) -> None:
         sys.exit(f"recall {' '.join(args)} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
 
 
+def partition_sha256(path: Path) -> str:
+    """sha256 of a recall-cache partition without its ``recipe`` column: the recipe is a cache key
+    that holds the code version (a hash of ``pipeline/**/*.py``, issue 13), so any code change —
+    a refactor included — changes it by design; every other column (recall rows, query hash, scope
+    version) must stay byte-identical. The frame is written back to Parquet in memory with fixed settings."""
+    import io as _io
+
+    import polars as pl
+
+    buf = _io.BytesIO()
+    pl.read_parquet(path).drop("recipe").write_parquet(buf, compression="zstd", statistics=False)
+    return hashlib.sha256(buf.getvalue()).hexdigest()
+
+
 def hashes(root: Path) -> dict[str, str]:
     """{relative path: sha256} of the runs' results and the recall-cache partitions under ``root``
-    (not manifests: they hold timings; not precompute's own scratch run)."""
+    (not manifests: they hold timings; not precompute's own scratch run); a partition is hashed
+    without its ``recipe`` key column (:func:`partition_sha256`)."""
     names = ("recall.parquet", "metrics.json", "data.parquet")
-    return {p.relative_to(root).as_posix(): sha256(p) for sub in ("runs", "precompute")
-            for p in sorted((root / sub).rglob("*")) if p.is_file() and p.name in names}
+    return {p.relative_to(root).as_posix(): partition_sha256(p) if p.name == "data.parquet" else sha256(p)
+            for sub in ("runs", "precompute") for p in sorted((root / sub).rglob("*")) if p.is_file() and p.name in names}
 
 
 def carry_embeddings(src: Path, dst: Path) -> None:
@@ -101,6 +116,8 @@ def main() -> int:
     s.add_argument("--embed", default="minilm")
     s.add_argument("--emb-from", type=Path, default=None,
                    help="an earlier snapshot whose embedding stores to start from (keys include the encoder code)")
+    r = sub.add_parser("rehash", help="recompute hashes.json of a snapshot from its files (after this script changed)")
+    r.add_argument("out", type=Path)
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
@@ -108,6 +125,11 @@ def main() -> int:
     if a.cmd == "save":
         table = save(a.out, a.data.split(","), a.presets.split(","), a.embed, a.emb_from)
         print(f"saved {len(table)} file hashes to {a.out / 'hashes.json'}")
+        return 0
+    if a.cmd == "rehash":
+        table = hashes(a.out)
+        (a.out / "hashes.json").write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+        print(f"rehashed {len(table)} files into {a.out / 'hashes.json'}")
         return 0
     return compare(a.a, a.b)
 

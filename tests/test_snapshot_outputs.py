@@ -29,3 +29,17 @@ def test_same_code_gives_identical_snapshots_and_a_change_is_caught(tmp_path, ca
     assert snap.compare(tmp_path / "a", tmp_path / "b") == 1
     out = capsys.readouterr().out
     assert "DIFFERENT runs/sample-dense/metrics.json" in out and f"identical: {len(a) - 1}/{len(a)}" in out
+
+
+def test_a_partition_is_compared_without_its_recipe_key_but_with_every_other_column(tmp_path):
+    import polars as pl
+
+    snap = _load()
+    rows = {"query_id": ["q1", "q1"], "rank": [1, 2], "node_id": ["a", "b"], "score": [0.9, 0.5],
+            "query_hash": ["h", "h"], "scope_version": ["v", "v"], "recipe": ["r1", "r1"]}
+    paths = {}
+    for name, change in (("a", {}), ("new_code", {"recipe": ["r2", "r2"]}), ("moved", {"score": [0.9, 0.4]})):
+        paths[name] = tmp_path / f"{name}.parquet"
+        pl.DataFrame(rows | change).write_parquet(paths[name])
+    assert snap.partition_sha256(paths["a"]) == snap.partition_sha256(paths["new_code"])
+    assert snap.partition_sha256(paths["a"]) != snap.partition_sha256(paths["moved"])
