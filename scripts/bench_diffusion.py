@@ -63,7 +63,7 @@ def wiki_graph(path: Path):
     nodes = pl.DataFrame({"node_id": [str(i) for i in range(len(corpus))],
                           "title": [p["title"] for p in corpus],
                           "text": [f"{p['title']}\n{p['text']}" for p in corpus]})
-    edges = graph.build(nodes, None, graph.GraphParams(temporal=False, mentions=True))
+    edges = graph.build(nodes, None, graph.GraphParams.defaults(temporal=False, mentions=True))
     return nodes.height, edges
 
 

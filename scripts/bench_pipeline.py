@@ -50,23 +50,23 @@ def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
     t["flat scan (floor)"] = time.perf_counter() - t0
     start = time.perf_counter()
     s = time.perf_counter()
-    cand = candidates.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams(**cfg.dense),
-                               channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device)
+    cand = candidates.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams.from_cfg(cfg.dense),
+                               channels.LexicalParams.from_cfg(cfg.lexical), device)
     t["channels"] = time.perf_counter() - s
     s = time.perf_counter()
     fp = OmegaConf.to_container(cfg.fuse)
     cand = fuse.fuse(cand, ["dense", "lexical"], fp.pop("method"), **fp)
     t["fuse"] = time.perf_counter() - s
     s = time.perf_counter()
-    edges = graph.build(nodes, ds.edges, graph.GraphParams(**OmegaConf.to_container(cfg.graph)))
+    edges = graph.build(nodes, ds.edges, graph.GraphParams.from_cfg(cfg.graph))
     t["graph"] = time.perf_counter() - s
     s = time.perf_counter()
-    g = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams(**cfg.diffuse), device)
+    g = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams.from_cfg(cfg.diffuse), device)
     cand = cand.join(g, on=["query_idx", "node_idx"], how="full", coalesce=True)
     t["diffuse"] = time.perf_counter() - s
     s = time.perf_counter()
     cand = score.compute(cand, dict(cfg.score.terms), [], False)
-    sel = select(cand, 50, SelectParams())
+    sel = select(cand, 50, SelectParams.defaults())
     t["score + select"] = time.perf_counter() - s
     t["end-to-end"] = time.perf_counter() - start
     assert sel["query_idx"].n_unique() == nq

@@ -37,13 +37,13 @@ def main(overrides: list[str]) -> None:
     nodes, queries = ingest.drop_empty(ds)
     enc, cache, xb, _ = embed_nodes(cfg, nodes, device)
     xq, _ = embed_cached(enc, queries["text"].to_list(), cache, device)
-    cand = candidates.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams(**cfg.dense),
-                               channels.LexicalParams(**OmegaConf.to_container(cfg.lexical)), device, cfg.seed)
+    cand = candidates.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams.from_cfg(cfg.dense),
+                               channels.LexicalParams.from_cfg(cfg.lexical), device, cfg.seed)
     rows = []
     for lw, dn, ln in itertools.product(*GRID.values()):
         fused = fuse.fuse(cand, ["dense", "lexical"], "wsum", weights={"dense": 1 - lw, "lexical": lw},
                           norm={"dense": dn, "lexical": ln})
-        rec = recall_rows(select(fused.with_columns(score=fused["fused"]), int(cfg.k), SelectParams()), nodes, queries,
+        rec = recall_rows(select(fused.with_columns(score=fused["fused"]), int(cfg.k), SelectParams.defaults()), nodes, queries,
                               ["dense", "lexical"])
         m = evaluate.evaluate_run(rec, ds.qrels, queries.drop("group", strict=False), ds.qrels_level, METRICS)
         rows.append((sum(m[x] for x in METRICS) / len(METRICS), lw, dn, ln, m))

@@ -53,7 +53,7 @@ def test_stage_boost_and_merge_hand_computed():
     cand = pl.DataFrame({"query_idx": [0, 0, 0], "node_idx": [0, 3, 5], "dense_rank": [2, 1, 3],
                          "dense": [0.4, 0.9, 0.0], "fused": [0.4, 0.9, 0.0], "graph": [2.0, 0.0, 0.0]},
                         schema_overrides={"graph": pl.Float32})
-    p = cooccur.CooccurParams(enabled=True)
+    p = cooccur.CooccurParams.defaults(enabled=True)
     # anchors: a (exact, 2.0); supplemental: d (dense 0.9); a is already exact; f has cosine 0 → no anchor
     # e has a one-letter title → not eligible, so it is neither indexed nor boosted
     bonus = cooccur.boost(cand, nodes, queries, exact, p)

@@ -23,17 +23,17 @@ def _pairs(e, rel):
 
 
 def test_temporal_chain_follows_seq_within_doc():
-    e = build(NODES, None, GraphParams())
+    e = build(NODES, None, GraphParams.defaults())
     assert _pairs(e, "temporal") == [(1, 2, pytest.approx(0.2)), (2, 0, pytest.approx(0.2)), (3, 4, pytest.approx(0.2))]
 
 
 def test_mentions_are_whole_word_and_case_sensitive():
-    e = build(NODES, None, GraphParams(temporal=False, mentions=True))
+    e = build(NODES, None, GraphParams.defaults(temporal=False, mentions=True))
     # a mentions "Paris" → d ("France" is its own title: no self-loop); b mentions only its own title;
     # c mentions "Ada Lovelace" → b; d's "Parisian" is not the whole word "Paris" → none
     assert _pairs(e, "mention") == [(0, 3, 1.0), (2, 1, 1.0)]
     e2 = build(NODES.with_columns(pl.col("text").str.replace("Ada", "ada")), None,
-               GraphParams(temporal=False, mentions=True, mention_case_sensitive=False))
+               GraphParams.defaults(temporal=False, mentions=True, mention_case_sensitive=False))
     assert _pairs(e2, "mention") == [(0, 3, 1.0), (2, 1, 1.0)]
 
 
@@ -41,7 +41,7 @@ def test_explicit_edges_dangling_self_loops_and_relation_weights():
     edges = pl.DataFrame({"src": ["a", "a", "zz", "b"], "dst": ["b", "a", "a", "c"], "relation": ["knows", "x", "x", "next_turn"],
                           "weight": [0.5, 1.0, 1.0, 1.0]})
     skipped = Counter()
-    e = build(NODES, edges, GraphParams(temporal=False, relation_weights={"next_turn": 0.25}), skipped=skipped)
+    e = build(NODES, edges, GraphParams.defaults(temporal=False, relation_weights={"next_turn": 0.25}), skipped=skipped)
     assert _pairs(e, "knows") == [(0, 1, 0.5)] and _pairs(e, "next_turn") == [(1, 2, 0.25)]
     assert skipped == Counter({"edge_dangling": 1, "edge_self_loop": 1})
 
@@ -49,7 +49,7 @@ def test_explicit_edges_dangling_self_loops_and_relation_weights():
 def test_knn_edges_threshold():
     xb = np.array([[1, 0], [0.99, 0.141], [0, 1]], dtype=np.float32)
     xb /= np.linalg.norm(xb, axis=1, keepdims=True)
-    e = build(NODES.head(3), None, GraphParams(temporal=False, knn_k=1, knn_threshold=0.9), xb=xb)
+    e = build(NODES.head(3), None, GraphParams.defaults(temporal=False, knn_k=1, knn_threshold=0.9), xb=xb)
     assert [(s, d) for s, d, _ in _pairs(e, "knn")] == [(0, 1), (1, 0)]
 
 

@@ -35,20 +35,20 @@ NODES = pl.DataFrame({
 
 
 def test_entity_layer_weights_are_inverse_df_and_max_df_drops():
-    h = hubs.build(NODES, hubs.HubParams(entities=True, max_df=1.0))
+    h = hubs.build(NODES, hubs.HubParams.defaults(entities=True, max_df=1.0))
     assert h.keys == ["entity:1900", "entity:france", "entity:olympics", "entity:paris", "entity:spain"]
     dense = h.inc.toarray()
     # paris in a, b (df 2 → 0.5); france in a, c (0.5); 1900, olympics in b (1.0); spain in c (1.0)
     np.testing.assert_allclose(dense, [[0, .5, 0, .5, 0], [1, 0, 1, .5, 0], [0, .5, 0, 0, 1], [0, 0, 0, 0, 0]])
     assert h.df.tolist() == [1, 2, 1, 2, 1]
     # max_df 0.25 of 4 units = 1: entities in two units go
-    h2 = hubs.build(NODES, hubs.HubParams(entities=True, max_df=0.25))
+    h2 = hubs.build(NODES, hubs.HubParams.defaults(entities=True, max_df=0.25))
     assert h2.keys == ["entity:1900", "entity:olympics", "entity:spain"]
-    assert hubs.build(NODES, hubs.HubParams()) is None
+    assert hubs.build(NODES, hubs.HubParams.defaults()) is None
 
 
 def test_group_layer_and_df_power():
-    h = hubs.build(NODES, hubs.HubParams(groups={"doc_id": 0.4}, df_power=0.5))
+    h = hubs.build(NODES, hubs.HubParams.defaults(groups={"doc_id": 0.4}, df_power=0.5))
     assert h.keys == ["doc_id:s1", "doc_id:s2"] and h.entity_index == {}
     np.testing.assert_allclose(h.inc.toarray(), np.array([[1, 0], [1, 0], [0, 1], [0, 1]]) * 0.4 / np.sqrt(2), rtol=1e-6)
 
@@ -56,7 +56,7 @@ def test_group_layer_and_df_power():
 def test_synonyms_link_close_keys_once_and_symmetric():
     nodes = pl.DataFrame({"node_id": ["a", "b", "c"], "text": ["Alpha went out.", "Alfa came in.", "Zulu stayed."]})
     vec = {"alpha": [1.0, 0.0], "alfa": [0.8, 0.6], "zulu": [0.0, 1.0]}
-    h = hubs.build(nodes, hubs.HubParams(entities=True, max_df=1.0, synonym_k=2, synonym_threshold=0.75,
+    h = hubs.build(nodes, hubs.HubParams.defaults(entities=True, max_df=1.0, synonym_k=2, synonym_threshold=0.75,
                                          synonym_weight=0.5), embed=lambda keys: np.array([vec[k] for k in keys]))
     assert h.keys == ["entity:alfa", "entity:alpha", "entity:zulu"]
     # cos(alfa, alpha) = 0.8 ≥ 0.75 → weight 0.5·0.8 once each way; cos(alfa, zulu) = 0.6 < 0.75
@@ -64,9 +64,9 @@ def test_synonyms_link_close_keys_once_and_symmetric():
 
 
 def test_query_seeds_weight_by_specificity():
-    h = hubs.build(NODES, hubs.HubParams(entities=True, max_df=1.0))
+    h = hubs.build(NODES, hubs.HubParams.defaults(entities=True, max_df=1.0))
     q = pl.DataFrame({"query_id": ["q1", "q2"], "text": ["Did Paris host the 1900 Olympics?", "nothing to see"]})
-    s = hubs.query_seeds(q, h, hubs.HubParams(entities=True))
+    s = hubs.query_seeds(q, h, hubs.HubParams.defaults(entities=True))
     # q1: 1900 (df 1 → 1), olympics (1), paris (df 2 → 0.5); normalised by 2.5
     assert s["query_idx"].to_list() == [0, 0, 0]
     assert [h.keys[i] for i in s["hub_idx"]] == ["entity:1900", "entity:olympics", "entity:paris"]
@@ -98,11 +98,11 @@ def test_diffusion_through_hubs_equals_materialised_graph(method):
     names = ["Ada", "Bo", "Cy", "Di", "Ed"]
     texts = [" ".join(rng.choice(names, 2, replace=False)) + f" item {i}." for i in range(12)]
     nodes = pl.DataFrame({"node_id": [f"n{i:02d}" for i in range(12)], "text": texts})
-    h = hubs.build(nodes, hubs.HubParams(entities=True, max_df=1.0, numbers=False))
+    h = hubs.build(nodes, hubs.HubParams.defaults(entities=True, max_df=1.0, numbers=False))
     queries = pl.DataFrame({"query_id": ["q0", "q1", "q2"], "text": ["Ada and Cy", "Ed", "none"]})
     cand = pl.DataFrame({"query_idx": [0, 0, 1, 2], "node_idx": [0, 5, 3, 7], "fused": [0.9, 0.4, 0.7, 0.5]})
-    p = diffuse.DiffusionParams(method=method, seed_k=5, entity_seed_share=0.4)
-    qs = hubs.query_seeds(queries, h, hubs.HubParams(entities=True, numbers=False))
+    p = diffuse.DiffusionParams.defaults(method=method, seed_k=5, entity_seed_share=0.4)
+    qs = hubs.query_seeds(queries, h, hubs.HubParams.defaults(entities=True, numbers=False))
     edges = pl.DataFrame(schema=graph.EDGE_SCHEMA)
     got = diffuse.run(cand, nodes, queries, edges, p, hubs=h, hub_seeds=qs)
     assert got["node_idx"].max() < nodes.height  # hubs never come out
@@ -113,7 +113,7 @@ def test_diffusion_through_hubs_equals_materialised_graph(method):
     mass = cand.group_by("query_idx").agg(m=pl.col("fused").sum())
     extra = (extra.join(mass, on="query_idx").with_columns(energy=(pl.col("w") * pl.col("m") * 0.4 / 0.6)
                                                             .cast(pl.Float32)).select("query_idx", "node_idx", "energy"))
-    ref = diffuse.run(cand, big_nodes, queries, big_edges, diffuse.DiffusionParams(method=method, seed_k=5),
+    ref = diffuse.run(cand, big_nodes, queries, big_edges, diffuse.DiffusionParams.defaults(method=method, seed_k=5),
                       extra_seeds=extra)
     ref = ref.filter(pl.col("node_idx") < n)
     a = got.sort("query_idx", "node_idx")
@@ -124,7 +124,7 @@ def test_diffusion_through_hubs_equals_materialised_graph(method):
 
 def test_seed_power_sharpens_seed_energy():
     cand = pl.DataFrame({"query_idx": [0, 0, 0], "node_idx": [4, 2, 9], "fused": [0.5, 0.9, 0.2]})
-    s = diffuse.seed_matrix(cand, diffuse.DiffusionParams(seed_k=2, seed_power=2.0))
+    s = diffuse.seed_matrix(cand, diffuse.DiffusionParams.defaults(seed_k=2, seed_power=2.0))
     assert s["node_idx"].to_list() == [2, 4]  # top 2 by fused
     np.testing.assert_allclose(s["energy"].to_numpy(), [0.81, 0.25], rtol=1e-6)
 
@@ -136,8 +136,8 @@ def test_ppr_keep_limits_graph_hits_to_each_querys_largest():
                           "relation": "edge"}).cast(graph.EDGE_SCHEMA)
     queries = pl.DataFrame({"query_id": ["q0", "q1"], "text": ["a", "b"]})
     cand = pl.DataFrame({"query_idx": [0, 1], "node_idx": [3, 20], "fused": [1.0, 1.0]})
-    full = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams(method="ppr"))
-    kept = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams(method="ppr", keep=5))
+    full = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams.defaults(method="ppr"))
+    kept = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams.defaults(method="ppr", keep=5))
     assert full.group_by("query_idx").len()["len"].to_list() == [n, n]
     for q in (0, 1):
         top = full.filter(pl.col("query_idx") == q).sort("graph", "node_idx", descending=[True, False]).head(5)

@@ -24,7 +24,7 @@ def _setup():
 
 def test_basis_is_eligible_dense_hits_and_hits_leave_the_basis():
     nodes, queries, xb, xq, cand = _setup()
-    table, hits = run(cand, nodes, queries, xb, xq, NoveltyParams(residual_top_k=3, mode="abs"))
+    table, hits = run(cand, nodes, queries, xb, xq, NoveltyParams.defaults(residual_top_k=3, mode="abs"))
     t = table.row(0, named=True)
     assert t["basis_size"] == 3  # n3 has no title, n4 is an event: basis = n0, n1, n2
     assert t["novelty_gate"] and t["residual_gate"] and t["skip_reason"] is None
@@ -37,7 +37,7 @@ def test_basis_is_eligible_dense_hits_and_hits_leave_the_basis():
 
 def test_gates_follow_thresholds():
     nodes, queries, xb, xq, cand = _setup()
-    table, hits = run(cand, nodes, queries, xb, xq, NoveltyParams(residual_threshold=10.0))
+    table, hits = run(cand, nodes, queries, xb, xq, NoveltyParams.defaults(residual_threshold=10.0))
     assert table.row(0, named=True)["skip_reason"] == "residual_below_threshold" and hits.height == 0
-    table, hits = run(cand, nodes, queries, xb, xq, NoveltyParams(novelty_threshold=10.0))
+    table, hits = run(cand, nodes, queries, xb, xq, NoveltyParams.defaults(novelty_threshold=10.0))
     assert table.row(0, named=True)["skip_reason"] == "novelty_below_threshold" and hits.height == 0

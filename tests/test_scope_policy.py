@@ -25,7 +25,7 @@ QUERIES = pl.DataFrame({
 def _apply(**kw):
     cand = pl.DataFrame({"query_idx": [q for q in range(3) for _ in range(8)], "node_idx": list(range(8)) * 3,
                          "score": [1.0] * 24})
-    out = sp.apply(cand, NODES, QUERIES, sp.ScopeParams(policy="bme", **kw))
+    out = sp.apply(cand, NODES, QUERIES, sp.ScopeParams.defaults(policy="bme", **kw))
     return out, {(q, n): r for q, n, *r in out.cand.select("query_idx", "node_idx", "bme_scope", "scope_priority",
                                                             "bme_story_time", "story_priority").iter_rows()}
 
@@ -65,31 +65,31 @@ def test_story_time_buckets_hand_classified_and_future_suppressed():
 
 def test_soft_directing_off_keeps_future_nodes_and_sort_off_has_no_priorities():
     cand = pl.DataFrame({"query_idx": [0] * 8, "node_idx": list(range(8)), "score": [1.0] * 8})
-    out = sp.apply(cand, NODES, QUERIES, sp.ScopeParams(policy="bme", soft_directing=False, sort=False))
+    out = sp.apply(cand, NODES, QUERIES, sp.ScopeParams.defaults(policy="bme", soft_directing=False, sort=False))
     assert out.cand.height == 8 and out.sort_by == [] and "scope_priority" not in out.cand.columns
     assert set(out.cand["bme_story_time"]) == {1.0}
 
 
 def test_missing_columns_degrade_to_no_op_with_a_warning(caplog):
     cand = pl.DataFrame({"query_idx": [0], "node_idx": [0], "score": [1.0]})
-    out = sp.apply(cand, pl.DataFrame({"node_id": ["a"]}), QUERIES, sp.ScopeParams(policy="bme"))
+    out = sp.apply(cand, pl.DataFrame({"node_id": ["a"]}), QUERIES, sp.ScopeParams.defaults(policy="bme"))
     assert out.cand.equals(cand) and out.factors == [] and out.sort_by == []
     assert "scope_layer" in caplog.text and "story_time" in caplog.text
     only_scope = sp.apply(cand, NODES.select("node_id", "scope_layer"), QUERIES.select("query_id", "text"),
-                          sp.ScopeParams(policy="bme"))
+                          sp.ScopeParams.defaults(policy="bme"))
     assert only_scope.factors == ["bme_scope"] and only_scope.cand["bme_scope"].to_list() == [0.6]  # no owners known
     with pytest.raises(ConfigError, match="scope_policy.policy"):
-        sp.apply(cand, NODES, QUERIES, sp.ScopeParams(policy="bm"))
+        sp.apply(cand, NODES, QUERIES, sp.ScopeParams.defaults(policy="bm"))
 
 
 def test_lexicographic_sort_puts_the_bucket_before_the_score():
     cand = pl.DataFrame({"query_idx": [0, 0, 0], "node_idx": [0, 1, 2], "score": [0.9, 0.1, 0.5],
                          "scope_priority": [1, 5, 1], "story_priority": [3, 0, 5]})
-    out = select(cand, 3, SelectParams(sort_by=("scope_priority", "story_priority")))
+    out = select(cand, 3, SelectParams.defaults(sort_by=("scope_priority", "story_priority")))
     assert out["node_idx"].to_list() == [1, 2, 0]  # scope 5 first; then story 5 before story 3
-    assert select(cand, 3, SelectParams())["node_idx"].to_list() == [0, 2, 1]
+    assert select(cand, 3, SelectParams.defaults())["node_idx"].to_list() == [0, 2, 1]
 
 
 def test_cue_pattern_matches_english_words_only_whole():
-    assert sp.cue_mode(pl.DataFrame({"text": ["the planet", "we plan it", "回忆一下"]}), sp.ScopeParams()).to_list() \
+    assert sp.cue_mode(pl.DataFrame({"text": ["the planet", "we plan it", "回忆一下"]}), sp.ScopeParams.defaults()).to_list() \
         == ["", "future", "flashback"]

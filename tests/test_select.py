@@ -19,7 +19,7 @@ def _cand(seed=0, nq=5, n=40):
 
 def test_topk_orders_by_score_then_node():
     cand = pl.DataFrame({"query_idx": [0, 0, 0, 1], "node_idx": [5, 2, 9, 1], "score": [0.5, 0.5, 0.9, 0.1]})
-    out = select(cand, 2, SelectParams())
+    out = select(cand, 2, SelectParams.defaults())
     assert out.select("query_idx", "node_idx", "rank").rows() == [(0, 9, 1), (0, 2, 2), (1, 1, 1)]
 
 
@@ -27,7 +27,7 @@ def test_topk_orders_by_score_then_node():
 def test_diversified_selection_equals_kernel_on_each_pool(method):
     cand, xb = _cand()
     k = 4
-    out = select(cand, k, SelectParams(method=method), xb)
+    out = select(cand, k, SelectParams.defaults(method=method), xb)
     for q in range(5):
         pool = cand.filter(pl.col("query_idx") == q).sort(["score", "node_idx"], descending=[True, False]).head(3 * k)
         qual = torch.tensor(pool["score"].to_numpy())[None]
@@ -43,8 +43,8 @@ def test_diversified_selection_equals_kernel_on_each_pool(method):
 def test_dpp_drops_a_duplicate_in_favour_of_a_distinct_item():
     xb = np.array([[1, 0], [1, 0], [0, 1]], dtype=np.float32)
     cand = pl.DataFrame({"query_idx": [0, 0, 0], "node_idx": [0, 1, 2], "score": [0.9, 0.85, 0.5]})
-    assert select(cand, 2, SelectParams(method="dpp", pool_mult=3), xb)["node_idx"].to_list() == [0, 2]
-    assert select(cand, 2, SelectParams())["node_idx"].to_list() == [0, 1]
+    assert select(cand, 2, SelectParams.defaults(method="dpp", pool_mult=3), xb)["node_idx"].to_list() == [0, 2]
+    assert select(cand, 2, SelectParams.defaults())["node_idx"].to_list() == [0, 1]
 
 
 def test_dpp_target_small_pool_and_score_order_fill():
@@ -52,40 +52,40 @@ def test_dpp_target_small_pool_and_score_order_fill():
     xb = np.array([[1, 0], [1, 0], [0, 1], [0, 1]], dtype=np.float32)
     cand = pl.DataFrame({"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.85, 0.5, 0.4]})
     # pool of 4 ≤ target 4 → no DPP (BME's rule): score order
-    assert select(cand, 4, SelectParams(method="dpp"), xb)["node_idx"].to_list() == [0, 1, 2, 3]
+    assert select(cand, 4, SelectParams.defaults(method="dpp"), xb)["node_idx"].to_list() == [0, 1, 2, 3]
     # target 2, pool 2·2 = 4 > 2: DPP picks 0, then 2 (1 duplicates 0: gain 0); then the rest by score: 1, 3
-    out = select(cand, 4, SelectParams(method="dpp", target=2, pool_mult=2), xb)
+    out = select(cand, 4, SelectParams.defaults(method="dpp", target=2, pool_mult=2), xb)
     assert out["node_idx"].to_list() == [0, 2, 1, 3] and out["rank"].to_list() == [1, 2, 3, 4]
     assert out["dpp_gain"].to_list()[:2] == pytest.approx([0.81 + 1e-8, 0.25 + 1e-8])
     # k below the target: the first k greedy picks (BME's LLM fallback: the first 12 of its 30)
-    assert select(cand, 1, SelectParams(method="dpp", target=2, pool_mult=2), xb)["node_idx"].to_list() == [0]
+    assert select(cand, 1, SelectParams.defaults(method="dpp", target=2, pool_mult=2), xb)["node_idx"].to_list() == [0]
 
 
 def test_k_counted_in_documents():
     # docs 0 1 0 2 for nodes 0..3 by score; two units per doc: doc 0 (nodes 0, 2), doc 1 (1), doc 2 (3)
     cand = pl.DataFrame({"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.8, 0.7, 0.6]})
     doc_idx = np.array([0, 1, 0, 2])
-    assert select(cand, 2, SelectParams(top_chunks_per_doc=2), doc_idx=doc_idx)["node_idx"].to_list() == [0, 2]
-    got = select(cand, 2, SelectParams(top_chunks_per_doc=2, k_in_docs=True), doc_idx=doc_idx)
+    assert select(cand, 2, SelectParams.defaults(top_chunks_per_doc=2), doc_idx=doc_idx)["node_idx"].to_list() == [0, 2]
+    got = select(cand, 2, SelectParams.defaults(top_chunks_per_doc=2, k_in_docs=True), doc_idx=doc_idx)
     assert got["node_idx"].to_list() == [0, 2, 1] and got["rank"].to_list() == [1, 2, 3]
     with pytest.raises(ConfigError, match="k_in_docs counts documents for select=topk only"):
-        select(cand, 2, SelectParams(method="dpp", top_chunks_per_doc=2, k_in_docs=True), np.eye(4), doc_idx=doc_idx)
+        select(cand, 2, SelectParams.defaults(method="dpp", top_chunks_per_doc=2, k_in_docs=True), np.eye(4), doc_idx=doc_idx)
 
 
 def test_dpp_without_embeddings_is_a_config_error():
     cand, _ = _cand()
     with pytest.raises(ConfigError, match="needs embeddings"):
-        select(cand, 3, SelectParams(method="dpp"))
+        select(cand, 3, SelectParams.defaults(method="dpp"))
 
 
 def test_group_by_doc_keeps_best_units_per_document_in_document_order():
     # ranks 1..6 with docs A A A B C B: A keeps ranks 1, 2; B keeps 4, 6; C keeps 5 → order A A B B C
     cand = pl.DataFrame({"query_idx": [0] * 6, "node_idx": [0, 1, 2, 3, 4, 5], "score": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]})
     doc_idx = np.array([0, 0, 0, 1, 2, 1])
-    out = select(cand, 10, SelectParams(top_chunks_per_doc=2), doc_idx=doc_idx)
+    out = select(cand, 10, SelectParams.defaults(top_chunks_per_doc=2), doc_idx=doc_idx)
     assert out["node_idx"].to_list() == [0, 1, 3, 5, 4] and out["rank"].to_list() == [1, 2, 3, 4, 5]
     with pytest.raises(ConfigError, match="needs a doc_id"):
-        select(cand, 3, SelectParams(top_chunks_per_doc=2))
+        select(cand, 3, SelectParams.defaults(top_chunks_per_doc=2))
 
 
 def test_injection_formats_hand_checked():

@@ -32,7 +32,7 @@ def _days_ago(*days):
 def test_pagerank_matches_networkx_and_in_degree_skips_inhibitory():
     rows = [(0, 1, 1.0, False), (0, 2, 2.0, False), (1, 2, 1.0, False), (2, 0, 1.0, False),
             (2, 3, 0.5, False), (1, 2, 0.5, False), (3, 1, 5.0, True)]  # 3 is dangling; 3→1 is inhibitory
-    out = signals.compute(_nodes(4), _edges(rows), NOW, SignalsParams())
+    out = signals.compute(_nodes(4), _edges(rows), NOW, SignalsParams.defaults())
     g = nx.DiGraph()
     g.add_nodes_from(range(4))
     for s, d, w, inh in rows:
@@ -49,18 +49,18 @@ def test_pagerank_matches_networkx_and_in_degree_skips_inhibitory():
 def test_leiden_two_triangles_and_an_isolated_node():
     tri = [(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3), (2, 3)]
     e = _edges([(s, d, 1.0, False) for s, d in tri])
-    a = signals.compute(_nodes(7), e, NOW, SignalsParams(seed=13))["community"].to_list()
-    b = signals.compute(_nodes(7), e, NOW, SignalsParams(seed=13))["community"].to_list()
+    a = signals.compute(_nodes(7), e, NOW, SignalsParams.defaults(seed=13))["community"].to_list()
+    b = signals.compute(_nodes(7), e, NOW, SignalsParams.defaults(seed=13))["community"].to_list()
     assert a == b == [0, 0, 0, 1, 1, 1, 2]  # renumbered by smallest node index; isolated node 6 alone
     # direction and weight are ignored (undirected, unweighted)
     e2 = _edges([(d, s, 9.0, False) for s, d in tri])
-    assert signals.compute(_nodes(7), e2, NOW, SignalsParams())["community"].to_list() == a
+    assert signals.compute(_nodes(7), e2, NOW, SignalsParams.defaults())["community"].to_list() == a
 
 
 def test_recency_hand_values_and_archived():
     nodes = _nodes(5, updated_at=_days_ago(60, None, 120, 0, None), created_at=_days_ago(90, 60, 120, 0, None),
                    access_count=pl.Series([0, 0, 0, 1, 0]))
-    out = signals.compute(nodes, _edges([(0, 3, 1.0, False)]), NOW, SignalsParams())
+    out = signals.compute(nodes, _edges([(0, 3, 1.0, False)]), NOW, SignalsParams.defaults())
     rec = out["recency"].to_list()
     assert rec[0] == pytest.approx(math.exp(-1), abs=1e-12)  # 60 d, no hits, no inbound: 0.3679
     assert rec[1] == pytest.approx(math.exp(-1), abs=1e-12)  # no updated_at → created_at
@@ -82,7 +82,7 @@ def test_memory_curve_hand_cases_and_tiers():
         access_count=pl.Series([0, 0, 0, 3, 9, 0, None, 0]),
         archived=[False, False, False, False, False, False, None, False],
     )
-    out = signals.compute(nodes, pl.DataFrame(schema=EDGE_SCHEMA), NOW, SignalsParams())
+    out = signals.compute(nodes, pl.DataFrame(schema=EDGE_SCHEMA), NOW, SignalsParams.defaults())
     want = [0.5 * 1.2,  # concept never decays
             0.5 * math.exp(-0.14) * 1.2,  # strategy, 10 days, active = 0.52157
             0.5 * math.exp(-0.14),  # 10.9 days counts as 10 whole days; not active = 0.4347
@@ -94,7 +94,7 @@ def test_memory_curve_hand_cases_and_tiers():
     np.testing.assert_allclose(out["memory_score"].to_numpy(), want, atol=1e-6)
     assert out["tier"].to_list() == ["warm", "warm", "warm", "hot", "evictable", "hot", "warm", "evictable"]
     archived = nodes.with_columns(archived=pl.lit(True))
-    assert signals.compute(archived, pl.DataFrame(schema=EDGE_SCHEMA), NOW, SignalsParams())["memory_score"].sum() == 0
+    assert signals.compute(archived, pl.DataFrame(schema=EDGE_SCHEMA), NOW, SignalsParams.defaults())["memory_score"].sum() == 0
     assert list(signals.tier(np.array([0.7, 0.6999, 0.4, 0.3999, 0.15, 0.1499, 0.0]))) == \
         ["hot", "warm", "warm", "cold", "cold", "evictable", "evictable"]
 
@@ -108,7 +108,7 @@ def test_factors_are_one_where_missing():
 @pytest.fixture
 def table():
     nodes = _nodes(3, created_at=_days_ago(1, 2, 3))
-    return signals.compute(nodes, _edges([(0, 1, 1.0, False)]), NOW, SignalsParams())
+    return signals.compute(nodes, _edges([(0, 1, 1.0, False)]), NOW, SignalsParams.defaults())
 
 
 def test_write_load_round_trip(tmp_path, table):
@@ -141,10 +141,10 @@ def test_load_missing_stale_and_version_mismatch(tmp_path, table, caplog):
 def test_resolve_disabled_in_run_and_from_path(tmp_path, table):
     nodes = _nodes(3)
     e = _edges([(0, 1, 1.0, False)])
-    assert signals.resolve(nodes, e, NOW, SignalsParams(enabled=False)) == (None, {
+    assert signals.resolve(nodes, e, NOW, SignalsParams.defaults(enabled=False)) == (None, {
         "status": "disabled", "computed_at": None, "age_days": None})
-    got, fresh = signals.resolve(nodes, e, NOW, SignalsParams())
+    got, fresh = signals.resolve(nodes, e, NOW, SignalsParams.defaults())
     assert fresh["status"] == "fresh" and got.height == 3
     signals.write(table, tmp_path / "s.parquet")
-    got, fresh = signals.resolve(nodes, e, NOW, SignalsParams(path=str(tmp_path / "s.parquet")))
+    got, fresh = signals.resolve(nodes, e, NOW, SignalsParams.defaults(path=str(tmp_path / "s.parquet")))
     assert fresh["status"] == "fresh" and got.equals(table)

@@ -52,7 +52,7 @@ def _reached(boost: float, question: str = "What did Caroline paint?") -> set[in
                          schema_overrides={"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32})
     cand = pl.DataFrame({"query_idx": [0, 0], "node_idx": [0, 1], "fused": [0.5, 0.6]},
                         schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "fused": pl.Float32})
-    p = diffuse.DiffusionParams(method="pedsa", seed_k=1, steps=2, min_energy=0.0, top_k=10, speaker_seed_boost=boost)
+    p = diffuse.DiffusionParams.defaults(method="pedsa", seed_k=1, steps=2, min_energy=0.0, top_k=10, speaker_seed_boost=boost)
     return set(diffuse.run(cand, nodes, queries, edges, p).filter(pl.col("graph") > 0)["node_idx"].to_list())
 
 

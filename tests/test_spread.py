@@ -69,7 +69,7 @@ def test_properties(docs_list, gap):
 def test_select_topk_applies_the_gap_before_the_cut():
     cand = pl.DataFrame({"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.8, 0.7, 0.1]})
     docs = np.array([0, 0, 0, 1])
-    plain = select(cand, 2, SelectParams(), doc_idx=docs)
-    spread_out = select(cand, 2, SelectParams(spread_gap=5), doc_idx=docs)
+    plain = select(cand, 2, SelectParams.defaults(), doc_idx=docs)
+    spread_out = select(cand, 2, SelectParams.defaults(spread_gap=5), doc_idx=docs)
     assert plain["node_idx"].to_list() == [0, 1]
     assert spread_out["node_idx"].to_list() == [0, 3]

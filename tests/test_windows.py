@@ -35,7 +35,7 @@ def reached(method: str, now) -> set[int]:
     nodes, queries, edges = tiny()
     cand = pl.DataFrame({"query_idx": [0], "node_idx": [0], "fused": [1.0]},
                         schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "fused": pl.Float32})
-    p = diffuse.DiffusionParams(method=method, seed_k=1, steps=2, min_energy=0.0, top_k=10)
+    p = diffuse.DiffusionParams.defaults(method=method, seed_k=1, steps=2, min_energy=0.0, top_k=10)
     out = diffuse.run(cand, nodes, queries, edges, p, now=now)
     return set(out.filter(pl.col("graph") > 0)["node_idx"].to_list()) - {0}
 
@@ -80,7 +80,7 @@ def test_cross_recall_follows_only_live_edges():
 
 def test_signals_degree_counts_only_live_edges():
     nodes, _q, edges = tiny()
-    table = signals.compute(nodes, edges, NOW, signals.SignalsParams())
+    table = signals.compute(nodes, edges, NOW, signals.SignalsParams.defaults())
     assert table["in_degree"].to_list() == [0, 0, 1, 0]
 
 

@@ -4,47 +4,47 @@ The array code that turns them into candidates is ``pipeline.channels`` (``candi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 import polars as pl
-from omegaconf import OmegaConf
 
 from pipeline import io
 from pipeline.channels.candidates import generate
 from pipeline.common import key_prefix, stage_key
-from pipeline.stage import Stage
+from pipeline.stage import Params, Stage
 
 
 @dataclass
-class DenseParams:
-    index: str = "flat"
-    candidates: int = 100
-    nlist: int = 1024
-    nprobe: int = 16
-    hnsw_m: int = 32
-    ef_search: int = 128
-    block: int = 65536  # blocked: node rows per block of the streamed scan
-    per_part: int | None = None  # BME: top-n per query text before the merge (null = candidates)
-    min_score: float | None = None  # BME: keep only hits with cosine > min_score (null = keep all)
-
-
+class DenseParams(Params):
+    GROUP: ClassVar[str] = "dense"
+    OPTION: ClassVar[str] = "flat"  # what Params.defaults() loads
+    index: str
+    candidates: int
+    nlist: int
+    nprobe: int
+    hnsw_m: int
+    ef_search: int
+    block: int  # blocked: node rows per block of the streamed scan
+    per_part: int | None  # BME: top-n per query text before the merge (null = candidates)
+    min_score: float | None  # BME: keep only hits with cosine > min_score (null = keep all)
 @dataclass
-class LexicalParams:
-    candidates: int = 100
-    k1: float = 1.5
-    b: float = 0.75
-    stopwords: str | None = "en"
-    stemmer: str | None = None
-    tokenizer: str = "auto"  # auto | english | cjk_char | jieba (pipeline.ops.tokenize)
-    cjk_bigrams: bool = False  # cjk_char: add each pair of adjacent Han characters
-    cjk_min_len: int = 1  # jieba: drop Han words shorter than this (OKS: 2)
-    cjk_set: bool = False  # OKS: a text with Han characters counts each term once (tf 1, |d| distinct)
-    dedupe_query_terms: bool = False
-    idf: str = "lucene"  # lucene (bm25s) | fts5 (SQLite FTS5, OKS)
-    field_weights: dict = field(default_factory=lambda: {"title": 5.0, "tags": 3.0, "body": 1.0, "code": 0.5})
-
-
+class LexicalParams(Params):
+    GROUP: ClassVar[str] = "lexical"
+    OPTION: ClassVar[str] = "bm25"  # what Params.defaults() loads
+    candidates: int
+    k1: float
+    b: float
+    stopwords: str | None
+    stemmer: str | None
+    tokenizer: str  # auto | english | cjk_char | jieba (pipeline.ops.tokenize)
+    cjk_bigrams: bool  # cjk_char: add each pair of adjacent Han characters
+    cjk_min_len: int  # jieba: drop Han words shorter than this (OKS: 2)
+    cjk_set: bool  # OKS: a text with Han characters counts each term once (tf 1, |d| distinct)
+    dedupe_query_terms: bool
+    idf: str  # lucene (bm25s) | fts5 (SQLite FTS5, OKS)
+    field_weights: dict
 KEYS = ["channels", "dense", "lexical", "embed", "query", "include_archived", "seed"]  # what the stage key covers
 
 
@@ -66,4 +66,4 @@ def run_stage(ctx, p: tuple) -> object:
 
 
 STAGE = Stage("channels", run_stage, params=lambda run: (
-    DenseParams(**run.cfg.dense), LexicalParams(**OmegaConf.to_container(run.cfg.lexical, resolve=True))))
+    DenseParams.from_cfg(run.cfg.dense, "dense"), LexicalParams.from_cfg(run.cfg.lexical, "lexical")))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
@@ -20,22 +21,23 @@ import polars as pl
 from pipeline.ops import cooccur
 from pipeline.ops.eligible import eligible
 from pipeline.ops.scope import scope_groups
-from pipeline.stage import Stage
+from pipeline.stage import Params, Stage
 
 log = logging.getLogger(__name__)
 SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "cooccur": pl.Float64}
 
 
 @dataclass
-class CooccurParams:
-    enabled: bool = False
-    scale: float = 0.1
-    max_neighbors: int = 10
-    max_per_batch: int = 10
-    supplemental: int = 5  # first eligible dense hits (cosine > 0) used as extra anchors
-    require_title: bool = True  # BME: indexed / supplemental anchor nodes need a name/title
-    exclude_types: list = field(default_factory=lambda: ["event", "synopsis", "reflection"])
-
+class CooccurParams(Params):
+    GROUP: ClassVar[str] = "cooccur"
+    OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
+    enabled: bool
+    scale: float
+    max_neighbors: int
+    max_per_batch: int
+    supplemental: int  # first eligible dense hits (cosine > 0) used as extra anchors
+    require_title: bool  # BME: indexed / supplemental anchor nodes need a name/title
+    exclude_types: list
 
 def anchor_weights(cand: pl.DataFrame, exact: pl.DataFrame | None, ok: np.ndarray, supplemental: int) -> pl.DataFrame:
     """(query_idx, node_idx, weight): exact anchors, then the first eligible dense hits."""
@@ -100,4 +102,4 @@ def run_stage(ctx, p: CooccurParams) -> object:
 
 
 STAGE = Stage("cooccur", run_stage, enabled=lambda cfg: bool(cfg.cooccur.enabled),
-              params=lambda run: CooccurParams(**run.cfg.cooccur))
+              params=lambda run: CooccurParams.from_cfg(run.cfg.cooccur, "cooccur"))

@@ -3,6 +3,7 @@ batched over the scope's queries (blocks of queries so that N·B stays bounded).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
@@ -18,35 +19,37 @@ from pipeline.ops.topk import topk_abs_mask
 from pipeline.progress import progress
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
-from pipeline.stage import Stage
+from pipeline.stage import Params, Stage
 
 METHODS = ("pedsa", "ppr", "expand", "none")
 
 
 @dataclass
-class DiffusionParams:
-    method: str = "pedsa"
-    seed_k: int = 20  # top fused candidates per query that seed the diffusion
-    seed_from: str = "fused"  # candidate column giving seed energy
-    seed_power: float = 1.0  # seed energy = seed_from ** seed_power (> 1 sharpens towards the top seeds)
-    steps: int = 2
-    decay: float = 0.6
-    alpha: float = 0.15
-    inhibit_mult: float = 2.0
-    clamp: float = 2.0
-    min_energy: float = 0.01
-    top_k: int = 100
-    seeds_in_result: bool = True  # BME: a seed's graph score is at least its seed energy
-    damping: float = 0.5  # ppr
-    max_iter: int = 100  # ppr
-    block: int = 1 << 24  # max nodes × queries per block
-    depth: int = 1  # expand: BFS hops (ReMe default 1, at most 3)
-    per_node: int = 10  # expand: neighbours per direction per node
-    budget: int = 30  # expand: nodes added per query
-    keep: int = 0  # graph hits kept per query (its `keep` largest; 0 = every node with energy > 0)
-    entity_seed_share: float = 0.0  # part of the seed energy given to the query's own entity hubs
-    speaker_seed_boost: float = 0.0  # seed_from × (1 + this) for units whose speaker the query names
-    residual_seeds: bool = True  # novelty's residual hits seed the diffusion too (BME)
+class DiffusionParams(Params):
+    GROUP: ClassVar[str] = "diffuse"
+    OPTION: ClassVar[str] = "pedsa"  # what Params.defaults() loads
+    method: str
+    seed_k: int  # top fused candidates per query that seed the diffusion
+    seed_from: str  # candidate column giving seed energy
+    seed_power: float  # seed energy = seed_from ** seed_power (> 1 sharpens towards the top seeds)
+    steps: int
+    decay: float
+    alpha: float
+    inhibit_mult: float
+    clamp: float
+    min_energy: float
+    top_k: int
+    seeds_in_result: bool  # BME: a seed's graph score is at least its seed energy
+    damping: float  # ppr
+    max_iter: int  # ppr
+    block: int  # max nodes × queries per block
+    depth: int  # expand: BFS hops (ReMe default 1, at most 3)
+    per_node: int  # expand: neighbours per direction per node
+    budget: int  # expand: nodes added per query
+    keep: int  # graph hits kept per query (its `keep` largest; 0 = every node with energy > 0)
+    entity_seed_share: float  # part of the seed energy given to the query's own entity hubs
+    speaker_seed_boost: float  # seed_from × (1 + this) for units whose speaker the query names
+    residual_seeds: bool  # novelty's residual hits seed the diffusion too (BME)
 
 
 def _to_device(adj, inhib, e0, device: str):
@@ -165,4 +168,4 @@ def run_stage(ctx, p: DiffusionParams) -> object:
 
 
 STAGE = Stage("diffuse", run_stage, enabled=lambda cfg: cfg.diffuse.method != "none",
-              params=lambda run: DiffusionParams(**run.cfg.diffuse))
+              params=lambda run: DiffusionParams.from_cfg(run.cfg.diffuse, "diffuse"))

@@ -7,38 +7,39 @@ sparse matrices diffusion uses (BME: every edge counts in both directions, paral
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
 from pipeline.ops.titles import TitleFinder
-from omegaconf import OmegaConf
 
-from pipeline.stage import Stage
+from pipeline.stage import Params, Stage
 
 EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit": pl.Boolean,
                "relation": pl.String}
 
 
 @dataclass
-class GraphParams:
-    relation_weights: dict = field(default_factory=dict)  # multiplier per explicit relation (default 1)
-    default_weight: float = 1.0  # weight of an explicit edge given without one (BME createEdge: 0.8)
-    temporal: bool = True
-    temporal_weight: float = 0.2  # BME temporalLinkStrength
-    temporal_key: str = "doc_id"  # consecutive `seq` within the same value of this column
-    temporal_same_type: bool = False  # BME links only nodes of the same type
-    mentions: bool = False
-    mention_weight: float = 1.0
-    mention_min_len: int = 3
-    mention_case_sensitive: bool = True
-    knn_k: int = 0
-    knn_threshold: float = 0.8
-    knn_weight: float = 1.0
-    hubs: dict = field(default_factory=dict)  # virtual hub layers (pipeline.stages.hubs.HubParams)
-
+class GraphParams(Params):
+    GROUP: ClassVar[str] = "graph"
+    OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
+    relation_weights: dict  # multiplier per explicit relation (default 1)
+    default_weight: float  # weight of an explicit edge given without one (BME createEdge: 0.8)
+    temporal: bool
+    temporal_weight: float  # BME temporalLinkStrength
+    temporal_key: str  # consecutive `seq` within the same value of this column
+    temporal_same_type: bool  # BME links only nodes of the same type
+    mentions: bool
+    mention_weight: float
+    mention_min_len: int
+    mention_case_sensitive: bool
+    knn_k: int
+    knn_threshold: float
+    knn_weight: float
+    hubs: dict  # virtual hub layers (pipeline.stages.hubs.HubParams)
 
 def explicit_edges(edges: pl.DataFrame | None, node_ids: pl.Series, rel_w: dict, skipped: Counter,
                    default_w: float = 1.0) -> pl.DataFrame:
@@ -192,7 +193,7 @@ def run_stage(ctx, p: GraphParams) -> object:
     ctx.graph = corpus_step(st.memo, "graph", ctx.nodes, lambda: build(ctx.nodes, explicit, p, ctx.xb, Counter()))
     if cfg.diffuse.method != "none":
         embed = (lambda t: embed_cached(st.encoder, t, st.cache, st.device)[0]) if "dense" in cfg.channels else None
-        hub_p = st.const("hubs", lambda: hubs.HubParams(**p.hubs))
+        hub_p = st.const("hubs", lambda: hubs.HubParams.from_cfg(p.hubs, "graph.hubs"))
         ctx.hub_params = hub_p
         ctx.hub_graph = corpus_step(st.memo, "hubs", ctx.nodes, lambda: hubs.build(ctx.nodes, hub_p, embed))
     st.log.most("graph_edges", ctx.graph.height)
@@ -201,4 +202,4 @@ def run_stage(ctx, p: GraphParams) -> object:
 
 
 STAGE = Stage("graph", run_stage, enabled=lambda cfg: cfg.diffuse.method != "none" or bool(cfg.signals.enabled),
-              params=lambda run: GraphParams(**OmegaConf.to_container(run.cfg.graph, resolve=True)))
+              params=lambda run: GraphParams.from_cfg(run.cfg.graph, "graph"))

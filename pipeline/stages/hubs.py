@@ -16,30 +16,32 @@ entity hubs a query's own text mentions, weighted by specificity (``1 / df**df_p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
 from pipeline.ops import entities
+from pipeline.stage import Params
 
 
 @dataclass
-class HubParams:
-    entities: bool = False
-    entity_weight: float = 1.0
-    df_power: float = 1.0
-    max_df: float = 0.05  # fraction of units; an entity in more units is dropped
-    numbers: bool = True
-    quoted: bool = True
-    subwords: bool = False  # also each capitalised word of a multi-word span ("Obama")
-    synonym_k: int = 0  # 0 = no synonym links
-    synonym_threshold: float = 0.8
-    synonym_weight: float = 1.0
-    groups: dict = field(default_factory=dict)  # node column → weight of its value hubs
-
-
+class HubParams(Params):
+    GROUP: ClassVar[str] = "graph"
+    OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
+    SUBKEY: ClassVar[str | None] = "hubs"
+    entities: bool
+    entity_weight: float
+    df_power: float
+    max_df: float  # fraction of units; an entity in more units is dropped
+    numbers: bool
+    quoted: bool
+    subwords: bool  # also each capitalised word of a multi-word span ("Obama")
+    synonym_k: int  # 0 = no synonym links
+    synonym_threshold: float
+    synonym_weight: float
+    groups: dict  # node column → weight of its value hubs
 @dataclass
 class Hubs:
     inc: sp.csr_matrix  # (N units × H hubs)

@@ -10,7 +10,8 @@ BME's exact-name anchors are not part of the basis here (they need the anchor la
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
@@ -18,30 +19,30 @@ import polars as pl
 from pipeline.ops.eligible import eligible as eligible_nodes
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long
-from omegaconf import OmegaConf
 
 from pipeline.errors import ConfigError
-from pipeline.stage import Stage
+from pipeline.stage import Params, Stage
 
 
 @dataclass
-class NoveltyParams:
-    enabled: bool = False
-    basis_max: int = 24
-    basis_min: int = 2
-    topics: int = 15
-    novelty_threshold: float = 0.4
-    residual_threshold: float = 0.3
-    residual_top_k: int = 5
-    lam: float = 0.1
-    fista_iter: int = 80
-    max_iter: int = 100
-    tol: float = 1e-4
-    mode: str = "abs"  # abs (BME) | shift | split: how signed embeddings become NMF input
-    require_title: bool = True  # BME: basis nodes need a name/title
-    exclude_types: list = field(default_factory=lambda: ["event", "synopsis", "reflection"])
-    batch: int = 2048
-
+class NoveltyParams(Params):
+    GROUP: ClassVar[str] = "novelty"
+    OPTION: ClassVar[str] = "none"  # what Params.defaults() loads
+    enabled: bool
+    basis_max: int
+    basis_min: int
+    topics: int
+    novelty_threshold: float
+    residual_threshold: float
+    residual_top_k: int
+    lam: float
+    fista_iter: int
+    max_iter: int
+    tol: float
+    mode: str  # abs (BME) | shift | split: how signed embeddings become NMF input
+    require_title: bool  # BME: basis nodes need a name/title
+    exclude_types: list
+    batch: int
 
 def eligible(nodes: pl.DataFrame, p: NoveltyParams) -> np.ndarray:
     return eligible_nodes(nodes, p.require_title, p.exclude_types)
@@ -135,5 +136,5 @@ def run_stage(ctx, p: NoveltyParams) -> object:
     return ctx
 
 
-STAGE = Stage("novelty", run_stage, enabled=lambda cfg: bool(cfg.novelty.enabled), params=lambda run: NoveltyParams(
-    **OmegaConf.to_container(run.cfg.novelty)))
+STAGE = Stage("novelty", run_stage, enabled=lambda cfg: bool(cfg.novelty.enabled), params=lambda run: NoveltyParams.from_cfg(
+    run.cfg.novelty, "novelty"))

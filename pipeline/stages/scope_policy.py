@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 import polars as pl
 
 from pipeline.errors import choose
+from pipeline.stage import Params
 
 log = logging.getLogger(__name__)
 # index = priority in BME's lexicographic sort (higher first)
@@ -39,19 +40,15 @@ QUERY_COLS = {"active_owners": pl.List(pl.String), "active_user_owners": pl.List
 
 
 @dataclass
-class ScopeParams:
-    policy: str = "none"  # none | bme
-    sort: bool = True  # BME lexicographic sort: scope priority, story priority, then score
-    soft_directing: bool = True  # BME storyTimeSoftDirecting: story weights + future suppression
-    scope_weights: dict = field(default_factory=lambda: {
-        "characterPov": 1.25, "userPov": 1.05, "objectiveCurrentRegion": 1.15, "objectiveAdjacentRegion": 0.9,
-        "objectiveGlobal": 0.75, "otherPov": 0.6})
-    flashback_cues: list = field(default_factory=lambda: [
-        "曾经", "以前", "当年", "从前", "回忆", "过去", "背景", "来历", "小时候", "往事",
-        "used to", "back then", "in the past", "years ago", "remember when", "childhood", "flashback"])
-    future_cues: list = field(default_factory=lambda: [
-        "未来", "以后", "之后会", "将要", "明天", "预告", "计划", "打算", "准备", "承诺",
-        "in the future", "tomorrow", "plan", "plans", "planning", "going to", "will be", "promise"])
+class ScopeParams(Params):
+    GROUP: ClassVar[str] = "scope_policy"
+    OPTION: ClassVar[str] = "none"  # what Params.defaults() loads
+    policy: str  # none | bme
+    sort: bool  # BME lexicographic sort: scope priority, story priority, then score
+    soft_directing: bool  # BME storyTimeSoftDirecting: story weights + future suppression
+    scope_weights: dict  # BME scope-bucket weights
+    flashback_cues: list  # query cues that lift past story time
+    future_cues: list  # query cues that admit future story time
 
 
 @dataclass

@@ -229,7 +229,7 @@ def _params(run) -> tuple:
 
     cfg = run.cfg
     return (dict(cfg.score.terms), list(cfg.score.factors), bool(cfg.score.normalize),
-            scope_policy.ScopeParams(**cfg.scope_policy))
+            scope_policy.ScopeParams.from_cfg(cfg.scope_policy, "scope_policy"))
 
 
 STAGE = Stage("score", run_stage, params=_params)

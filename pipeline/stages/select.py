@@ -9,31 +9,35 @@ Ties are broken by node index (= node_id order) everywhere.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
 
 from pipeline.errors import ConfigError, choose
 from pipeline.stages.spread import spread
-from pipeline.stage import Stage
+from pipeline.stage import Params, Stage
 
 METHODS = ("topk", "dpp", "mmr")
 
 
 @dataclass
-class SelectParams:
-    method: str = "topk"
-    pool_mult: int = 3
-    quality_weight: float = 1.0  # dpp
-    lam: float = 0.7  # mmr
-    batch: int = 4096  # queries per torch batch
-    dtype: str = "float32"  # float64 for bit-for-bit parity with the float64 reference kernels
-    top_chunks_per_doc: int | None = None  # ReMe node-level grouping: at most this many units per doc_id
-    sort_by: tuple = ()  # priority columns sorted desc before the score (BME scope/story buckets)
-    target: int | None = None  # dpp/mmr: items diversified out of target·pool_mult (BME: 30 of 90); null = k
-    k_in_docs: bool = False  # with top_chunks_per_doc: k counts documents (ReMe design: paths), not units
-    spread_gap: float = 0.0  # > 0: repeated doc_ids pushed down this many positions each (pipeline.stages.spread)
+class SelectParams(Params):
+    GROUP: ClassVar[str] = "select"
+    OPTION: ClassVar[str] = "topk"  # what Params.defaults() loads
+    method: str
+    pool_mult: int
+    quality_weight: float  # dpp
+    lam: float  # mmr
+    batch: int  # queries per torch batch
+    dtype: str  # float64 for bit-for-bit parity with the float64 reference kernels
+    top_chunks_per_doc: int | None  # ReMe node-level grouping: at most this many units per doc_id
+    target: int | None  # dpp/mmr: items diversified out of target·pool_mult (BME: 30 of 90); null = k
+    k_in_docs: bool  # with top_chunks_per_doc: k counts documents (ReMe design: paths), not units
+    spread_gap: float  # > 0: repeated doc_ids pushed down this many positions each (pipeline.stages.spread)
+    sort_by: tuple = field(default=(), metadata={"runtime": True})  # the scope policy's priority columns, set by the score stage
 
     def __post_init__(self) -> None:  # read with getattr(torch, dtype): a closed choice, not any attribute
         choose("select.dtype", self.dtype, ("float32", "float64"))
@@ -163,7 +167,7 @@ def recall_rows(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame
     return out.select(cols)
 
 
-def run_stage(ctx, p: dict) -> object:
+def run_stage(ctx, p: SelectParams) -> object:
     """Select each query's ``k`` (with the scope policy's priority columns), append probabilistic
     recall, and turn the rows into the recall table."""
     from pipeline.stages import probrecall
@@ -172,7 +176,7 @@ def run_stage(ctx, p: dict) -> object:
     cfg = ctx.cfg
     nodes = ctx.scored_nodes if ctx.scored_nodes is not None else ctx.nodes
     doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
-    sel = select(ctx.cand, int(cfg.k), SelectParams(**p, sort_by=tuple(ctx.policy.sort_by)), ctx.xb, ctx.run.device,
+    sel = select(ctx.cand, int(cfg.k), dataclasses.replace(p, sort_by=tuple(ctx.policy.sort_by)), ctx.xb, ctx.run.device,
                  doc_idx)
     pr = cfg.prob_recall
     if pr.enabled:
@@ -184,4 +188,4 @@ def run_stage(ctx, p: dict) -> object:
     return ctx
 
 
-STAGE = Stage("select", run_stage, params=lambda run: dict(run.cfg.select))
+STAGE = Stage("select", run_stage, params=lambda run: SelectParams.from_cfg(run.cfg.select, "select"))

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from omegaconf import OmegaConf
 
 from pipeline.io import write_parquet
-from pipeline.stage import Stage
+from pipeline.stage import Params, Stage
 from pipeline.ops import graphalgo
 
 log = logging.getLogger(__name__)
@@ -35,14 +35,15 @@ TIERS = ((0.7, "hot"), (0.4, "warm"), (0.15, "cold"))  # else "evictable"
 
 
 @dataclass
-class SignalsParams:
-    enabled: bool = True
-    resolution: float = 1.0  # Leiden (RB configuration model; 1.0 = modularity)
-    seed: int = 13
-    max_age_days: float = 14.0
-    path: str | None = None  # None: compute in-run; else load a precomputed table
-    device: str = "cpu"  # the run's device: "cuda" computes PageRank and Leiden on cuGraph when it imports
-
+class SignalsParams(Params):
+    GROUP: ClassVar[str] = "signals"
+    OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
+    enabled: bool
+    resolution: float  # Leiden (RB configuration model; 1.0 = modularity)
+    seed: int
+    max_age_days: float
+    path: str | None  # None: compute in-run; else load a precomputed table
+    device: str = field(default="cpu", metadata={"runtime": True})  # the run's device, set by the stage
 
 def _utc(now: dt.datetime) -> dt.datetime:
     return now.replace(tzinfo=dt.timezone.utc) if now.tzinfo is None else now.astimezone(dt.timezone.utc)
@@ -237,5 +238,5 @@ def merge_groups(parts: list) -> pl.DataFrame | None:
             .unique("node_id", keep="first", maintain_order=True))
 
 
-STAGE = Stage("signals", run_stage, enabled=lambda cfg: bool(cfg.signals.enabled), params=lambda run: SignalsParams(
-    **OmegaConf.to_container(run.cfg.signals, resolve=True), device=run.device))
+STAGE = Stage("signals", run_stage, enabled=lambda cfg: bool(cfg.signals.enabled), params=lambda run: SignalsParams.from_cfg(
+    run.cfg.signals, "signals", device=run.device))
