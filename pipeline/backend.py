@@ -10,7 +10,7 @@ import importlib.util
 import logging
 import sys
 
-from pipeline.errors import ConfigError, choose
+from pipeline.errors import ConfigError, require_one_of
 
 log = logging.getLogger(__name__)
 DEVICES = ("auto", "cpu", "cuda")
@@ -111,7 +111,7 @@ def faiss_summary() -> str:
 
 def resolve_device(name: str) -> str:
     """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu`` (logged); ``cuda`` without a GPU raises."""
-    choose("device", name, DEVICES)
+    require_one_of("device", name, DEVICES)
     if name == "cpu":
         return "cpu"
     log.info("device=%s: %s", name, faiss_summary())

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline import paths
-from pipeline.errors import UserError, choose, reported
+from pipeline.errors import UserError, require_one_of, reported
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -108,7 +108,7 @@ def check_overrides(args: list[str]) -> None:
             raise UserError(f"unknown option {head!r} in {arg!r}{hint}; see recall --help")
         if key in groups and "(" not in value:  # choice(...), interval(...): sweep expressions
             for v in value.split(","):
-                choose(key, v, groups[key])
+                require_one_of(key, v, groups[key])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if rest and rest[0] in ("-h", "--help") and cmd in COMMANDS:
         print(USAGE)
         return 0
-    status = reported(lambda: (choose("command", cmd, COMMANDS), check_overrides(rest)) and None)
+    status = reported(lambda: (require_one_of("command", cmd, COMMANDS), check_overrides(rest)) and None)
     if status:
         return status
     if cmd == "tune":

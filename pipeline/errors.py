@@ -29,7 +29,7 @@ class ConfigError(UserError):
     """A bad config value or option name."""
 
 
-def choose(name: str, value: str, options) -> None:
+def require_one_of(name: str, value: str, options) -> None:
     """Raise a ConfigError listing ``options`` (and the closest one) if ``value`` is not among them."""
     import difflib
 

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.errors import ConfigError, choose
+from pipeline.errors import ConfigError, require_one_of
 
 log = logging.getLogger(__name__)
 EXECUTORS = ("local", "ray")
@@ -189,7 +189,7 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
     from pipeline import querypath
     from pipeline.stages import signals
 
-    choose("executor", cfg.executor, EXECUTORS)
+    require_one_of("executor", cfg.executor, EXECUTORS)
     opts = cfg.get("ray") or {}
     shards = shard_queries(queries, int(opts.get("shards", 8)))
     t0 = time.perf_counter()

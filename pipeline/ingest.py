@@ -6,7 +6,7 @@ import hashlib
 
 import polars as pl
 
-from pipeline.errors import ConfigError, choose
+from pipeline.errors import ConfigError, require_one_of
 
 
 def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -23,7 +23,7 @@ def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def query_half(queries: pl.DataFrame, part: str) -> pl.DataFrame:
     """A fixed half of the queries by a hash of ``query_id``: ``a`` or ``b`` (tune on one, check on the other)."""
-    choose("query_part", part, ("a", "b"))
+    require_one_of("query_part", part, ("a", "b"))
     bit = [hashlib.sha1(q.encode()).digest()[0] & 1 for q in queries["query_id"].cast(pl.String).to_list()]
     return queries.filter(pl.Series(bit) == (0 if part == "a" else 1))
 

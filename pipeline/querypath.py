@@ -42,12 +42,12 @@ class Recalled:
 def run_group(state: RunState, ctx: RunContext, stages: list | None = None) -> RunContext:
     """Every stage after embedding for one group: skip the disabled, time the rest, stop after
     ``state.until``. Parameters are built once per run."""
-    for st in STAGES if stages is None else stages:
-        if st.enabled(state.cfg):
-            params = state.const(f"params:{st.name}", lambda: st.params(state))
-            with state.log.stage(st.name):
-                ctx = st.run(ctx, params)
-        if st.name == state.until:
+    for stage in STAGES if stages is None else stages:
+        if stage.enabled(state.cfg):
+            params = state.const(f"params:{stage.name}", lambda: stage.params(state))
+            with state.log.stage(stage.name):
+                ctx = stage.run(ctx, params)
+        if stage.name == state.until:
             break
     return ctx
 

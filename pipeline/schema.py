@@ -130,10 +130,10 @@ def importance_to_10(nodes: pl.DataFrame, scale, where: str) -> tuple[pl.DataFra
     ``scale``: ``10`` (as given), ``1`` (a 0–1 scale, ×10), ``auto`` (a 0–1 scale when every
     non-null value is ≤ 1, else 0–10). Values outside the scale are a :class:`DataError`.
     """
-    from pipeline.errors import choose
+    from pipeline.errors import require_one_of
 
     scale = f"{scale:g}" if isinstance(scale, (int, float)) and not isinstance(scale, bool) else str(scale)
-    choose("data.importance_scale", scale, IMPORTANCE_SCALES)
+    require_one_of("data.importance_scale", scale, IMPORTANCE_SCALES)
     if "importance" not in nodes.columns or nodes["importance"].null_count() == nodes.height:
         return nodes, None
     top = float(nodes["importance"].max())

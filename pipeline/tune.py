@@ -45,24 +45,27 @@ def _metric(run_dir: Path, metric: str) -> float:
     return float(json.loads((run_dir / "metrics.json").read_text())[metric])
 
 
+def rounded(value):
+    """A tuned float to 6 significant digits (a readable preset; far below any metric's resolution)."""
+    return float(f"{value:.6g}") if isinstance(value, float) else value
+
+
 def preset_text(base: str, best: dict, name: str, header: list[str]) -> str:
-    """The base preset's YAML with ``best`` applied: group choices become ``override /group: value``
-    entries of the defaults list, other keys are set at their dotted path."""
-    doc = yaml.safe_load((CONF / "preset" / f"{base}.yaml").read_text()) or {}
-    defaults = list(doc.pop("defaults", []))
+    """A preset that starts from ``base`` (``defaults: [<base>, _self_]``) and sets only what the
+    search chose: group choices as ``override /group: value`` entries, other keys at their dotted
+    path, floats rounded (:func:`rounded`)."""
     groups = {p.name for p in CONF.iterdir() if p.is_dir()}
+    doc: dict = {}
     for key, value in sorted(best.items()):
         if key in groups:
-            entry = f"override /{key}"
-            defaults = [d for d in defaults if not (isinstance(d, dict) and entry in d)] + [{entry: value}]
             continue
         node = doc
         *path, leaf = key.split(".")
         for part in path:
             node = node.setdefault(part, {})
-        node[leaf] = value
-    doc["preset_name"] = name
-    body = yaml.safe_dump({"defaults": defaults, **doc} if defaults else doc, sort_keys=False)
+        node[leaf] = rounded(value)
+    choices = [{f"override /{k}": v} for k, v in sorted(best.items()) if k in groups]
+    body = yaml.safe_dump({"defaults": [base, "_self_", *choices], "preset_name": name, **doc}, sort_keys=False)
     return "# @package _global_\n" + "".join(f"# {h}\n" for h in header) + body
 
 

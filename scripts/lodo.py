@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import DataError, choose, reported
+from pipeline.errors import DataError, require_one_of, reported
 from pipeline.report.compare import markdown_table
 from pipeline.report.lodo import half_gains, lodo_table
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def text() -> str:
         for d in datasets:
-            choose("--data", d, METRIC)
+            require_one_of("--data", d, METRIC)
         return report(load(args.out, datasets, extra, args.only_table), datasets) + "\n"
     return reported(lambda: print(text(), end=""))
 

@@ -21,14 +21,24 @@ def test_query_halves_partition_the_queries_stably():
     assert query_half(q.reverse(), "a")["query_id"].sort().to_list() == a["query_id"].sort().to_list()
 
 
-def test_preset_text_sets_dotted_keys_and_group_choices():
-    text = preset_text("best", {"diffuse": "ppr", "fuse.weights.dense": 0.5, "graph.hubs.entities": True},
+def test_preset_text_sets_dotted_keys_and_group_choices(compose):
+    text = preset_text("best", {"diffuse": "ppr", "fuse.weights.dense": 0.5, "graph.hubs.entities": True,
+                                "score.terms.graph": 12.3456789012},
                        "best_x", ["header line"])
     assert text.startswith("# @package _global_\n# header line\n")
     doc = yaml.safe_load(text)
-    assert {"override /diffuse": "ppr"} in doc["defaults"] and {"override /diffuse": "pedsa"} not in doc["defaults"]
-    assert doc["fuse"]["weights"] == {"dense": 0.5, "lexical": 0.4}  # lexical from conf/preset/best.yaml
-    assert doc["graph"]["hubs"]["entities"] is True and doc["preset_name"] == "best_x"
+    assert doc["defaults"] == ["best", "_self_", {"override /diffuse": "ppr"}]  # only what the search chose
+    assert doc["fuse"] == {"weights": {"dense": 0.5}} and doc["score"] == {"terms": {"graph": 12.3457}}
+    name = f"tunetext_{uuid.uuid4().hex[:8]}"
+    path = REPO / "conf" / "preset" / f"{name}.yaml"
+    try:
+        path.write_text(text)
+        cfg = compose([f"preset={name}"])
+    finally:
+        path.unlink()
+    assert dict(cfg.fuse.weights) == {"dense": 0.5, "lexical": 0.4}  # lexical from conf/preset/best.yaml
+    assert cfg.graph.hubs.entities is True and cfg.preset_name == "best_x" and cfg.diffuse.method == "ppr"
+    assert cfg.score.terms.graph == 12.3457 and cfg.diffuse.seed_k == 30  # seed_k from best
 
 
 def _tune(name: str, out) -> tuple[str, dict]:

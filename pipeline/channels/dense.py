@@ -10,7 +10,7 @@ import logging
 import numpy as np
 
 from pipeline import backend
-from pipeline.errors import choose
+from pipeline.errors import require_one_of
 
 log = logging.getLogger(__name__)
 INDEXES = ("flat", "ivf", "hnsw", "blocked")
@@ -21,7 +21,7 @@ def build_index(xb: np.ndarray, kind: str = "flat", *, nlist: int = 1024, nprobe
     """xb: (n, d) float32 → a FAISS index over it (inner product); ``blocked``: an exact scan of
     ``xb`` (a memmap is fine) in blocks of ``block`` rows with a running top-k (``channels.blocked``)."""
     faiss = backend.import_faiss()
-    choose("dense.index", kind, INDEXES)
+    require_one_of("dense.index", kind, INDEXES)
     if kind == "blocked":
         from pipeline.channels.blocked import BlockedIndex
 

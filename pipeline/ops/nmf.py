@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from pipeline.errors import choose
+from pipeline.errors import require_one_of
 
 LCG_SEED, LCG_A, LCG_C, LCG_MOD = 42, 1664525, 1013904223, 2**32
 MAX_TOPICS = 15
@@ -161,7 +161,7 @@ def prepare_basis(E: torch.Tensor, mode: str = "abs", *, q: torch.Tensor | None 
     - ``split``: V = [relu(E), relu(−E)] along d (2d columns), q → [relu(q), relu(−q)]; keeps signs.
     Returns (V, q') with q' None when q is None.
     """
-    choose("mode", mode, BASIS_MODES)
+    require_one_of("mode", mode, BASIS_MODES)
     rows = torch.ones(E.shape[:-1], dtype=torch.bool, device=E.device) if m is None else (
         torch.arange(E.shape[-2], device=E.device) < torch.as_tensor(m, device=E.device)[:, None])
     nrm = torch.linalg.vector_norm(E, dim=-1, keepdim=True)

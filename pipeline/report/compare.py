@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.errors import ConfigError, DataError, choose
+from pipeline.errors import ConfigError, DataError, require_one_of
 from pipeline.report.trec import to_ranking
 
 
@@ -60,7 +60,7 @@ def compare(run_dirs: list[str | Path], baseline: str | None = None, metrics: li
     manifests = {d: _manifest(d) for d in dirs}
     names = _names(dirs)
     baseline = names[0] if baseline is None else baseline
-    choose("baseline", baseline, names)
+    require_one_of("baseline", baseline, names)
     if metrics is None:
         metrics = list(manifests[dirs[0]].get("config", {}).get("evaluate", {}).get("metrics") or _default_metrics())
     per_query = _stored_per_query(dirs, names, manifests, metrics) if qrels is None else None

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline import io
-from pipeline.errors import ConfigError, DataError, choose
+from pipeline.errors import ConfigError, DataError, require_one_of
 from pipeline.stages import evaluate
 
 LEVELS = ("node_id", "doc_id")
@@ -28,7 +28,7 @@ def to_ranking(recall: pl.DataFrame, level: str = "node_id") -> pl.DataFrame:
     ``level="doc_id"`` maps units to their document and keeps each document's first (best) rank,
     as evaluation does (an item repeated at node level also keeps its first rank).
     """
-    choose("level", level, LEVELS)
+    require_one_of("level", level, LEVELS)
     missing = [c for c in ("query_id", "rank", level, "score") if c not in recall.columns]
     if missing:
         raise ConfigError(f"recall frame lacks columns {missing}; it has {recall.columns}")
@@ -42,7 +42,7 @@ def write_run(recall: pl.DataFrame, path: str | Path, tag: str, level: str = "no
     score: ``"score"`` writes the stored score (warns if a query has tied scores),
     ``"rank"`` writes ``1/rank`` so every consumer sees exactly our order.
     """
-    choose("score", score, SCORES)
+    require_one_of("score", score, SCORES)
     if not tag or any(c.isspace() for c in tag):
         raise ConfigError(f"tag={tag!r}: a TREC tag must be one non-empty word without spaces")
     run = to_ranking(recall, level)
@@ -67,7 +67,7 @@ def _write_lines(df: pl.DataFrame, path: str | Path) -> Path:
 
 def read_run(path: str | Path, level: str = "node_id") -> pl.DataFrame:
     """Read a TREC run file → (query_id, <level>, rank, score); raises DataError on a bad line."""
-    choose("level", level, LEVELS)
+    require_one_of("level", level, LEVELS)
     rows: list[tuple[str, str, int, float]] = []
     seen: set[tuple[str, str]] = set()
     for n, fields in _lines(path, 6, "q_id Q0 doc_id rank score tag"):
@@ -95,7 +95,7 @@ def write_qrels(qrels: pl.DataFrame, path: str | Path) -> Path:
 
 def read_qrels(path: str | Path, level: str = "node_id") -> pl.DataFrame:
     """Read a TREC qrels file → (query_id, <level>, relevance); raises DataError on a bad line."""
-    choose("level", level, LEVELS)
+    require_one_of("level", level, LEVELS)
     rows = [(f[0], f[2], _number(int, f[3], path, n, "relevance", "an integer relevance"))
             for n, f in _lines(path, 4, "q_id 0 doc_id relevance")]
     return pl.DataFrame(rows, schema={"query_id": pl.String, level: pl.String, "relevance": pl.Int32},

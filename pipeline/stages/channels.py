@@ -51,17 +51,17 @@ KEYS = ["channels", "dense", "lexical", "embed", "query", "include_archived", "s
 def run_stage(ctx, p: tuple) -> object:
     """Candidates of the group's queries from every enabled channel; cached on disk under the stage
     key and reused by a rerun (``ctx.reused``)."""
-    st, cfg = ctx.run, ctx.cfg
-    key = stage_key(cfg, st.ds, ctx.nodes, ctx.queries, KEYS, st.const("key:channels", lambda: key_prefix(cfg, st.ds, KEYS)))
+    state, cfg = ctx.run, ctx.cfg
+    key = stage_key(cfg, state.ds, ctx.nodes, ctx.queries, KEYS, state.const("key:channels", lambda: key_prefix(cfg, state.ds, KEYS)))
     path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
     if path.exists():
         ctx.cand = pl.read_parquet(path)
         ctx.reused.append("channels")
     else:
-        ctx.cand = generate(ctx.nodes, ctx.queries, list(cfg.channels), ctx.xb, ctx.xparts, *p, st.device,
+        ctx.cand = generate(ctx.nodes, ctx.queries, list(cfg.channels), ctx.xb, ctx.xparts, *p, state.device,
                             cfg.seed, cfg.include_archived, ctx.part_q, ctx.part_w)
         io.write_parquet(path, ctx.cand)
-    st.log.add("candidates", ctx.cand.height)
+    state.log.add("candidates", ctx.cand.height)
     return ctx
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from pipeline import backend
-from pipeline.errors import choose
+from pipeline.errors import require_one_of
 from pipeline.ops.expand import expand
 from pipeline.ops.pedsa import pedsa
 from pipeline.ops.ppr import ppr
@@ -71,6 +71,18 @@ def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
             .select("query_idx", "node_idx", energy=(pl.col(p.seed_from) ** p.seed_power).cast(pl.Float32)))
 
 
+def _solve(a, i, e, p: DiffusionParams) -> np.ndarray:
+    """One block's diffusion by ``p.method`` on the device of its inputs; the energies as numpy."""
+    if p.method == "pedsa":
+        out = pedsa(a, i, e, steps=p.steps, decay=p.decay, alpha=p.alpha, inhibit_mult=p.inhibit_mult,
+                    clamp=p.clamp, min_energy=p.min_energy, top_k=p.top_k, seeds_in_result=p.seeds_in_result)
+    elif p.method == "expand":
+        out = expand(a, i, e, depth=p.depth, decay=p.decay, budget=p.budget)
+    else:
+        out, _info = ppr(a, e, damping=p.damping, max_iter=p.max_iter)
+    return np.asarray(out.get() if hasattr(out, "get") else out)
+
+
 def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame,
         p: DiffusionParams, device: str = "cpu", include_archived: bool = False,
         extra_seeds: pl.DataFrame | None = None, hubs: hub_layer.Hubs | None = None,
@@ -80,7 +92,7 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
     (entity and group layers) join each scope's graph; ``hub_seeds`` (query_idx, hub_idx, weight)
     seed them with ``entity_seed_share`` of the seed energy. Hubs never appear in the output. Edges
     whose validity window does not contain ``now`` (the reference time) carry nothing."""
-    choose("diffusion.method", p.method, METHODS)
+    require_one_of("diffusion.method", p.method, METHODS)
     empty = pl.DataFrame(schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "graph": pl.Float32})
     if p.method == "none" or cand.height == 0:
         return empty
@@ -118,16 +130,7 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
             if p.method == "ppr":
                 mass = e0.sum(axis=0, dtype=np.float64)  # float64: the same per column whatever the block width
                 e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
-            a, i, e = _to_device(adj, inhib, e0, device)
-            if p.method == "pedsa":
-                out = pedsa(a, i, e, steps=p.steps, decay=p.decay, alpha=p.alpha,
-                            inhibit_mult=p.inhibit_mult, clamp=p.clamp, min_energy=p.min_energy,
-                            top_k=p.top_k, seeds_in_result=p.seeds_in_result)
-            elif p.method == "expand":
-                out = expand(a, i, e, depth=p.depth, decay=p.decay, budget=p.budget)
-            else:
-                out, _info = ppr(a, e, damping=p.damping, max_iter=p.max_iter)
-            out = np.asarray(out.get() if hasattr(out, "get") else out)[:len(rows)]
+            out = _solve(*_to_device(adj, inhib, e0, device), p)[:len(rows)]
             if p.keep and len(rows) > p.keep:  # PPR reaches a whole component: keep each query's top nodes
                 out = np.where(topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
             r, c = np.nonzero(out > 0)

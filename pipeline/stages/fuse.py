@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.backend import fallback
-from pipeline.errors import ConfigError, choose
+from pipeline.errors import ConfigError, require_one_of
 from omegaconf import OmegaConf
 
 from pipeline.stage import Stage
@@ -22,7 +22,7 @@ NORMS = ("max", "minmax", "none")
 
 
 def _norm(col: str, how: str) -> pl.Expr:
-    choose(f"fuse.norm.{col}", how, NORMS)
+    require_one_of(f"fuse.norm.{col}", how, NORMS)
     x = pl.col(col).fill_null(0.0).cast(pl.Float64)
     if how == "none":
         return x
@@ -82,7 +82,7 @@ def _options(fn) -> set[str]:
 def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.DataFrame:
     """Adds a ``fused`` column (float64) to the candidates. Options of the other method (a preset's
     ``norm`` under ``fuse=rrf``, say) are ignored; unknown options are an error."""
-    choose("fuse.method", method, METHODS)
+    require_one_of("fuse.method", method, METHODS)
     mine = _options(METHODS[method])
     other = set().union(*(_options(f) for f in METHODS.values())) - mine
     unknown = sorted(set(params) - mine - other)

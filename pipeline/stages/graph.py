@@ -188,16 +188,16 @@ def run_stage(ctx, p: GraphParams) -> object:
     from pipeline.stages import hubs
     from pipeline.stages.embed import embed_cached
 
-    st, cfg = ctx.run, ctx.cfg
-    explicit = st.ds.edges if ctx.edges is None else ctx.edges  # dangling/self-loop edges: counted once per run
-    ctx.graph = corpus_step(st.memo, "graph", ctx.nodes, lambda: build(ctx.nodes, explicit, p, ctx.xb, Counter()))
+    state, cfg = ctx.run, ctx.cfg
+    explicit = state.ds.edges if ctx.edges is None else ctx.edges  # dangling/self-loop edges: counted once per run
+    ctx.graph = corpus_step(state.memo, "graph", ctx.nodes, lambda: build(ctx.nodes, explicit, p, ctx.xb, Counter()))
     if cfg.diffuse.method != "none":
-        embed = (lambda t: embed_cached(st.encoder, t, st.cache, st.device)[0]) if "dense" in cfg.channels else None
-        hub_p = st.const("hubs", lambda: hubs.HubParams.from_cfg(p.hubs, "graph.hubs"))
+        embed = (lambda t: embed_cached(state.encoder, t, state.cache, state.device)[0]) if "dense" in cfg.channels else None
+        hub_p = state.const("hubs", lambda: hubs.HubParams.from_cfg(p.hubs, "graph.hubs"))
         ctx.hub_params = hub_p
-        ctx.hub_graph = corpus_step(st.memo, "hubs", ctx.nodes, lambda: hubs.build(ctx.nodes, hub_p, embed))
-    st.log.most("graph_edges", ctx.graph.height)
-    st.log.most("hubs", 0 if ctx.hub_graph is None else ctx.hub_graph.size)
+        ctx.hub_graph = corpus_step(state.memo, "hubs", ctx.nodes, lambda: hubs.build(ctx.nodes, hub_p, embed))
+    state.log.most("graph_edges", ctx.graph.height)
+    state.log.most("hubs", 0 if ctx.hub_graph is None else ctx.hub_graph.size)
     return ctx
 
 

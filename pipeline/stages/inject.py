@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 
 import polars as pl
 
-from pipeline.errors import choose
+from pipeline.errors import require_one_of
 from pipeline.stages import inject_bme
 
 FORMATS = ("bme", "reme", "oks")
@@ -124,7 +124,7 @@ def render(recall: pl.DataFrame, nodes: pl.DataFrame, fmt: str, max_nodes: int |
            *, queries: pl.DataFrame | None = None, include_archived: bool = False, **opts) -> pl.DataFrame:
     """One injection text per query that injects anything; ``node_ids`` lists the nodes it shows.
     ``opts`` are the other ``InjectParams`` fields; the recall layer is never changed."""
-    choose("inject.format", fmt, FORMATS)
+    require_one_of("inject.format", fmt, FORMATS)
     p = InjectParams(format=fmt, **{"max_nodes": max_nodes, "soul_boost": soul, **opts})
     schema = {"query_id": pl.String, "format": pl.String, "text": pl.String, "node_ids": pl.List(pl.String)}
     if fmt == "bme":

@@ -24,7 +24,7 @@ from typing import Callable, ClassVar
 
 import polars as pl
 
-from pipeline.errors import choose
+from pipeline.errors import require_one_of
 from pipeline.stage import Params
 
 log = logging.getLogger(__name__)
@@ -174,5 +174,5 @@ POLICIES: dict[str, Callable[..., Applied]] = {"none": lambda cand, nodes, queri
 
 def apply(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: ScopeParams) -> Applied:
     """Run the configured policy; the runner multiplies ``factors`` into the score and sorts by ``sort_by``."""
-    choose("scope_policy.policy", p.policy, POLICIES)
+    require_one_of("scope_policy.policy", p.policy, POLICIES)
     return POLICIES[p.policy](cand, nodes, queries, p)

@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from pipeline.errors import ConfigError, choose
+from pipeline.errors import ConfigError, require_one_of
 from pipeline.stages.spread import spread
 from pipeline.stage import Params, Stage
 
@@ -40,7 +40,7 @@ class SelectParams(Params):
     sort_by: tuple = field(default=(), metadata={"runtime": True})  # the scope policy's priority columns, set by the score stage
 
     def __post_init__(self) -> None:  # read with getattr(torch, dtype): a closed choice, not any attribute
-        choose("select.dtype", self.dtype, ("float32", "float64"))
+        require_one_of("select.dtype", self.dtype, ("float32", "float64"))
 
 
 def ranked(cand: pl.DataFrame, sort_by: tuple = ()) -> pl.DataFrame:
@@ -75,7 +75,7 @@ def _cut(r: pl.DataFrame, k: int, doc_idx: np.ndarray | None, k_in_docs: bool) -
 
 def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = None, device: str = "cpu",
            doc_idx: np.ndarray | None = None) -> pl.DataFrame:
-    choose("select.method", p.method, METHODS)
+    require_one_of("select.method", p.method, METHODS)
     r = ranked(cand, tuple(p.sort_by))
     if p.top_chunks_per_doc:
         if doc_idx is None:
@@ -178,9 +178,9 @@ def run_stage(ctx, p: SelectParams) -> object:
     doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
     sel = select(ctx.cand, int(cfg.k), dataclasses.replace(p, sort_by=tuple(ctx.policy.sort_by)), ctx.xb, ctx.run.device,
                  doc_idx)
-    pr = cfg.prob_recall
-    if pr.enabled:
-        sel = probrecall.append(sel, nodes, ctx.queries, int(cfg.k), p=pr.p, min_importance=pr.min_importance,
+    prob = cfg.prob_recall
+    if prob.enabled:
+        sel = probrecall.append(sel, nodes, ctx.queries, int(cfg.k), p=prob.p, min_importance=prob.min_importance,
                                 seed=cfg.seed, include_archived=cfg.include_archived)
     extra = term_columns(dict(cfg.score.terms), list(cfg.score.factors)) + ctx.policy.factors + ctx.policy.sort_by
     extra += ["cooccur"] if "cooccur" in sel.columns else []
