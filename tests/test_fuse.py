@@ -65,5 +65,5 @@ def test_fuse_ignores_the_other_methods_options_and_rejects_unknown_ones():
     cand = pl.DataFrame({"query_idx": [0, 0], "node_idx": [1, 2], "dense": [0.9, 0.5], "dense_rank": [1, 2]})
     out = fuse(cand, ["dense"], "rrf", weights={"dense": 1.0}, norm={"dense": "none"})  # wsum's norm: ignored
     assert out["fused"].to_list() == [1 / 61, 1 / 62]
-    with pytest.raises(ConfigError, match="fusion.nrom is not an option of fuse=rrf"):
+    with pytest.raises(ConfigError, match="fuse.nrom is not an option of fuse=rrf"):
         fuse(cand, ["dense"], "rrf", weights={"dense": 1.0}, nrom="max")

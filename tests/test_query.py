@@ -54,7 +54,7 @@ def test_bme_prefilter_per_part_top_n_positive_then_merged_by_max():
     queries = pl.DataFrame({"query_id": ["q"], "text": ["t"]})
 
     def hits(**kw):
-        out = generate(nodes, queries, ["dense"], xb, xp, DenseParams(**kw), LexicalParams.defaults(),
+        out = generate(nodes, queries, ["dense"], xb, xp, DenseParams.defaults(**kw), LexicalParams.defaults(),
                        part_q=np.array([0, 0]), part_w=np.array([0.7, 0.3]))
         return dict(zip(out.sort("dense_rank")["node_idx"].to_list(), out.sort("dense_rank")["dense"].to_list()))
 

@@ -87,7 +87,7 @@ def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.D
     other = set().union(*(_options(f) for f in METHODS.values())) - mine
     unknown = sorted(set(params) - mine - other)
     if unknown:
-        raise ConfigError(f"fusion.{unknown[0]} is not an option of fusion={method}; its options: {sorted(mine)}")
+        raise ConfigError(f"fuse.{unknown[0]} is not an option of fuse={method}; its options: {sorted(mine)}")
     return METHODS[method](cand, channels, **{k: v for k, v in params.items() if k in mine})
 
 
