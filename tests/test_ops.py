@@ -1,6 +1,5 @@
 """Top-k tie rules and doc_scope grouping."""
 import numpy as np
-
 import polars as pl
 
 from pipeline.ops.scope import in_scope, scope_groups
