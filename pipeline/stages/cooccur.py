@@ -1,4 +1,4 @@
-"""Co-occurrence boost on the graph score (ST-BME §1.b.6), batched over all queries.
+"""BME's co-occurrence boost on the graph score (docs/presets.md, ``bme``), batched over all queries.
 
 Our data has no extraction ``batchJournal``: a *batch* is a run of at most ``max_per_batch``
 eligible nodes of one ``doc_id`` (a session), consecutive in ``seq`` order (node_id order without
@@ -28,6 +28,7 @@ SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "cooccur": pl.Float64}
 
 @dataclass
 class CooccurParams:
+    """Co-occurrence boost settings: anchors, neighbours and the boost scale."""
     enabled: bool = False
     scale: float = 0.1
     max_neighbors: int = 10

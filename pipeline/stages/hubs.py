@@ -27,6 +27,7 @@ from pipeline.ops import entities
 
 @dataclass
 class HubParams:
+    """Hub layer settings: entity, synonym and group hubs and their weights."""
     entities: bool = False
     entity_weight: float = 1.0
     df_power: float = 1.0
@@ -42,6 +43,7 @@ class HubParams:
 
 @dataclass
 class Hubs:
+    """The hub layer: unit-hub incidence, hub-hub synonym links, hub names and units per hub."""
     inc: sp.csr_matrix  # (N units × H hubs)
     syn: sp.csr_matrix  # (H × H), symmetric
     keys: list[str]  # hub names: "entity:<key>" or "<column>:<value>"
@@ -50,6 +52,7 @@ class Hubs:
 
     @property
     def size(self) -> int:
+        """Number of hubs."""
         return len(self.keys)
 
 

@@ -1,4 +1,4 @@
-"""Residual-novelty recall (ST-BME §1.b.5), batched over queries.
+"""BME's residual-novelty recall (docs/presets.md, ``bme``), batched over queries.
 
 Per query: basis = its eligible dense hits in dense-rank order (non-archived, type not excluded,
 with a title unless ``require_title`` is off), at most ``basis_max``, at least ``basis_min`` (else
@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-
-from pipeline.ops.eligible import eligible as eligible_nodes
-from pipeline.ops.scope import scope_groups
-from pipeline.ops.topk import topk_long
 from omegaconf import OmegaConf
 
 from pipeline.errors import ConfigError
+from pipeline.ops.eligible import eligible as eligible_nodes
+from pipeline.ops.scope import scope_groups
+from pipeline.ops.topk import topk_long
 from pipeline.stage import Stage
 
 
 @dataclass
 class NoveltyParams:
+    """Novelty gate settings: NMF basis, FISTA residual and thresholds."""
     enabled: bool = False
     basis_max: int = 24
     basis_min: int = 2
@@ -44,6 +44,7 @@ class NoveltyParams:
 
 
 def eligible(nodes: pl.DataFrame, p: NoveltyParams) -> np.ndarray:
+    """Boolean mask of the nodes the novelty gate may use (``require_title``, ``exclude_types``)."""
     return eligible_nodes(nodes, p.require_title, p.exclude_types)
 
 

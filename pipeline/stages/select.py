@@ -15,14 +15,15 @@ import numpy as np
 import polars as pl
 
 from pipeline.errors import ConfigError, choose
-from pipeline.stages.spread import spread
 from pipeline.stage import Stage
+from pipeline.stages.spread import spread
 
 METHODS = ("topk", "dpp", "mmr")
 
 
 @dataclass
 class SelectParams:
+    """Selection settings: method (topk, dpp, mmr), pool and per-document limits."""
     method: str = "topk"
     pool_mult: int = 3
     quality_weight: float = 1.0  # dpp
@@ -71,6 +72,7 @@ def _cut(r: pl.DataFrame, k: int, doc_idx: np.ndarray | None, k_in_docs: bool) -
 
 def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = None, device: str = "cpu",
            doc_idx: np.ndarray | None = None) -> pl.DataFrame:
+    """Each query's recall rows: candidates ranked, grouped and spread by document, then cut to ``k`` or diversified."""
     choose("select.method", p.method, METHODS)
     r = ranked(cand, tuple(p.sort_by))
     if p.top_chunks_per_doc:
