@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 
 from pipeline import backend, common, ingest
 from pipeline.stages import channels, evaluate, fuse
-from pipeline.stages.embed import embed_cached, embed_nodes
 from pipeline.stages.select import SelectParams, recall_rows, select
+from pipeline.stages.embed import embed_cached, embed_nodes
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 GRID = {

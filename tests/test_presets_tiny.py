@@ -249,7 +249,7 @@ def test_bme_preset_constants_match_the_spec(compose):
 
     cap = InjectParams(format="bme", max_nodes=cfg.inject.max_nodes).get("max_nodes")
     assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 30, 3, 12)
-    # createEdge strength 0.8; temporal link 0.2; cross recall off (BME retriever's fallback)
+    # createEdge strength 0.8; temporal link 0.2; cross recall off (retriever.js fallback)
     assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.query.cross_recall) == (0.8, 0.2, False)
     assert (cfg.query.anchor_energy, cfg.query.cross_mult) == (2.0, 1.5)
     assert (cfg.diffuse.steps, cfg.diffuse.decay, cfg.diffuse.alpha, cfg.diffuse.top_k) == (2, 0.6, 0.15, 100)

@@ -28,7 +28,6 @@ SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "cooccur": pl.Float64}
 
 @dataclass
 class CooccurParams:
-    """Co-occurrence boost settings: anchors, neighbours and the boost scale."""
     enabled: bool = False
     scale: float = 0.1
     max_neighbors: int = 10

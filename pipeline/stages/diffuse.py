@@ -12,17 +12,16 @@ from pipeline.errors import choose
 from pipeline.ops import diffusion
 from pipeline.ops.scope import scope_groups
 from pipeline.progress import progress
-from pipeline.stage import Stage
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
 from pipeline.stages.speakers import named_for
+from pipeline.stage import Stage
 
 METHODS = ("pedsa", "ppr", "expand", "none")
 
 
 @dataclass
 class DiffusionParams:
-    """Graph diffusion settings: method, seeds and the walk's constants."""
     method: str = "pedsa"
     seed_k: int = 20  # top fused candidates per query that seed the diffusion
     seed_from: str = "fused"  # candidate column giving seed energy

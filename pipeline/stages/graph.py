@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 import scipy.sparse as sp
-from omegaconf import OmegaConf
 
 from pipeline.ops.titles import TitleFinder
+from omegaconf import OmegaConf
+
 from pipeline.stage import Stage
 
 EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit": pl.Boolean,
@@ -23,7 +24,6 @@ EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit"
 
 @dataclass
 class GraphParams:
-    """Graph settings: explicit, temporal, mention and kNN edges and their weights."""
     relation_weights: dict = field(default_factory=dict)  # multiplier per explicit relation (default 1)
     default_weight: float = 1.0  # weight of an explicit edge given without one (BME createEdge: 0.8)
     temporal: bool = True

@@ -27,7 +27,6 @@ from pipeline.ops import entities
 
 @dataclass
 class HubParams:
-    """Hub layer settings: entity, synonym and group hubs and their weights."""
     entities: bool = False
     entity_weight: float = 1.0
     df_power: float = 1.0

@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-from omegaconf import OmegaConf
 
-from pipeline.errors import ConfigError
 from pipeline.ops.eligible import eligible as eligible_nodes
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long
+from omegaconf import OmegaConf
+
+from pipeline.errors import ConfigError
 from pipeline.stage import Stage
 
 
 @dataclass
 class NoveltyParams:
-    """Novelty gate settings: NMF basis, FISTA residual and thresholds."""
     enabled: bool = False
     basis_max: int = 24
     basis_min: int = 2

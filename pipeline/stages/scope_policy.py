@@ -40,7 +40,6 @@ QUERY_COLS = {"active_owners": pl.List(pl.String), "active_user_owners": pl.List
 
 @dataclass
 class ScopeParams:
-    """Scope policy settings: bucket weights, cue words and sorting."""
     policy: str = "none"  # none | bme
     sort: bool = True  # BME lexicographic sort: scope priority, story priority, then score
     soft_directing: bool = True  # BME storyTimeSoftDirecting: story weights + future suppression

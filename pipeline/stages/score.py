@@ -14,8 +14,8 @@ from typing import Callable
 import polars as pl
 
 from pipeline.errors import ConfigError
-from pipeline.stage import Stage
 from pipeline.stages import speakers
+from pipeline.stage import Stage
 
 TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
 FACTORS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}

@@ -15,15 +15,14 @@ import numpy as np
 import polars as pl
 
 from pipeline.errors import ConfigError, choose
-from pipeline.stage import Stage
 from pipeline.stages.spread import spread
+from pipeline.stage import Stage
 
 METHODS = ("topk", "dpp", "mmr")
 
 
 @dataclass
 class SelectParams:
-    """Selection settings: method (topk, dpp, mmr), pool and per-document limits."""
     method: str = "topk"
     pool_mult: int = 3
     quality_weight: float = 1.0  # dpp

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+
 from omegaconf import OmegaConf
 
 from pipeline.io import write_parquet
-from pipeline.ops import graphalgo
 from pipeline.stage import Stage
+from pipeline.ops import graphalgo
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,6 @@ TIERS = ((0.7, "hot"), (0.4, "warm"), (0.15, "cold"))  # else "evictable"
 
 @dataclass
 class SignalsParams:
-    """Signals settings: Leiden resolution and seed, age window, a precomputed table."""
     enabled: bool = True
     resolution: float = 1.0  # Leiden (RB configuration model; 1.0 = modularity)
     seed: int = 13
