@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RECALL_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: install demo test test-all bench clean
+.PHONY: install demo test test-all lint bench clean
 
 $(STAMP): pyproject.toml constraints/cpu.txt
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,12 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# house rules ([tool.ruff] in pyproject.toml): lint rules, then the formatting check
+LINT_PATHS := pipeline tests scripts
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 clean:
 	rm -rf $(VENV) .cache runs outputs multirun

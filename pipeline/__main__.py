@@ -1,3 +1,4 @@
+"""``python -m pipeline``: the ``recall`` command line (pipeline.cli.main); exits with its status."""
 import sys
 
 from pipeline.cli import main

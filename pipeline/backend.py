@@ -36,6 +36,7 @@ GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/proc/driver/
 
 
 def has_cuda() -> bool:
+    """True when a GPU driver is present and torch sees a CUDA device."""
     import os
 
     if not any(os.path.exists(p) for p in GPU_DEVICE_FILES):
@@ -48,6 +49,7 @@ def has_cuda() -> bool:
 
 
 def has_cupy() -> bool:
+    """True when CuPy is installed and a CUDA device is usable."""
     return importlib.util.find_spec("cupy") is not None and has_cuda()
 
 
@@ -62,6 +64,7 @@ def import_faiss():
 
 
 def faiss_gpus() -> int:
+    """Number of GPUs the installed FAISS build can use (0 for faiss-cpu)."""
     faiss = import_faiss()
     get = getattr(faiss, "get_num_gpus", None)
     return int(get()) if get else 0

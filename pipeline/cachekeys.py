@@ -21,8 +21,7 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline import version
-from pipeline.ops.scope import edge_ends, scope_rows  # noqa: F401  (cachekeys.scope_rows: public API)
-
+from pipeline.ops.scope import edge_ends, scope_rows
 
 ALL = "all"
 NOT_RECIPE = ("out_dir", "cache_dir", "data_dir", "data", "report", "evaluate", "inject", "analyze")
@@ -36,6 +35,7 @@ def _sha(*chunks: bytes) -> str:
 
 
 def recipe_hash(cfg: DictConfig) -> str:
+    """Hash of the resolved config less the keys that do not change recall (NOT_RECIPE, signals.path), with versions."""
     conf = OmegaConf.to_container(cfg, resolve=True)
     conf = {k: v for k, v in conf.items() if k not in NOT_RECIPE}
     conf["signals"] = {k: v for k, v in conf.get("signals", {}).items() if k != "path"}
@@ -44,14 +44,17 @@ def recipe_hash(cfg: DictConfig) -> str:
 
 
 def scope_of(doc_scope) -> tuple[str, ...] | None:
+    """A query's ``doc_scope`` as a sorted tuple of unique scopes; None (no scope) stays None."""
     return None if doc_scope is None else tuple(sorted(set(doc_scope)))  # [] sees nothing (ops.scope)
 
 
 def scope_id(scope: tuple[str, ...] | None) -> str:
+    """Short stable id of a scope tuple for cache partition names; ``all`` for no scope."""
     return ALL if scope is None else _sha(json.dumps(list(scope)).encode())[:12]
 
 
 def query_hashes(queries: pl.DataFrame) -> list[str]:
+    """One 16-hex-digit hash of each query row (its text and fields), in row order."""
     return [f"{h:016x}" for h in queries.hash_rows(seed=0).to_list()]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline import paths
-from pipeline.errors import UserError, require_one_of, reported
+from pipeline.errors import UserError, reported, require_one_of
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -59,6 +59,7 @@ logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its AVX probing i
 
 
 def summary_table(metrics: dict | None, out_dir: str) -> str:
+    """The metrics as a fixed-width table (overall, then one row per query group) and the run directory."""
     from pipeline.stages.evaluate import judged_warning, metric_names
 
     lines = []
@@ -112,6 +113,7 @@ def check_overrides(args: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``recall <command> [args]`` (run, precompute, tune or a tool on finished runs); the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)

@@ -11,10 +11,11 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io, querypath, rundir
-from pipeline.common import CONF_DIR, StageLog, call_target
+from pipeline.common import StageLog, call_target
 from pipeline.errors import ConfigError
 from pipeline.ingest import nodes_and_queries
 from pipeline.outputs import write_frames
+from pipeline.paths import CONF_DIR
 
 log = logging.getLogger(__name__)
 

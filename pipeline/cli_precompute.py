@@ -10,12 +10,13 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.paths import CONF_DIR
 from pipeline.errors import reported
+from pipeline.paths import CONF_DIR
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    """``recall precompute``: refresh the recall cache; print partitions rewritten/removed and cache hits/misses."""
     from pipeline.precompute import precompute
 
     def body() -> None:

@@ -12,7 +12,6 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io, registry, version
-from pipeline.paths import CONF_DIR  # noqa: F401  (common.CONF_DIR: the configs)
 
 log = logging.getLogger("pipeline.runner")
 VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "bm25s", "rjieba", "pytrec-eval-terrier",

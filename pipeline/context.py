@@ -67,6 +67,7 @@ class RunContext:
 
     @property
     def cfg(self) -> DictConfig:
+        """The run's resolved config (``run.cfg``)."""
         return self.run.cfg
 
     @property

@@ -9,7 +9,7 @@ import polars as pl
 
 @dataclass
 class Dataset:
-    """What every adapter returns (``DESIGN.md`` §2). Frames are validated by ``pipeline.schema``.
+    """What every adapter returns: frames in the data contract, validated by ``pipeline.schema``.
 
     ``qrels`` has ``query_id``, ``relevance`` and exactly one of ``node_id`` (unit-level judgements)
     or ``doc_id`` (judgements on the document a unit belongs to). ``fingerprints`` maps each input
@@ -28,6 +28,7 @@ class Dataset:
 
     @property
     def qrels_level(self) -> str | None:
+        """``doc_id`` or ``node_id``: the column the judgements name; None without qrels."""
         if self.qrels is None:
             return None
         return "doc_id" if "doc_id" in self.qrels.columns else "node_id"

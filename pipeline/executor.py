@@ -135,6 +135,7 @@ class ShardWorker:
                              "peak_rss_mb": peak_rss_mb(), "graph_algorithms": dict(backend.GRAPH_IMPL)}}
 
     def __call__(self, batch: dict) -> dict:
+        """Ray Data batch entry: run each (shard, query indices) row and return the encoded results."""
         outs = [self.run_shard(int(s), np.asarray(q, dtype=np.int64)) for s, q in zip(batch["shard"], batch["qidx"])]
         return {"shard": np.array([o["shard"] for o in outs]),
                 "result": np.array([_encode(o) for o in outs], dtype=object)}

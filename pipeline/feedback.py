@@ -26,7 +26,6 @@ import polars as pl
 from pipeline.errors import ConfigError, UserError
 from pipeline.rundir import upgrade_config
 from pipeline.stages import signals
-from pipeline.stages.signals import overlay
 
 log = logging.getLogger(__name__)
 WINDOW_DAYS = 30

@@ -36,6 +36,7 @@ def atomic_write(path: str | Path, write) -> None:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file, then rename), with a fault point halfway for tests."""
     def write(fh):
         fh.write(data[: len(data) // 2])
         fault_point(f"write:{Path(path).name}")  # half of the bytes are in the temp file here
@@ -45,6 +46,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def write_json(path: str | Path, obj) -> None:
+    """Write ``obj`` as indented, key-sorted JSON to ``path`` atomically."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
 
 
@@ -58,4 +60,5 @@ def write_parquet(path: str | Path, df: pl.DataFrame) -> None:
 
 
 def config_hash(obj) -> str:
+    """First 16 hex digits of the sha256 of ``obj`` as key-sorted JSON."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -38,6 +38,7 @@ KEY_COLUMNS = ["query_hash", "scope_version", "recipe"]
 
 
 def partition_path(root: Path, scope: str) -> Path:
+    """The Parquet file of one scope's partition in the recall cache at ``root``."""
     return root / f"scope={scope}" / "data.parquet"
 
 

@@ -26,6 +26,7 @@ OUTPUTS = (
 
 
 def is_output(name: str, patterns=OUTPUTS) -> bool:
+    """True when the file name matches one of the run-output patterns."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 

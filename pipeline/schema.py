@@ -1,4 +1,4 @@
-"""The data contract (``DESIGN.md`` §2): column types per table and validation at the boundary.
+"""The data contract: column types per table (``TABLES``) and validation at the boundary.
 
 ``conform(df, table, where)`` checks required columns, casts known optional columns to their
 contract type, and raises :class:`DataError` naming the file, row and field of the first problem.

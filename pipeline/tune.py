@@ -70,6 +70,7 @@ def preset_text(base: str, best: dict, name: str, header: list[str]) -> str:
 
 
 def tune(args: list[str]) -> int:
+    """``recall tune``: sweep a preset's search space, write the best values as a preset and score it; 0 on success."""
     base = _opt(args, "preset", "best")
     data = _opt(args, "data", "sample")
     trials, seed = int(_opt(args, "tune.trials", "40")), int(_opt(args, "tune.seed", "13"))

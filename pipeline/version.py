@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent
 
 
 def package_version(name: str = "recall-pipeline") -> str:
+    """Installed version of the distribution ``name``, or ``0+unknown`` when it is not installed."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

@@ -47,7 +47,7 @@ def main() -> int:
         Df, If = index.search(xq, 10)
         tf = time.perf_counter() - t
         rss_f = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"| scan | nodes | seconds | queries/s | peak RSS MiB after |\n|---|---|---|---|---|")
+    print("| scan | nodes | seconds | queries/s | peak RSS MiB after |\n|---|---|---|---|---|")
     print(f"| blocked (memmap, block {a.block}) | {a.nodes:,} | {tb:.2f} | {a.queries / tb:,.0f} | {rss_b:,.0f} |")
     print(f"| FAISS IndexFlatIP (in memory) | {a.nodes:,} | {tf:.2f} | {a.queries / tf:,.0f} | {rss_f:,.0f} |")
     print(f"top-10 id agreement: {(I == If).mean():.4f}; max |ΔD|: {np.abs(D - Df).max():.2e}")

@@ -97,10 +97,10 @@ def main() -> int:
     timed("warm (nothing changed)", cfg)
     edited = change(data, a.change)
     shutil.copytree(work / "cache", work / "cache-full", ignore=shutil.ignore_patterns("recall", "candidates"))
-    timed(f"changed, with the recall cache", cfg)
+    timed("changed, with the recall cache", cfg)
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         full = compose("config", overrides=[*over, f"cache_dir={work / 'cache-full'}"])
-    timed(f"changed, full recompute", full)
+    timed("changed, full recompute", full)
     runner.run(full, work / "full-run")  # `recall run` on the edited data: what the cache must serve
     plain = pl.read_parquet(work / "full-run" / "recall.parquet").sort(["query_id", "rank"], maintain_order=True)
     same = precompute.served(work / "cache").select(plain.columns).equals(plain)

@@ -19,7 +19,13 @@ import numpy as np
 import torch
 
 from pipeline.ops.fista import fista_batched, fista_reference
-from pipeline.ops.nmf import nmf_batched, nmf_reference, novelty_batched, novelty_reference, prepare_basis
+from pipeline.ops.nmf import (
+    nmf_batched,
+    nmf_reference,
+    novelty_batched,
+    novelty_reference,
+    prepare_basis,
+)
 
 
 def make_problems(n: int, d: int, seed: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -43,11 +49,14 @@ def _chunk(E_all, q_all, m: int, device: str, dtype: torch.dtype) -> tuple[np.nd
     t0 = time.thread_time()
     V, qv = prepare_basis(E, q=q, m=mv)
     _, H, _ = nmf_batched(V, mv)
-    sync(); t1 = time.thread_time()
+    sync()
+    t1 = time.thread_time()
     nov = novelty_batched(H, mv.clamp(max=15), qv)["novelty"]
-    sync(); t2 = time.thread_time()
+    sync()
+    t2 = time.thread_time()
     _, r = fista_batched(E, mv, q)
-    sync(); t3 = time.thread_time()
+    sync()
+    t3 = time.thread_time()
     rn = torch.linalg.vector_norm(r, dim=-1)
     return nov.cpu().double().numpy(), rn.cpu().double().numpy(), [t1 - t0, t2 - t1, t3 - t2]
 

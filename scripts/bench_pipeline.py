@@ -80,7 +80,7 @@ def main() -> int:
     ap.add_argument("overrides", nargs="*", help="config overrides on top of preset=best, e.g. diffuse=pedsa")
     a = ap.parse_args()
     print(f"queries per size: {a.queries}; CPU threads: faiss {faiss.omp_get_max_threads()}")
-    print(f"| nodes | edges | stage | seconds | queries/s | peak RSS MiB |\n|---|---|---|---|---|---|")
+    print("| nodes | edges | stage | seconds | queries/s | peak RSS MiB |\n|---|---|---|---|---|---|")
     last = None
     for n in a.sizes:
         r = run(n, a.queries, a.overrides)

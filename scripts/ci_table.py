@@ -15,9 +15,9 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.errors import reported
 from pipeline.report.bootstrap import metric_cis
 from pipeline.report.compare import compare, markdown_table
-from pipeline.errors import reported
 
 
 def scale_of(metric: str) -> tuple[float, int]:

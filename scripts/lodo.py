@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import DataError, require_one_of, reported
+from pipeline.errors import DataError, reported, require_one_of
 from pipeline.report.compare import markdown_table
 from pipeline.report.lodo import half_gains, lodo_table
 

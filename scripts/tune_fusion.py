@@ -11,13 +11,12 @@ import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from pipeline import backend, common, ingest
 from pipeline.channels import candidates
 from pipeline.stages import channels, evaluate, fuse
-from pipeline.stages.select import SelectParams, recall_rows, select
 from pipeline.stages.embed import embed_cached
+from pipeline.stages.select import SelectParams, recall_rows, select
 from pipeline.stages.vectors import embed_nodes
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")

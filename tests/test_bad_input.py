@@ -5,7 +5,6 @@ import json
 from collections import Counter
 
 import polars as pl
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,12 +1,11 @@
 """Compose every option of every config group (and every preset); every _target_ is a registered name."""
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from conftest import REPO
-from pipeline.registry import TARGETS
 from pipeline.common import call_target
+from pipeline.registry import TARGETS
 
 GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir())
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((REPO / "conf" / g).glob("*.yaml"))]

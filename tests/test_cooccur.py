@@ -1,4 +1,4 @@
-"""Co-occurrence boost (BME §1.b.6): index, neighbour cut and bonus computed by hand."""
+"""BME's co-occurrence boost (docs/presets.md, ``bme``): index, neighbour cut and bonus computed by hand."""
 import math
 
 import numpy as np

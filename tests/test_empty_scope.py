@@ -3,10 +3,9 @@ import json
 
 import polars as pl
 
+from conftest import TINY_WS
 from pipeline.cli import main
 from pipeline.ops.scope import scope_groups
-
-from conftest import TINY_WS
 
 
 def _run(args, tmp_path, capsys):

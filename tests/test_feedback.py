@@ -9,6 +9,7 @@ import pytest
 
 from conftest import tiny_ws_overrides
 from pipeline import common, feedback, ingest, runner
+from pipeline.stages import signals
 
 NOW = dt.datetime(2025, 3, 10, 15, 0, tzinfo=dt.timezone.utc)
 
@@ -64,7 +65,7 @@ def test_start_values_from_nodes_when_table_lacks_them():
 def test_overlay_prefers_feedback_values():
     nodes = pl.DataFrame({"node_id": ["a", "b", "z"], "importance": [1.0, 2.0, 3.0], "text": ["x", "y", "w"]})
     table = pl.DataFrame({"node_id": ["a", "b"], "importance": [4.0, None], "hits_30d": [2, 0]})
-    out = feedback.overlay(nodes, table)
+    out = signals.overlay(nodes, table)
     assert out["importance"].to_list() == [4.0, 2.0, 3.0] and out["hits_30d"].to_list() == [2, 0, None]
     assert out["text"].to_list() == ["x", "y", "w"]
 

@@ -65,7 +65,7 @@ def test_issue_example_095_is_96_after_one_feedback_access(tmp_path):
     out = feedback.apply(table, acc, NOW, nodes)
     assert out["importance"].to_list() == pytest.approx([9.6, 4.0])  # 9.5 + 0.1; not 0.95 + 0.1 read as 0.105
     # the memory curve reads the same scale: (0.96 · e^0 (concept) + 0.5 · ln(1 + 1 access)) × 1.2 (active)
-    mem = signals.memory_score(feedback.overlay(nodes, out), NOW)
+    mem = signals.memory_score(signals.overlay(nodes, out), NOW)
     assert mem[0] == pytest.approx((0.96 + 0.5 * math.log(2)) * 1.2, abs=1e-6)  # 1.5679
 
 

@@ -1,6 +1,5 @@
 """Injection layers per system (docs/presets.md fidelity tables), hand-checked on tiny tables."""
 import polars as pl
-import pytest
 
 from pipeline.stages.inject import InjectParams, render, soul_boost
 

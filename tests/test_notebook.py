@@ -1,5 +1,4 @@
 """The exploration notebook runs top to bottom on fresh sample runs (so it cannot rot)."""
-import os
 
 import nbformat
 from nbclient import NotebookClient

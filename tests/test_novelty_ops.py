@@ -1,4 +1,4 @@
-"""NMF novelty gate and FISTA residual (BME §1.b.5): hand-checked values, batched == per-problem
+"""NMF novelty gate and FISTA residual of BME residual recall: hand-checked values, batched == per-problem
 reference, sklearn comparison, and cpu/cuda parity."""
 from __future__ import annotations
 
@@ -10,8 +10,14 @@ import pytest
 import torch
 
 from pipeline.ops.fista import fista_batched, fista_reference
-from pipeline.ops.nmf import (bme_init, nmf_batched, nmf_reference, novelty_batched, novelty_reference,
-                              prepare_basis)
+from pipeline.ops.nmf import (
+    bme_init,
+    nmf_batched,
+    nmf_reference,
+    novelty_batched,
+    novelty_reference,
+    prepare_basis,
+)
 
 F64 = torch.float64
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(

@@ -1,6 +1,5 @@
 """doc_scope grouping (the top-k tie rules are in test_topk.py)."""
 import numpy as np
-
 import polars as pl
 
 from pipeline.ops.scope import in_scope, scope_groups

@@ -146,8 +146,7 @@ def test_scope_rows_match_in_scope():
 
     import numpy as np
 
-    from pipeline.cachekeys import scope_rows
-    from pipeline.ops.scope import in_scope
+    from pipeline.ops.scope import in_scope, scope_rows
 
     rng = random.Random(1)
     segs = ["a", "b", "a/", "c", ""]

@@ -238,7 +238,7 @@ def test_bme_preset_cooccurrence_boost(compose, tmp_path):
     assert _score(rec, "apple", "n3", "cooccur") == 0.0
 
 
-# ---- BME fidelity rows (docs/presets.md, "bme" table; ../shared/spec/reference-algorithms.md §1) ----
+# ---- BME fidelity rows (docs/presets.md, "bme" table) ----
 
 def test_bme_preset_constants_match_the_spec(compose):
     cfg = compose(["preset=bme"])
@@ -249,7 +249,7 @@ def test_bme_preset_constants_match_the_spec(compose):
 
     cap = InjectParams(format="bme", max_nodes=cfg.inject.max_nodes).get("max_nodes")
     assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 30, 3, 12)
-    # createEdge strength 0.8; temporal link 0.2; cross recall off (retriever.js fallback)
+    # createEdge strength 0.8; temporal link 0.2; cross recall off (BME retriever's fallback)
     assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.cross_recall.enabled) == (0.8, 0.2, False)
     assert (cfg.anchors.energy, cfg.cross_recall.mult) == (2.0, 1.5)
     assert (cfg.diffuse.steps, cfg.diffuse.decay, cfg.diffuse.alpha, cfg.diffuse.top_k) == (2, 0.6, 0.15, 100)

@@ -10,8 +10,19 @@ import pytest
 from conftest import REPO, SHARED_DATA
 from pipeline import common, runner
 from pipeline.errors import ConfigError, DataError
-from pipeline.report import (compare, compare_dir, compare_report, format_table, import_run, plots, read_qrels,
-                             read_run, run_report, write_qrels, write_run)
+from pipeline.report import (
+    compare,
+    compare_dir,
+    compare_report,
+    format_table,
+    import_run,
+    plots,
+    read_qrels,
+    read_run,
+    run_report,
+    write_qrels,
+    write_run,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 METRICS = ["recall@1", "recall@2", "recall@5", "recall@10", "recall@25", "recall@50", "ndcg@10", "mrr", "p@5"]

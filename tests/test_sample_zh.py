@@ -8,7 +8,7 @@ import pytest
 from pipeline import runner
 from pipeline.adapters import sample
 from pipeline.errors import ConfigError
-from pipeline.ops.tokenize import has_cjk, han_share
+from pipeline.ops.tokenize import han_share, has_cjk
 
 
 def _doc(col: pl.Series) -> list[str]:

@@ -1,4 +1,4 @@
-"""BME scope-bucket and story-time policy (spec §1.b.7) on hand-classified rows."""
+"""BME scope-bucket and story-time policy (docs/presets.md, ``bme``: Scope policy) on hand-classified rows."""
 import polars as pl
 import pytest
 

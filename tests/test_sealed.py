@@ -14,9 +14,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from omegaconf import OmegaConf
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from omegaconf import OmegaConf
 
 from pipeline import precompute, runner
 from sealed_corpus import SCOPES, apply, base, dataset

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.channels import lexical
 from pipeline.errors import ConfigError
 from pipeline.ops import tokenize
-from pipeline.channels import lexical
 
 
 def _words(text, tokenizer, stopwords="en", stemmer=None, **kw):

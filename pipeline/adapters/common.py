@@ -13,6 +13,7 @@ from pipeline.errors import DataError
 
 
 def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of the file's bytes, read in 1 MiB blocks (the dataset fingerprints)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -21,6 +22,7 @@ def sha256_file(path: str | Path) -> str:
 
 
 def require_file(path: str | Path, what: str) -> Path:
+    """``path`` as a Path when it is a file, else a DataError that names ``what`` was missing."""
     p = Path(path)
     if not p.is_file():
         raise DataError(str(p), f"{what} not found", "check data.path (e.g. data.path=../shared/data/...)")
@@ -38,6 +40,7 @@ def read_text(path: str | Path) -> str:
 
 
 def read_json(path: str | Path):
+    """The parsed JSON document at ``path``; a syntax error is a DataError with its line."""
     p = Path(path)
     try:
         return json.loads(read_text(p))
@@ -47,6 +50,7 @@ def read_json(path: str | Path):
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
+    """One dict per non-blank line of a JSON Lines file; a bad line or a non-object is a DataError."""
     p = Path(path)
     rows = []
     for i, line in enumerate(read_text(p).splitlines()):

@@ -15,6 +15,7 @@ WIKILINK = re.compile(r"\[\[([^\[\]|#]*)(?:#([^\[\]|]*))?(?:\|([^\[\]]*))?\]\]")
 
 @dataclass
 class Section:
+    """One heading's section of a markdown note: its slug, line span, prose, code and outgoing links."""
     slug: str
     heading: str
     start_line: int  # 1-based, inclusive, in the original file
@@ -25,6 +26,7 @@ class Section:
 
 
 def slugify(text: str) -> str:
+    """Lower-cased ``text`` with each run of non-word characters turned into one ``-`` (``section`` if empty)."""
     s = re.sub(r"[^\w]+", "-", text.strip().lower(), flags=re.UNICODE).strip("-")
     return s or "section"
 

@@ -28,6 +28,7 @@ def _read(path: Path, table: str) -> pl.DataFrame:
 
 def load(path: str, *, name: str = "parquet", limit_queries: int | None = None,
          importance_scale: str = "auto") -> Dataset:
+    """A Dataset from a folder of nodes.parquet and optional edges/queries/qrels Parquet tables."""
     root = Path(path)
     nodes_path = root / "nodes.parquet"
     if not nodes_path.is_file():

@@ -14,6 +14,7 @@ BUNDLED = ("sample", "sample_zh")
 
 def load(path: str | None = None, *, name: str = "sample", limit_queries: int | None = None,
          importance_scale: str = "auto") -> Dataset:
+    """A bundled workspace (``sample``, ``sample_zh``) or one at ``path``: notes, queries.jsonl and qrels.tsv."""
     if not path and name not in BUNDLED:
         raise ConfigError(f"data.name={name!r} is not a bundled workspace; choose from {list(BUNDLED)} or set data.path")
     root = Path(path) if path else RESOURCES / name

@@ -158,6 +158,7 @@ def load_qrels(path: str | Path) -> pl.DataFrame:
 
 def load(path: str, *, name: str = "workspace", queries: str | None = None, qrels: str | None = None,
          limit_queries: int | None = None, importance_scale: str = "auto") -> Dataset:
+    """A Dataset from a folder of markdown notes: a node per heading section, wikilink edges, queries/qrels."""
     root = Path(path)
     if not root.is_dir():
         raise DataError(str(root), "workspace folder not found", "point data.path at a folder of .md notes")

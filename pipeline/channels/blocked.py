@@ -50,6 +50,7 @@ class BlockedIndex:
         self.xb, self.block, self.ntotal = xb, int(block), len(xb)
 
     def search(self, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, ids) of the ``k`` best inner products per query row, streamed block by block."""
         return search(self.xb, xq, k, self.block)
 
 

@@ -30,6 +30,7 @@ class Tokens:
 
 def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None, tokenizer: str = "auto",
                    cjk_bigrams: bool = False, cjk_min_len: int = 1):
+    """A bm25s Tokenizer with the chosen splitter (``tokenizer``), stopword lists and optional PyStemmer stemmer."""
     from bm25s.tokenization import Tokenizer
 
     stem = None

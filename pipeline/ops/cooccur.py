@@ -1,4 +1,4 @@
-"""Co-occurrence index and boost (ST-BME §1.b.6) as sparse matrix products.
+"""BME's co-occurrence index and boost (docs/presets.md, ``bme``: Co-occurrence boost) as sparse matrix products.
 
 ``index``: batches × nodes incidence ``M`` (one batch = up to ``max_per_batch`` eligible nodes
 of one ``doc_id`` consecutive in ``seq`` order), counts ``C = MᵀM`` with a zero diagonal

@@ -1,4 +1,4 @@
-"""Sparse-code residual of BME residual recall (spec §1.b.5): LASSO by FISTA, batched in torch.
+"""Sparse-code residual of BME residual recall: LASSO by FISTA, batched in torch (docs/presets.md, ``bme``).
 
 min_α ½‖q − Eᵀα‖² + λ‖α‖₁ with step 1/L, L = max absolute row sum of G = E Eᵀ (an upper bound of the
 largest eigenvalue, as BME uses), soft-thresholding and the standard momentum

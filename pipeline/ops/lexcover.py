@@ -1,4 +1,4 @@
-"""ST-BME's lexical unit-coverage score (``spec`` §1.b.3), for (query, node) pairs.
+"""ST-BME's lexical unit-coverage score (docs/presets.md, ``bme``: lexical score), for (query, node) pairs.
 
 units(text): lower-cased, whitespace-collapsed, first 600 characters; runs of ``[a-z0-9]`` or CJK of
 length ≥ 2, plus every character bigram of CJK runs longer than 2; deduplicated.
@@ -18,6 +18,7 @@ RUN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
 
 @lru_cache(maxsize=200_000)
 def units(text: str) -> frozenset[str]:
+    """The text's lexical units: ASCII/CJK runs of length ≥ 2 plus CJK bigrams, from its first 600 characters."""
     t = re.sub(r"\s+", " ", (text or "").lower()).strip()[:600]
     out = set()
     for run in RUN.findall(t):
@@ -33,6 +34,7 @@ def _norm(text: str) -> str:
 
 
 def field_match(field: str, sources: list[str], e: float, inc: float, ov: float) -> float:
+    """Best match of ``field`` over ``sources``: ``e`` equal, ``inc`` containment, else ``ov`` × unit coverage."""
     f = _norm(field)
     if not f:
         return 0.0
@@ -52,6 +54,7 @@ def field_match(field: str, sources: list[str], e: float, inc: float, ov: float)
 
 
 def lexical(sources: list[str], names: list[str], summaries: list[str]) -> float:
+    """The lexical coverage score in [0, 1] of a node's names and summaries against the query sources."""
     p = max((field_match(x, sources, 1.0, 0.92, 0.72) for x in names if x), default=0.0)
     s = max((field_match(x, sources, 0.82, 0.68, 0.52) for x in summaries if x), default=0.0)
     t = field_match(" ".join(x for x in names + summaries if x), sources, 0.65, 0.55, 0.45)

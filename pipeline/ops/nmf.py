@@ -1,4 +1,4 @@
-"""NMF novelty gate of BME residual recall (spec §1.b.5), batched over problems in torch.
+"""NMF novelty gate of BME residual recall (docs/presets.md, ``bme``), batched over problems in torch.
 
 One problem = a basis of ``m`` node embeddings and one query. Problems are padded to ``m_max`` rows and
 ``k_max`` topics; padded rows and topics are zero and, since multiplicative updates keep zeros at zero,

@@ -1,4 +1,4 @@
-"""PEDSA: ST-BME's spreading activation (``spec/reference-algorithms.md`` §1.b.1), batched over queries.
+"""PEDSA: ST-BME's spreading activation (docs/presets.md, ``bme``: PEDSA), batched over queries.
 
 The frontier is a sparse (queries × nodes) matrix with at most ``top_k`` nonzeros per query, a step
 is one sparse × sparse product, and the per-query top-k runs over the nonzeros only, so a query

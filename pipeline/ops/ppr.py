@@ -19,6 +19,7 @@ BLOCK_BYTES = 1 << 23  # an (n_component, B) iterate of about this size stays in
 
 @dataclass
 class SolverInfo:
+    """How a PPR solve ended: most iterations run, largest final residual, and whether it is below the tolerance."""
     n_iter: int
     residual: float
     converged: bool

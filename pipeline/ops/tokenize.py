@@ -30,6 +30,7 @@ _LATIN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default splitter
 
 
 def has_cjk(text: str) -> bool:
+    """True when ``text`` contains at least one Han character."""
     return _HAN_RUN.search(text) is not None
 
 

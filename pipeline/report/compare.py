@@ -17,7 +17,6 @@ import numpy as np
 import polars as pl
 
 from pipeline.errors import ConfigError, DataError, require_one_of
-from pipeline.report.trec import to_ranking
 
 
 @dataclass
@@ -29,6 +28,7 @@ class Truth:
 
     @property
     def level(self) -> str:
+        """``doc_id`` or ``node_id``: the column the qrels judge."""
         return "doc_id" if "doc_id" in self.qrels.columns else "node_id"
 
 
@@ -230,8 +230,8 @@ def _load_truth(dirs: list[Path], manifests: dict[Path, dict]) -> Truth:
 
 
 def _truth_of(run_dir: Path, spec: dict) -> Truth:
-    from pipeline.report.trec import read_qrels
     from pipeline.common import call_target
+    from pipeline.report.trec import read_qrels
 
     if spec.get("qrels_file"):
         return Truth(read_qrels(run_dir / spec["qrels_file"], spec.get("qrels_level", "node_id")))

@@ -31,6 +31,7 @@ def topic_model(xb: np.ndarray, k: int = 20, mode: str = "abs", max_iter: int = 
 
 def analyze(nodes: pl.DataFrame, xb: np.ndarray, recall: pl.DataFrame | None, k: int = 20, top: int = 5,
             mode: str = "abs", device: str = "cpu") -> dict[str, pl.DataFrame]:
+    """NMF topics of the node embeddings: topic table, each node's main topic and, with recall, topics per query."""
     W, _H = topic_model(xb, k, mode, device=device)
     k = W.shape[1]
     share = W / np.maximum(W.sum(axis=1, keepdims=True), 1e-12)

@@ -1,4 +1,4 @@
-"""Exact-entity anchors and cross recall (ST-BME §1.a.4.4 and §1.a.6).
+"""BME's exact-entity anchors and cross recall (docs/presets.md, ``bme``: exact anchors, cross recall).
 
 An anchor is a node whose title (trimmed, at least ``min_len`` characters) appears, case-sensitively,
 in the query's current text; it seeds diffusion with energy 2.0. Cross recall adds, for every

@@ -5,8 +5,8 @@ The array code that turns them into candidates is ``pipeline.channels`` (``candi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 from pathlib import Path
+from typing import ClassVar
 
 import polars as pl
 
@@ -18,6 +18,7 @@ from pipeline.stage import Params, Stage
 
 @dataclass
 class DenseParams(Params):
+    """Dense (FAISS) channel settings: index type and its knobs, candidates per query, BME's per-part cut."""
     GROUP: ClassVar[str] = "dense"
     OPTION: ClassVar[str] = "flat"  # what Params.defaults() loads
     index: str
@@ -31,6 +32,7 @@ class DenseParams(Params):
     min_score: float | None  # BME: keep only hits with cosine > min_score (null = keep all)
 @dataclass
 class LexicalParams(Params):
+    """Lexical (BM25) channel settings: candidates, k1/b, idf variant, tokenizer, stopwords and field weights."""
     GROUP: ClassVar[str] = "lexical"
     OPTION: ClassVar[str] = "bm25"  # what Params.defaults() loads
     candidates: int

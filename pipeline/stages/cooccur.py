@@ -1,4 +1,4 @@
-"""Co-occurrence boost on the graph score (ST-BME §1.b.6), batched over all queries.
+"""BME's co-occurrence boost on the graph score (docs/presets.md, ``bme``), batched over all queries.
 
 Our data has no extraction ``batchJournal``: a *batch* is a run of at most ``max_per_batch``
 eligible nodes of one ``doc_id`` (a session), consecutive in ``seq`` order (node_id order without
@@ -12,7 +12,7 @@ are boosted. The bonus is also kept as the ``cooccur`` column.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -29,6 +29,7 @@ SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "cooccur": pl.Float64}
 
 @dataclass
 class CooccurParams(Params):
+    """Co-occurrence boost settings: anchors, neighbours and the boost scale."""
     GROUP: ClassVar[str] = "cooccur"
     OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
     enabled: bool

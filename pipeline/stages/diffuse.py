@@ -17,15 +17,16 @@ from pipeline.ops.scope import scope_groups
 from pipeline.ops.speakers import named_for
 from pipeline.ops.topk import topk_abs_mask
 from pipeline.progress import progress
+from pipeline.stage import Params, Stage
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
-from pipeline.stage import Params, Stage
 
 METHODS = ("pedsa", "ppr", "expand", "none")
 
 
 @dataclass
 class DiffusionParams(Params):
+    """Graph diffusion settings: method, seeds and the walk's constants."""
     GROUP: ClassVar[str] = "diffuse"
     OPTION: ClassVar[str] = "pedsa"  # what Params.defaults() loads
     method: str

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def text_key(cache_id: str, text: str) -> str:
+    """Content key of one text under one encoder: sha256 of the encoder's cache id and the text."""
     return hashlib.sha256(f"{cache_id}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -58,6 +59,7 @@ class EmbeddingCache:
         return sqlite3.connect(self.path, timeout=60)
 
     def get(self, keys: list[str]) -> dict[str, np.ndarray]:
+        """The cached vectors of the ``keys`` found with the cache's dimension, by key."""
         out: dict[str, np.ndarray] = {}
         with self._connect() as con:
             for i in range(0, len(keys), 900):
@@ -70,6 +72,7 @@ class EmbeddingCache:
         return out
 
     def put(self, keys: list[str], vecs: np.ndarray) -> None:
+        """Store (or replace) one float32 vector per key."""
         with self._connect() as con:
             con.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
                             [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vecs)])
@@ -141,9 +144,11 @@ class HashingEmbedder:
 
     @property
     def cache_id(self) -> str:
+        """The encoder's settings and code as JSON: the embedding cache's key prefix."""
         return _settings_id(model_id=self.model_id, dim=self.dim, normalize=True)
 
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
+        """Unit-norm signed feature-hashing vectors of the texts' words and word bigrams (no model)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, t in enumerate(texts):
             toks = re.findall(r"\w+", t.lower())

@@ -11,11 +11,10 @@ import inspect
 
 import numpy as np
 import polars as pl
+from omegaconf import OmegaConf
 
 from pipeline.backend import fallback
 from pipeline.errors import ConfigError, require_one_of
-from omegaconf import OmegaConf
-
 from pipeline.stage import Stage
 
 NORMS = ("max", "minmax", "none")
@@ -50,6 +49,7 @@ def _scaled(w: dict[str, float], channel_scale: dict | None) -> dict[str, pl.Exp
 
 def rrf(cand: pl.DataFrame, channels: list[str], weights: dict, k: int = 60,
         single_branch_raw: bool = False, channel_scale: dict | None = None) -> pl.DataFrame:
+    """Candidates with ``fused`` = weighted reciprocal-rank fusion of the channel ranks."""
     w = _scaled(_weights(weights, channels), channel_scale)
     terms = [w[c] / (k + pl.col(f"{c}_rank").cast(pl.Float64)) for c in channels]
     fused = pl.sum_horizontal([t.fill_null(0.0) for t in terms])
@@ -67,6 +67,7 @@ def rrf(cand: pl.DataFrame, channels: list[str], weights: dict, k: int = 60,
 
 def wsum(cand: pl.DataFrame, channels: list[str], weights: dict, norm: dict | str = "max",
          channel_scale: dict | None = None) -> pl.DataFrame:
+    """Candidates with ``fused`` = weighted sum of the normalised channel scores."""
     w = _scaled(_weights(weights, channels), channel_scale)
     how = {c: (norm if isinstance(norm, str) else norm.get(c, "max")) for c in channels}
     return cand.with_columns(fused=pl.sum_horizontal([w[c] * _norm(c, how[c]) for c in channels]))

@@ -15,7 +15,6 @@ import polars as pl
 import scipy.sparse as sp
 
 from pipeline.ops.titles import TitleFinder
-
 from pipeline.stage import Params, Stage
 
 EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit": pl.Boolean,
@@ -24,6 +23,7 @@ EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit"
 
 @dataclass
 class GraphParams(Params):
+    """Graph settings: explicit, temporal, mention and kNN edges and their weights."""
     GROUP: ClassVar[str] = "graph"
     OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
     relation_weights: dict  # multiplier per explicit relation (default 1)
@@ -43,6 +43,7 @@ class GraphParams(Params):
 
 def explicit_edges(edges: pl.DataFrame | None, node_ids: pl.Series, rel_w: dict, skipped: Counter,
                    default_w: float = 1.0) -> pl.DataFrame:
+    """The dataset's edges by node index, weighted per relation; dangling ones and self-loops dropped and counted."""
     if edges is None or edges.height == 0:
         return pl.DataFrame(schema=EDGE_SCHEMA)
     idx = pl.DataFrame({"node_id": node_ids, "i": pl.Series(np.arange(len(node_ids)), dtype=pl.Int64)})
@@ -112,6 +113,7 @@ def knn_edges(xb: np.ndarray | None, p: GraphParams) -> pl.DataFrame:
 
 def build(nodes: pl.DataFrame, edges: pl.DataFrame | None, p: GraphParams, xb: np.ndarray | None = None,
           skipped: Counter | None = None) -> pl.DataFrame:
+    """All edges of the graph: explicit, temporal, mention and kNN, one frame in EDGE_SCHEMA."""
     skipped = Counter() if skipped is None else skipped
     parts = [explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight),
              temporal_edges(nodes, p),

@@ -15,7 +15,7 @@ entity hubs a query's own text mentions, weighted by specificity (``1 / df**df_p
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, ClassVar
 
 import numpy as np
@@ -28,6 +28,7 @@ from pipeline.stage import Params
 
 @dataclass
 class HubParams(Params):
+    """Hub layer settings: entity, synonym and group hubs and their weights."""
     GROUP: ClassVar[str] = "graph"
     OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
     SUBKEY: ClassVar[str | None] = "hubs"
@@ -44,6 +45,7 @@ class HubParams(Params):
     groups: dict  # node column → weight of its value hubs
 @dataclass
 class Hubs:
+    """The hub layer: unit-hub incidence, hub-hub synonym links, hub names and units per hub."""
     inc: sp.csr_matrix  # (N units × H hubs)
     syn: sp.csr_matrix  # (H × H), symmetric
     keys: list[str]  # hub names: "entity:<key>" or "<column>:<value>"
@@ -52,6 +54,7 @@ class Hubs:
 
     @property
     def size(self) -> int:
+        """Number of hubs."""
         return len(self.keys)
 
 

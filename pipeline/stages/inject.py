@@ -33,6 +33,7 @@ GENERIC_TITLES = {"index", "overview", "readme", "目录", "概述", "总览", "
 
 @dataclass
 class InjectParams:
+    """Injection settings: the format and its caps; None takes the format's default."""
     format: str = "none"
     max_nodes: int | None = None  # null = the format's own cap (bme 12, oks 3, reme none)
     floor: float | None = None  # oks: relevance floor (null = 0.7)
@@ -42,6 +43,7 @@ class InjectParams:
     goal_reorder: bool = True  # oks: nodes of the query's goal slugs first
 
     def get(self, name: str):
+        """The setting ``name``, or the format's default when it is None."""
         v = getattr(self, name)
         return DEFAULTS.get(self.format, {}).get(name) if v is None else v
 

@@ -1,4 +1,4 @@
-"""BME's injection text (ST-BME §1.b.9, ``retriever.js::buildResult`` + ``injector.js::formatInjection``).
+"""BME's injection text (its ``buildResult`` and ``formatInjection``; docs/presets.md, ``bme``: injection).
 
 Per query: the first ``max_nodes`` (12) recalled nodes plus the **core** — every node the query may
 see whose type BME always injects (event, rule, thread, synopsis). Each node goes to its scope

@@ -1,4 +1,4 @@
-"""Residual-novelty recall (ST-BME §1.b.5), batched over queries.
+"""BME's residual-novelty recall (docs/presets.md, ``bme``), batched over queries.
 
 Per query: basis = its eligible dense hits in dense-rank order (non-archived, type not excluded,
 with a title unless ``require_title`` is off), at most ``basis_max``, at least ``basis_min`` (else
@@ -16,16 +16,16 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
+from pipeline.errors import ConfigError
 from pipeline.ops.eligible import eligible as eligible_nodes
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long
-
-from pipeline.errors import ConfigError
 from pipeline.stage import Params, Stage
 
 
 @dataclass
 class NoveltyParams(Params):
+    """Novelty gate settings: NMF basis, FISTA residual and thresholds."""
     GROUP: ClassVar[str] = "novelty"
     OPTION: ClassVar[str] = "none"  # what Params.defaults() loads
     enabled: bool
@@ -45,6 +45,7 @@ class NoveltyParams(Params):
     batch: int
 
 def eligible(nodes: pl.DataFrame, p: NoveltyParams) -> np.ndarray:
+    """Boolean mask of the nodes the novelty gate may use (``require_title``, ``exclude_types``)."""
     return eligible_nodes(nodes, p.require_title, p.exclude_types)
 
 

@@ -1,4 +1,4 @@
-"""ST-BME probabilistic recall (§1.b.8), seeded: same seed, same output.
+"""ST-BME probabilistic recall (docs/presets.md, ``bme``), seeded: same seed, same output.
 
 For each query with fewer than ``k`` recalled nodes: among the nodes it may see that were not
 selected, with importance ≥ ``min_importance`` and type not ``synopsis``/``rule``, the 3 most

@@ -1,4 +1,4 @@
-"""Query plan (ST-BME §1.a.4): the texts that query the dense channel, with their weights.
+"""Query plan (BME's context blend and intent split): the texts that query the dense channel, with their weights.
 
 - Context blend: the current text (0.7), the last assistant turn (0.2) and the previous user turn
   (0.1), renormalised over the parts present, whitespace-collapsed, cut to 400 characters,
@@ -23,6 +23,7 @@ SPLIT = re.compile("|".join([r"[，,。；;！!？?\n]", r"\.(?=\s|$)"] + [rf"\b
 
 
 def clean(text: str, max_chars: int = 400) -> str:
+    """``text`` with whitespace collapsed and trimmed, cut to ``max_chars``."""
     return re.sub(r"\s+", " ", text or "").strip()[:max_chars]
 
 

@@ -1,7 +1,7 @@
 """Scope policies: per (query, candidate) weights and sort priorities applied before the final score.
 
-``bme`` (ST-BME §1.b.7, ``memory-scope.js::classifyNodeScopeBucket``,
-``story-timeline.js::classifyStoryTemporalBucket``), vectorised over all candidate rows:
+``bme`` (BME's ``classifyNodeScopeBucket`` and ``classifyStoryTemporalBucket``; docs/presets.md,
+``bme``: Scope policy), vectorised over all candidate rows:
 
 - scope bucket from node ``scope_layer`` (objective | pov), ``scope_owner_type`` (character | user),
   ``scope_owner``, ``scope_region``, ``scope_regions`` and query ``active_owners``,
@@ -41,6 +41,7 @@ QUERY_COLS = {"active_owners": pl.List(pl.String), "active_user_owners": pl.List
 
 @dataclass
 class ScopeParams(Params):
+    """Scope policy settings: bucket weights, cue words and sorting."""
     GROUP: ClassVar[str] = "scope_policy"
     OPTION: ClassVar[str] = "none"  # what Params.defaults() loads
     policy: str  # none | bme
@@ -53,6 +54,7 @@ class ScopeParams(Params):
 
 @dataclass
 class Applied:
+    """A policy's result: the candidates with its columns, the factor columns and the sort-priority columns."""
     cand: pl.DataFrame
     factors: list[str] = field(default_factory=list)  # columns multiplied into the score
     sort_by: list[str] = field(default_factory=list)  # priority columns sorted (desc) before score
@@ -65,6 +67,7 @@ def cue_pattern(cues: list[str]) -> str:
 
 
 def gather(frame: pl.DataFrame, idx: pl.Series, cols: dict) -> pl.DataFrame:
+    """Rows ``idx`` of ``frame`` restricted to ``cols``, cast to their types; a missing column is all null."""
     have = frame.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in cols.items() if c not in frame.columns])
     have = have.select([pl.col(c).cast(t) for c, t in cols.items()])
     return have[idx.to_numpy()]
@@ -139,6 +142,7 @@ def cue_mode(queries: pl.DataFrame, p: ScopeParams) -> pl.Series:
 
 
 def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: ScopeParams) -> Applied:
+    """BME's scope and story-time buckets for every candidate: factor columns and, with ``sort``, priorities."""
     parts = {"scope": "scope_layer" in nodes.columns, "story": "story_time" in nodes.columns}
     for part, ok in parts.items():
         if not ok:

@@ -24,6 +24,7 @@ DAY_US = 86_400 * 1_000_000
 
 
 def term(name: str, needs: tuple[str, ...] = ()):
+    """Decorator registering a score term ``name`` (weighted into the sum) and the node columns it needs."""
     def wrap(fn):
         TERMS[name], NEEDS[name] = fn, needs
         return fn
@@ -34,6 +35,7 @@ FILTERS: set[str] = set()  # factors that drop the rows where they are 0 (instea
 
 
 def factor(name: str, needs: tuple[str, ...] = (), drops: bool = False):
+    """Decorator registering a multiplicative score factor ``name``; with ``drops``, a 0 drops the row."""
     def wrap(fn):
         FACTORS[name], NEEDS[name] = fn, needs
         if drops:

@@ -17,14 +17,15 @@ import numpy as np
 import polars as pl
 
 from pipeline.errors import ConfigError, require_one_of
-from pipeline.stages.spread import spread
 from pipeline.stage import Params, Stage
+from pipeline.stages.spread import spread
 
 METHODS = ("topk", "dpp", "mmr")
 
 
 @dataclass
 class SelectParams(Params):
+    """Selection settings: method (topk, dpp, mmr), pool and per-document limits."""
     GROUP: ClassVar[str] = "select"
     OPTION: ClassVar[str] = "topk"  # what Params.defaults() loads
     method: str
@@ -75,6 +76,7 @@ def _cut(r: pl.DataFrame, k: int, doc_idx: np.ndarray | None, k_in_docs: bool) -
 
 def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = None, device: str = "cpu",
            doc_idx: np.ndarray | None = None) -> pl.DataFrame:
+    """Each query's recall rows: candidates ranked, grouped and spread by document, then cut to ``k`` or diversified."""
     require_one_of("select.method", p.method, METHODS)
     r = ranked(cand, tuple(p.sort_by))
     if p.top_chunks_per_doc:

@@ -1,5 +1,5 @@
 """Per-node maintenance signals: ReMe's designed centrality / community / recency / archived signals
-(``spec/reference-algorithms.md`` §2.e) and OKS's Memory Curve (§3.b.3).
+(docs/presets.md, ``reme_design``) and OKS's Memory Curve (docs/presets.md, ``oks``).
 
 ``compute`` turns the node table and the index-based edge frame (``graph.build``) into one row per
 node; ``write``/``load`` keep that table on disk with a version and ``computed_at``; a missing, stale
@@ -12,16 +12,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
-from typing import ClassVar
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
 
-
 from pipeline.io import write_parquet
-from pipeline.stage import Params, Stage
 from pipeline.ops import graphalgo
+from pipeline.stage import Params, Stage
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +35,7 @@ TIERS = ((0.7, "hot"), (0.4, "warm"), (0.15, "cold"))  # else "evictable"
 
 @dataclass
 class SignalsParams(Params):
+    """Signals settings: Leiden resolution and seed, age window, a precomputed table."""
     GROUP: ClassVar[str] = "signals"
     OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
     enabled: bool
@@ -73,7 +73,7 @@ def _live_edges(edges: pl.DataFrame, now: dt.datetime) -> pl.DataFrame:
 
 
 def memory_score(nodes: pl.DataFrame, now: dt.datetime) -> np.ndarray:
-    """OKS Memory Curve (§3.b.3) on OKS's 0–1 importance: the contract's 0–10 ``importance`` / 10
+    """OKS Memory Curve on OKS's 0–1 importance: the contract's 0–10 ``importance`` / 10
     (a 0–1 input was scaled once at ingest, ``schema.importance_to_10``); missing = 5, OKS's 0.5.
     A missing ``status`` counts as active (OKS front-matter default)."""
     imp = _col(nodes, "importance", pl.Float64, 5.0) / 10.0

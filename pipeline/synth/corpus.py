@@ -17,6 +17,7 @@ TYPES = ["fact", "event", "preference", "procedure", "lesson", "person"]
 
 def make(n: int, n_queries: int = 1000, *, d: int = 384, clusters: int = 200, avg_degree: int = 8,
          seed: int = 13) -> tuple[Dataset, np.ndarray, np.ndarray]:
+    """A synthetic Dataset of ``n`` nodes and ``n_queries`` queries with their embeddings (deterministic per seed)."""
     rng = np.random.default_rng(seed)
     centers = rng.normal(size=(clusters, d)).astype(np.float32)
     cl = rng.integers(0, clusters, n)
