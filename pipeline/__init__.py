@@ -8,5 +8,7 @@ __version__ = "0.1.0"
 # Arithmetic for config values derived from others, e.g. ReMe's candidates = min(200, int(k × 5)):
 # ``${min:200,${mul:${k},5}}``.
 OmegaConf.register_new_resolver("min", lambda *xs: min(xs), replace=True)
-OmegaConf.register_new_resolver("mul", lambda a, b: max(1, int(a * b)), replace=True)  # integer, ≥ 1
+OmegaConf.register_new_resolver(
+    "mul", lambda a, b: max(1, int(a * b)), replace=True
+)  # integer, ≥ 1
 __all__ = ["__version__"]

@@ -1,4 +1,5 @@
 """``python -m pipeline``: the ``recall`` command line (pipeline.cli.main); exits with its status."""
+
 import sys
 
 from pipeline.cli import main

@@ -3,6 +3,7 @@
 Flags are functions read at call time so tests can patch them; GPU libraries are imported lazily,
 here only.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -14,7 +15,9 @@ from pipeline.errors import ConfigError, require_one_of
 
 log = logging.getLogger(__name__)
 DEVICES = ("auto", "cpu", "cuda")
-FALLBACKS: list[str] = []  # why this run fell back (device, GPU libraries); copied into the manifest
+FALLBACKS: list[
+    str
+] = []  # why this run fell back (device, GPU libraries); copied into the manifest
 GRAPH_IMPL: dict[str, str] = {}  # graph algorithm → library that computed it this run (manifest)
 GPU_MODULES = ("faiss", "cupy", "cugraph")  # their installed distributions go into the manifest
 
@@ -32,7 +35,12 @@ def fallback(reason: str) -> None:
         log.warning(reason)
 
 
-GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/proc/driver/nvidia")  # dxg: WSL2
+GPU_DEVICE_FILES = (
+    "/dev/nvidiactl",
+    "/dev/nvidia0",
+    "/dev/dxg",
+    "/proc/driver/nvidia",
+)  # dxg: WSL2
 
 
 def has_cuda() -> bool:
@@ -58,8 +66,10 @@ def import_faiss():
     try:
         import faiss
     except ImportError:
-        raise ConfigError("faiss is not installed; install exactly one extra: pip install -e '.[cpu]' "
-                          "(faiss-cpu) or '.[gpu]' (faiss-gpu-cu12)") from None
+        raise ConfigError(
+            "faiss is not installed; install exactly one extra: pip install -e '.[cpu]' "
+            "(faiss-cpu) or '.[gpu]' (faiss-gpu-cu12)"
+        ) from None
     return faiss
 
 
@@ -107,8 +117,11 @@ def faiss_summary() -> str:
         return str(exc)
     dists = distributions(("faiss",))
     listed = ", ".join(f"{d} {v}" for d, v in dists.items()) or "no distribution metadata"
-    clash = "; faiss-cpu and a faiss-gpu package share the 'faiss' module: install only one extra" \
-        if len(dists) > 1 else ""
+    clash = (
+        "; faiss-cpu and a faiss-gpu package share the 'faiss' module: install only one extra"
+        if len(dists) > 1
+        else ""
+    )
     return f"faiss {getattr(faiss, '__version__', '?')} from {faiss.__file__} ({listed}), GPUs: {faiss_gpus()}{clash}"
 
 
@@ -145,4 +158,8 @@ def bincount(x, weights=None, minlength: int = 0):
     xp, _ = namespaces(x)
     if x.size == 0:
         return xp.zeros(minlength, xp.float64 if weights is not None else xp.int64)
-    return xp.bincount(x, weights=weights, minlength=minlength) if minlength > 0 else xp.bincount(x, weights=weights)
+    return (
+        xp.bincount(x, weights=weights, minlength=minlength)
+        if minlength > 0
+        else xp.bincount(x, weights=weights)
+    )

@@ -10,6 +10,7 @@
 - **recipe**: the resolved config (``now=`` included) without paths, data location and outputs
   that do not change the recall table, plus the code/hash versions.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,7 +46,9 @@ def recipe_hash(cfg: DictConfig) -> str:
 
 def scope_of(doc_scope) -> tuple[str, ...] | None:
     """A query's ``doc_scope`` as a sorted tuple of unique scopes; None (no scope) stays None."""
-    return None if doc_scope is None else tuple(sorted(set(doc_scope)))  # [] sees nothing (ops.scope)
+    return (
+        None if doc_scope is None else tuple(sorted(set(doc_scope)))
+    )  # [] sees nothing (ops.scope)
 
 
 def scope_id(scope: tuple[str, ...] | None) -> str:
@@ -65,7 +68,9 @@ def _node_hashes(nodes: pl.DataFrame, signals_path: str | None) -> np.ndarray:
     return nodes.hash_rows(seed=0).to_numpy()
 
 
-def _edge_ends(nodes: pl.DataFrame, edges: pl.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _edge_ends(
+    nodes: pl.DataFrame, edges: pl.DataFrame | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(src index, dst index, row hash) of each explicit edge; -1 for an end that is not a node."""
     if edges is None or edges.height == 0:
         z = np.zeros(0, np.int64)
@@ -73,28 +78,41 @@ def _edge_ends(nodes: pl.DataFrame, edges: pl.DataFrame | None) -> tuple[np.ndar
     return *edge_ends(nodes, edges), edges.hash_rows(seed=0).to_numpy()
 
 
-def scope_versions(nodes: pl.DataFrame, edges: pl.DataFrame | None, scopes: list, cfg: DictConfig) -> dict:
+def scope_versions(
+    nodes: pl.DataFrame, edges: pl.DataFrame | None, scopes: list, cfg: DictConfig
+) -> dict:
     """{scope: version} for each scope (a doc_scope tuple or None); ``nodes`` sorted by node_id."""
     nh = _node_hashes(nodes, cfg.signals.get("path") if cfg.signals.enabled else None)
     src, dst, eh = _edge_ends(nodes, edges)
     whole = _sha(nh.tobytes(), eh.tobytes())
-    digest = nh.copy()  # node row hash + the hashes of the explicit edges touching the node (mod 2^64)
+    digest = (
+        nh.copy()
+    )  # node row hash + the hashes of the explicit edges touching the node (mod 2^64)
     for end in (src, dst):
         np.add.at(digest, end[end >= 0], eh[end >= 0])
     rows = scope_rows(nodes, [s for s in scopes if s is not None])
     return {s: whole if s is None else _sha(digest[rows[s]].tobytes()) for s in scopes}
 
 
-def query_keys(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame | None
-               ) -> pl.DataFrame:
+def query_keys(
+    cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame | None
+) -> pl.DataFrame:
     """One row per query: query_id, scope (partition id), doc_scope, query_hash, scope_version, recipe."""
-    scopes = [scope_of(s) for s in (queries["doc_scope"].to_list() if "doc_scope" in queries.columns
-                                     else [None] * queries.height)]
+    scopes = [
+        scope_of(s)
+        for s in (
+            queries["doc_scope"].to_list()
+            if "doc_scope" in queries.columns
+            else [None] * queries.height
+        )
+    ]
     versions = scope_versions(nodes, edges, list(dict.fromkeys(scopes)), cfg)
-    return pl.DataFrame({
-        "query_id": queries["query_id"].cast(pl.String),
-        "scope": [scope_id(s) for s in scopes],
-        "query_hash": query_hashes(queries),
-        "scope_version": [versions[s] for s in scopes],
-        "recipe": recipe_hash(cfg),
-    })
+    return pl.DataFrame(
+        {
+            "query_id": queries["query_id"].cast(pl.String),
+            "scope": [scope_id(s) for s in scopes],
+            "query_hash": query_hashes(queries),
+            "scope_version": [versions[s] for s in scopes],
+            "recipe": recipe_hash(cfg),
+        }
+    )

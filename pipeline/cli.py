@@ -2,6 +2,7 @@
 
 User errors (bad data, bad options) print one line naming the file/field and the fix, exit 2.
 """
+
 from __future__ import annotations
 
 import logging
@@ -69,13 +70,17 @@ def summary_table(metrics: dict | None, out_dir: str) -> str:
         lines += [head, "-" * len(head)]
         rows = [("all", metrics)] + sorted(metrics["by_group"].items())
         for g, m in rows:
-            lines.append(f"{str(g)[:13]:<14}{m['n_queries']:>6}" + "".join(f"{m[x]:>11.4f}" for x in names))
+            lines.append(
+                f"{str(g)[:13]:<14}{m['n_queries']:>6}" + "".join(f"{m[x]:>11.4f}" for x in names)
+            )
         lines += judged_warning(metrics)
     lines.append(f"run directory: {out_dir}")
     return "\n".join(lines)
 
 
-def _run(cfg: DictConfig) -> float | None:  # wrapped by hydra.main in main(): hydra loads only for runs
+def _run(
+    cfg: DictConfig,
+) -> float | None:  # wrapped by hydra.main in main(): hydra loads only for runs
     from hydra.core.hydra_config import HydraConfig
 
     from pipeline import runner
@@ -96,7 +101,9 @@ def check_overrides(args: list[str]) -> None:
     import yaml
 
     conf = Path(CONF_DIR)
-    groups = {p.name: sorted(x.stem for x in p.glob("*.yaml")) for p in conf.iterdir() if p.is_dir()}
+    groups = {
+        p.name: sorted(x.stem for x in p.glob("*.yaml")) for p in conf.iterdir() if p.is_dir()
+    }
     top = set(yaml.safe_load((conf / "config.yaml").read_text())) | set(groups) | {"hydra"}
     for arg in args:
         if arg.startswith("-") or "=" not in arg or arg[0] in "+~":
@@ -122,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     if rest and rest[0] in ("-h", "--help") and cmd in COMMANDS:
         print(USAGE)
         return 0
-    status = reported(lambda: (require_one_of("command", cmd, COMMANDS), check_overrides(rest)) and None)
+    status = reported(
+        lambda: (require_one_of("command", cmd, COMMANDS), check_overrides(rest)) and None
+    )
     if status:
         return status
     if cmd == "tune":
@@ -154,12 +163,18 @@ def tool(cmd: str, args: list[str]) -> int:
     ap = argparse.ArgumentParser(prog=f"recall {cmd}", description=COMMANDS[cmd])
     if cmd == "compare":
         ap.add_argument("runs", nargs="+", help="run directories, or one sweep directory")
-        ap.add_argument("--baseline", default=None, help="run name to test against (default: the first)")
+        ap.add_argument(
+            "--baseline", default=None, help="run name to test against (default: the first)"
+        )
         ap.add_argument("--out", default=None, help="write compare.md / compare.html here")
         a = ap.parse_args(args)
         runs = [Path(r) for r in a.runs]
         one_sweep = len(runs) == 1 and not (runs[0] / "manifest.json").exists()
-        res = report.compare_dir(runs[0], baseline=a.baseline) if one_sweep else report.compare(runs, baseline=a.baseline)
+        res = (
+            report.compare_dir(runs[0], baseline=a.baseline)
+            if one_sweep
+            else report.compare(runs, baseline=a.baseline)
+        )
         print(report.format_table(res))
         if a.out:
             md, html = report.compare_report(res, a.out)
@@ -186,8 +201,13 @@ def tool(cmd: str, args: list[str]) -> int:
         rec = Path(a.run_dir) / "recall.parquet"
         if not rec.exists():
             raise UserError(f"{a.run_dir}: no recall.parquet; pass a finished run directory")
-        out = report.write_run(pl.read_parquet(rec), a.path, tag=a.tag or Path(a.run_dir).name, level=a.level,
-                               score="rank")
+        out = report.write_run(
+            pl.read_parquet(rec),
+            a.path,
+            tag=a.tag or Path(a.run_dir).name,
+            level=a.level,
+            score="rank",
+        )
         print(f"wrote {out}")
     else:
         ap.add_argument("run_file")

@@ -1,5 +1,6 @@
 """``recall analyze <run_dir>``: the analyses of a finished run, computed afterwards as the run
 would have (embeddings and candidates come back from the caches)."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,15 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))
     xb = embed_nodes(cfg, nodes, device)[2]
     a = cfg.get("analyze", {"topics": 20, "top": 5, "mode": "abs"})
-    frames = analyze.analyze(nodes, xb, pl.read_parquet(run_dir / "recall.parquet"), a["topics"], a["top"], a["mode"],
-                             device)
+    frames = analyze.analyze(
+        nodes,
+        xb,
+        pl.read_parquet(run_dir / "recall.parquet"),
+        a["topics"],
+        a["top"],
+        a["mode"],
+        device,
+    )
     if not (run_dir / "novelty.parquet").is_file():
         table = novelty_afterwards(cfg, ds, nodes, queries, device)
         if table is not None:
@@ -51,15 +59,22 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     return [f"{n}.parquet" for n in frames]
 
 
-def novelty_afterwards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame,
-                       device: str) -> pl.DataFrame | None:
+def novelty_afterwards(
+    cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, device: str
+) -> pl.DataFrame | None:
     """The ``novelty.parquet`` a run of ``cfg`` with ``novelty=bme`` writes: ``novelty=bme``'s
     settings (the run's own novelty keys over them), the same query groups, stopped after the
     novelty stage (embeddings and candidates come back from the caches)."""
     if "dense" not in cfg.channels:
-        log.warning("no novelty analysis: the run has no dense channel (its hits are the novelty basis)")
+        log.warning(
+            "no novelty analysis: the run has no dense channel (its hits are the novelty basis)"
+        )
         return None
     conf = yaml.safe_load((CONF_DIR / "novelty" / "bme.yaml").read_text())
-    conf |= {k: v for k, v in OmegaConf.to_container(cfg.novelty, resolve=True).items() if k != "enabled"}
+    conf |= {
+        k: v for k, v in OmegaConf.to_container(cfg.novelty, resolve=True).items() if k != "enabled"
+    }
     cfg = OmegaConf.merge(cfg, {"novelty": conf})
-    return querypath.recall_queries(cfg, ds, nodes, queries, device, StageLog(), until="novelty").novelty
+    return querypath.recall_queries(
+        cfg, ds, nodes, queries, device, StageLog(), until="novelty"
+    ).novelty

@@ -1,5 +1,6 @@
 """``recall feedback <run_dir> [--signals T] [--out P] [--injected] [--now ISO]``: the command
 layer of ``pipeline.feedback`` (what it computes is documented there)."""
+
 from __future__ import annotations
 
 from pipeline import feedback
@@ -9,8 +10,12 @@ def main(ap, args: list[str]) -> int:
     """``recall feedback`` (argparse; called by ``pipeline.cli``)."""
     ap.add_argument("run_dir")
     ap.add_argument("--signals", default=None, help="input signals table (default: the run's)")
-    ap.add_argument("--out", default=None, help="new table (default: <run_dir>/signals-r<revision>.parquet)")
-    ap.add_argument("--injected", action="store_true", help="only the rows the injection layer kept")
+    ap.add_argument(
+        "--out", default=None, help="new table (default: <run_dir>/signals-r<revision>.parquet)"
+    )
+    ap.add_argument(
+        "--injected", action="store_true", help="only the rows the injection layer kept"
+    )
     ap.add_argument("--now", default=None, help="access time, ISO (default: the wall clock, UTC)")
     a = ap.parse_args(args)
     from pipeline.schema import parse_timestamp

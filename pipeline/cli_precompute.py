@@ -3,6 +3,7 @@
 Takes the same overrides as ``recall run`` (plus ``cache_dir=<dir>``); it writes the cache only (no
 run directory). The last line printed is ``cache: <hits> hits, <misses> misses``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,8 +22,10 @@ def main(cfg: DictConfig) -> None:
 
     def body() -> None:
         res = precompute(cfg)
-        print(f"partitions rewritten: {len(res['rewritten'])}, removed: {len(res['removed'])}; "
-              f"{res['timings_s']['total']:.2f} s")
+        print(
+            f"partitions rewritten: {len(res['rewritten'])}, removed: {len(res['removed'])}; "
+            f"{res['timings_s']['total']:.2f} s"
+        )
         print(f"cache: {res['hits']} hits, {res['misses']} misses")
 
     status = reported(body)

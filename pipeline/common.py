@@ -1,5 +1,6 @@
 """Helpers every layer shares and that import no stage: calling a registered target, the stage
 log (seconds and row counts), memoised per-node-table work, stage cache keys, versions, memory."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,18 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline import backend, io, registry, version
 
 log = logging.getLogger("pipeline.runner")
-VERSIONS = ("recall-pipeline", "numpy", "polars", "pyarrow", "torch", "bm25s", "rjieba", "pytrec-eval-terrier",
-            "sentence-transformers", "hydra-core")
+VERSIONS = (
+    "recall-pipeline",
+    "numpy",
+    "polars",
+    "pyarrow",
+    "torch",
+    "bm25s",
+    "rjieba",
+    "pytrec-eval-terrier",
+    "sentence-transformers",
+    "hydra-core",
+)
 
 
 def call_target(spec: DictConfig | dict, where: str | None = None, **extra):
@@ -82,8 +93,14 @@ def corpus_step(memo: dict | None, name: str, nodes: pl.DataFrame, compute):
     return memo[key]
 
 
-def stage_key(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, keys: list[str],
-              prefix: bytes | None = None) -> str:
+def stage_key(
+    cfg: DictConfig,
+    ds,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    keys: list[str],
+    prefix: bytes | None = None,
+) -> str:
     """Fingerprint of a stage's inputs: the config keys it reads, the input files, the node and
     query tables, the code version. Finished stages are cached under it and reused by a rerun.
     ``prefix`` is :func:`key_prefix` of (cfg, ds, keys) when the caller has it already."""
@@ -96,8 +113,17 @@ def stage_key(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, k
 def key_prefix(cfg: DictConfig, ds, keys: list[str]) -> bytes:
     """The part of :func:`stage_key` that does not depend on the group: config keys, data config,
     input files, code version."""
-    parts = [io.config_hash({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
-                             else cfg[k] for k in keys}),
-             io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)),
-             io.config_hash(sorted(ds.fingerprints.items())), version.code_version()]
+    parts = [
+        io.config_hash(
+            {
+                k: OmegaConf.to_container(cfg[k], resolve=True)
+                if OmegaConf.is_config(cfg[k])
+                else cfg[k]
+                for k in keys
+            }
+        ),
+        io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)),
+        io.config_hash(sorted(ds.fingerprints.items())),
+        version.code_version(),
+    ]
     return "".join(parts).encode()

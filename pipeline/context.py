@@ -1,6 +1,7 @@
 """The state stages read and extend: ``RunState`` (what a run computes once: config, embeddings of
 every node and query part, memo, stage log) and ``RunContext`` (one query group: its nodes, queries,
 reference time and sliced vectors, then what each stage adds: candidates, graph, signals, recall)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,6 +16,7 @@ from omegaconf import DictConfig
 class RunState:
     """What a run computes once and every group slices: config, embeddings of all nodes and of
     every query part (``query.plan``), the memo of ``common.corpus_step`` and the stage log."""
+
     cfg: DictConfig
     ds: object
     device: str
@@ -27,8 +29,12 @@ class RunState:
     part_q: np.ndarray | None = None
     part_w: np.ndarray | None = None
     until: str | None = None  # a stage name: each group stops after it (recall analyze: "novelty")
-    edge_index: object = None  # ops.scope.EdgeIndex over the run's nodes: each group's explicit edges
-    consts: dict = field(default_factory=dict)  # per-run values every group reads (params, key prefixes)
+    edge_index: object = (
+        None  # ops.scope.EdgeIndex over the run's nodes: each group's explicit edges
+    )
+    consts: dict = field(
+        default_factory=dict
+    )  # per-run values every group reads (params, key prefixes)
 
     def const(self, name: str, build):
         """A value that depends on the run only (config-derived params, hashes): built once."""
@@ -40,6 +46,7 @@ class RunState:
 @dataclass
 class RunContext:
     """One query group (``ops.scope.run_groups``) and what the stages have added so far."""
+
     run: RunState
     nodes: pl.DataFrame
     queries: pl.DataFrame
@@ -56,11 +63,15 @@ class RunContext:
     graph: pl.DataFrame | None = None  # graph: the group's weighted edges
     hub_graph: object = None  # graph: the entity hubs (stages.hubs.Hubs) or None
     hub_params: object = None  # graph: the hub layer's parameters (stages.hubs.HubParams)
-    scored_nodes: pl.DataFrame | None = None  # signals: nodes with a feedback table's state overlaid
+    scored_nodes: pl.DataFrame | None = (
+        None  # signals: nodes with a feedback table's state overlaid
+    )
     signals: pl.DataFrame | None = None  # signals: one row per node
     freshness: dict = field(default_factory=lambda: {"status": "disabled"})
     novelty: pl.DataFrame | None = None  # novelty: the per-query novelty table
-    anchors: pl.DataFrame | None = None  # exact-name anchors (diffusion seeds, co-occurrence anchors)
+    anchors: pl.DataFrame | None = (
+        None  # exact-name anchors (diffusion seeds, co-occurrence anchors)
+    )
     policy: object = None  # score: the scope policy applied (stages.scope_policy.Applied)
     recall: pl.DataFrame | None = None  # select: the group's recall rows
     reused: list = field(default_factory=list)  # stages served from the stage cache

@@ -1,4 +1,5 @@
 """The in-memory form of the data contract: nodes, edges, queries and qrels as polars frames."""
+
 from __future__ import annotations
 
 from collections import Counter

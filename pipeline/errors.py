@@ -1,4 +1,5 @@
 """User-facing errors: each names the file, the row or field, and the fix."""
+
 from __future__ import annotations
 
 import sys
@@ -14,8 +15,15 @@ class UserError(Exception):
 class DataError(UserError):
     """Bad input data. ``where`` is a file path; ``row`` and ``field`` locate the problem."""
 
-    def __init__(self, where: str, problem: str, fix: str, *, row: int | str | None = None,
-                 field: str | None = None) -> None:
+    def __init__(
+        self,
+        where: str,
+        problem: str,
+        fix: str,
+        *,
+        row: int | str | None = None,
+        field: str | None = None,
+    ) -> None:
         self.where, self.problem, self.fix, self.row, self.field = where, problem, fix, row, field
         loc = str(where)
         if row is not None:

@@ -15,6 +15,7 @@ recall rows in query order; export, evaluation and the manifest then run once on
 Shards keep every query scope whole when queries carry ``doc_scope`` (each scope's node subset and
 index is then built by one shard only); otherwise they are contiguous blocks of queries.
 """
+
 from __future__ import annotations
 
 import io as _io
@@ -32,7 +33,14 @@ from pipeline.errors import ConfigError, require_one_of
 
 log = logging.getLogger(__name__)
 EXECUTORS = ("local", "ray")
-PER_QUERY_ROWS = ("query_parts", "candidates", "residual_hits", "graph_hits", "anchors", "cooccur_boosts")
+PER_QUERY_ROWS = (
+    "query_parts",
+    "candidates",
+    "residual_hits",
+    "graph_hits",
+    "anchors",
+    "cooccur_boosts",
+)
 PER_GROUP_MAX_ROWS = ("graph_edges", "hubs")  # the largest query group's (StageLog.most)
 DRIVER_SKIPPED = ("empty_node_text", "empty_query_text")  # counted by the driver's own ingest
 
@@ -43,8 +51,10 @@ def import_ray():
         import ray
         import ray.data  # noqa: F401
     except ImportError as e:
-        raise ConfigError(f"executor=ray needs Ray Data ({e}); install it with "
-                          "pip install 'recall-pipeline[ray]' (or 'ray[data]>=2.9'), or use executor=local") from e
+        raise ConfigError(
+            f"executor=ray needs Ray Data ({e}); install it with "
+            "pip install 'recall-pipeline[ray]' (or 'ray[data]>=2.9'), or use executor=local"
+        ) from e
     return ray
 
 
@@ -106,10 +116,14 @@ class ShardWorker:
         self.ds = import_ray().get(dataset_ref[0])
         self.device = backend.resolve_device(self.cfg.device)
         self.memo: dict = {}  # common.corpus_step: embeddings, graph, hubs, signals, once per worker
-        if "dense" in self.cfg.channels:  # the encoder and the node embeddings, before the first shard
+        if (
+            "dense" in self.cfg.channels
+        ):  # the encoder and the node embeddings, before the first shard
             ds = self.ds
             nodes = drop_empty(Dataset(ds.name, ds.nodes, ds.queries, None, None, {}, Counter()))[0]
-            corpus_step(self.memo, "embed", nodes, lambda: embed_nodes(self.cfg, nodes, self.device))
+            corpus_step(
+                self.memo, "embed", nodes, lambda: embed_nodes(self.cfg, nodes, self.device)
+            )
 
     def run_shard(self, shard: int, qidx: np.ndarray) -> dict:
         """The local query path (``querypath.recall_queries``) on this shard's queries; its recall,
@@ -120,32 +134,54 @@ class ShardWorker:
         from pipeline.ingest import drop_empty
 
         ds = self.ds
-        sub = Dataset(ds.name, ds.nodes, ds.queries[qidx], ds.edges, None, ds.fingerprints, Counter())
+        sub = Dataset(
+            ds.name, ds.nodes, ds.queries[qidx], ds.edges, None, ds.fingerprints, Counter()
+        )
         backend.reset()
         log = StageLog()
         nodes, queries = drop_empty(sub)
         got = querypath.recall_queries(self.cfg, sub, nodes, queries, self.device, log, self.memo)
-        frames = {"recall": got.recall, "novelty": got.novelty,
-                  "signals": got.signals if self.cfg.signals.get("path") is None else None}
-        return {"shard": shard, "pid": os.getpid(),
-                "frames": {k: _to_ipc(v) for k, v in frames.items() if v is not None},
-                "manifest": {"timings_s": log.seconds, "rows": log.rows, "skipped": dict(sub.skipped),
-                             "fallbacks": backend.FALLBACKS[:], "embedded_texts": got.n_embedded,
-                             "reused_stages": got.reused, "signals_freshness": got.freshness,
-                             "peak_rss_mb": peak_rss_mb(), "graph_algorithms": dict(backend.GRAPH_IMPL)}}
+        frames = {
+            "recall": got.recall,
+            "novelty": got.novelty,
+            "signals": got.signals if self.cfg.signals.get("path") is None else None,
+        }
+        return {
+            "shard": shard,
+            "pid": os.getpid(),
+            "frames": {k: _to_ipc(v) for k, v in frames.items() if v is not None},
+            "manifest": {
+                "timings_s": log.seconds,
+                "rows": log.rows,
+                "skipped": dict(sub.skipped),
+                "fallbacks": backend.FALLBACKS[:],
+                "embedded_texts": got.n_embedded,
+                "reused_stages": got.reused,
+                "signals_freshness": got.freshness,
+                "peak_rss_mb": peak_rss_mb(),
+                "graph_algorithms": dict(backend.GRAPH_IMPL),
+            },
+        }
 
     def __call__(self, batch: dict) -> dict:
         """Ray Data batch entry: run each (shard, query indices) row and return the encoded results."""
-        outs = [self.run_shard(int(s), np.asarray(q, dtype=np.int64)) for s, q in zip(batch["shard"], batch["qidx"])]
-        return {"shard": np.array([o["shard"] for o in outs]),
-                "result": np.array([_encode(o) for o in outs], dtype=object)}
+        outs = [
+            self.run_shard(int(s), np.asarray(q, dtype=np.int64))
+            for s, q in zip(batch["shard"], batch["qidx"])
+        ]
+        return {
+            "shard": np.array([o["shard"] for o in outs]),
+            "result": np.array([_encode(o) for o in outs], dtype=object),
+        }
 
 
 def _encode(result: dict) -> str:
     """A shard's result as JSON (no pickle): Arrow IPC frames base64-encoded."""
     import base64
 
-    return json.dumps({**result, "frames": {k: base64.b64encode(v).decode() for k, v in result["frames"].items()}})
+    return json.dumps(
+        {**result, "frames": {k: base64.b64encode(v).decode() for k, v in result["frames"].items()}}
+    )
 
 
 def _decode(text: str) -> dict:
@@ -156,13 +192,19 @@ def _decode(text: str) -> dict:
     return res
 
 
-def _run_on_ray(cfg: DictConfig, ds, queries: pl.DataFrame, shards: list[np.ndarray], sub_cfg: dict) -> list[dict]:
+def _run_on_ray(
+    cfg: DictConfig, ds, queries: pl.DataFrame, shards: list[np.ndarray], sub_cfg: dict
+) -> list[dict]:
     ray = import_ray()
     opts = cfg.get("ray") or {}
     started = not ray.is_initialized()
     if started:
-        ray.init(address=opts.get("address"), include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.WARNING)
+        ray.init(
+            address=opts.get("address"),
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
     try:
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
@@ -170,14 +212,23 @@ def _run_on_ray(cfg: DictConfig, ds, queries: pl.DataFrame, shards: list[np.ndar
         from pipeline.dataset import Dataset
 
         shipped = Dataset(ds.name, ds.nodes, queries, ds.edges, None, ds.fingerprints, Counter())
-        ref = [ray.put(shipped)]  # in a list, so Ray hands the actor the reference and not the object
+        ref = [
+            ray.put(shipped)
+        ]  # in a list, so Ray hands the actor the reference and not the object
         items = [{"shard": i, "qidx": q.tolist()} for i, q in enumerate(shards)]
         workers = max(1, min(int(opts.get("num_workers", 2)), len(shards)))
-        out = (ray.data.from_items(items, override_num_blocks=len(items))
-               .map_batches(ShardWorker, fn_constructor_args=(sub_cfg, ref, os.getcwd()), batch_size=1,
-                            compute=ray.data.ActorPoolStrategy(size=workers),
-                            num_cpus=float(opts.get("cpus_per_worker", 1)), batch_format="numpy")
-               .take_all())
+        out = (
+            ray.data.from_items(items, override_num_blocks=len(items))
+            .map_batches(
+                ShardWorker,
+                fn_constructor_args=(sub_cfg, ref, os.getcwd()),
+                batch_size=1,
+                compute=ray.data.ActorPoolStrategy(size=workers),
+                num_cpus=float(opts.get("cpus_per_worker", 1)),
+                batch_format="numpy",
+            )
+            .take_all()
+        )
     finally:
         if started:
             ray.shutdown()
@@ -197,15 +248,24 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
     with log.stage("shards"):
         results = _run_on_ray(cfg, ds, queries, shards, shard_config(cfg))
     recall = querypath.in_query_order([r["frames"]["recall"] for r in results], queries, ["rank"])
-    tables = {name: [r["frames"][name] for r in results if name in r["frames"]] for name in ("novelty", "signals")}
+    tables = {
+        name: [r["frames"][name] for r in results if name in r["frames"]]
+        for name in ("novelty", "signals")
+    }
     mans = [r["manifest"] for r in results]
     _merge_counts(log, ds, mans)
     log.rows["recall"] = recall.height
     log.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
-    info = {"name": "ray", "shards": len(shards), "workers": len({r["pid"] for r in results}),
-            "num_workers": int(opts.get("num_workers", 2)), "shard_queries": [len(s) for s in shards],
-            "wall_s": round(time.perf_counter() - t0, 4), "worker_timings_s": _summed_timings(mans),
-            "worker_peak_rss_mb": max(m["peak_rss_mb"] for m in mans)}
+    info = {
+        "name": "ray",
+        "shards": len(shards),
+        "workers": len({r["pid"] for r in results}),
+        "num_workers": int(opts.get("num_workers", 2)),
+        "shard_queries": [len(s) for s in shards],
+        "wall_s": round(time.perf_counter() - t0, 4),
+        "worker_timings_s": _summed_timings(mans),
+        "worker_peak_rss_mb": max(m["peak_rss_mb"] for m in mans),
+    }
     xb = None
     if cfg.analyze.enabled and "dense" in cfg.channels:  # the topic analysis runs on the driver
         from pipeline.stages.vectors import embed_nodes
@@ -213,11 +273,17 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
         with log.stage("embed"):
             xb = embed_nodes(cfg, nodes, device)[2]
     return querypath.Recalled(
-        recall=recall, novelty=querypath.in_query_order(tables["novelty"], queries, []) if tables["novelty"] else None,
-        signals=signals.merge_groups(tables["signals"]), xb=xb,
+        recall=recall,
+        novelty=querypath.in_query_order(tables["novelty"], queries, [])
+        if tables["novelty"]
+        else None,
+        signals=signals.merge_groups(tables["signals"]),
+        xb=xb,
         n_embedded=sum(m["embedded_texts"] for m in mans),
-        reused=sorted({s for m in mans for s in m["reused_stages"]}), freshness=mans[0]["signals_freshness"],
-        executor=info)
+        reused=sorted({s for m in mans for s in m["reused_stages"]}),
+        freshness=mans[0]["signals_freshness"],
+        executor=info,
+    )
 
 
 def _merge_counts(log, ds, mans: list[dict]) -> None:
@@ -234,7 +300,9 @@ def _merge_counts(log, ds, mans: list[dict]) -> None:
                 log.rows[k] = v
     for k in {k for m in mans for k in m["skipped"]} - set(DRIVER_SKIPPED):
         ds.skipped[k] += max(m["skipped"].get(k, 0) for m in mans)
-    fallbacks = {json.dumps(f, sort_keys=True, default=str): f for m in mans for f in m["fallbacks"]}
+    fallbacks = {
+        json.dumps(f, sort_keys=True, default=str): f for m in mans for f in m["fallbacks"]
+    }
     backend.FALLBACKS.extend(f for f in fallbacks.values() if f not in backend.FALLBACKS)
     for m in mans:
         backend.GRAPH_IMPL.update(m["graph_algorithms"])

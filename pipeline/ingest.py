@@ -1,5 +1,6 @@
 """Ingest: the dataset's nodes sorted by ``node_id`` and its queries, empty texts skipped and
 counted, optionally one fixed half of the queries."""
+
 from __future__ import annotations
 
 import hashlib
@@ -24,7 +25,10 @@ def drop_empty(ds) -> tuple[pl.DataFrame, pl.DataFrame]:
 def query_half(queries: pl.DataFrame, part: str) -> pl.DataFrame:
     """A fixed half of the queries by a hash of ``query_id``: ``a`` or ``b`` (tune on one, check on the other)."""
     require_one_of("query_part", part, ("a", "b"))
-    bit = [hashlib.sha1(q.encode()).digest()[0] & 1 for q in queries["query_id"].cast(pl.String).to_list()]
+    bit = [
+        hashlib.sha1(q.encode()).digest()[0] & 1
+        for q in queries["query_id"].cast(pl.String).to_list()
+    ]
     return queries.filter(pl.Series(bit) == (0 if part == "a" else 1))
 
 

@@ -1,4 +1,5 @@
 """Atomic, deterministic writes: temp file in the same folder, fsync, rename. Manifest last."""
+
 from __future__ import annotations
 
 import hashlib
@@ -37,17 +38,20 @@ def atomic_write(path: str | Path, write) -> None:
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file, then rename), with a fault point halfway for tests."""
+
     def write(fh):
         fh.write(data[: len(data) // 2])
         fault_point(f"write:{Path(path).name}")  # half of the bytes are in the temp file here
-        fh.write(data[len(data) // 2:])
+        fh.write(data[len(data) // 2 :])
 
     atomic_write(path, write)
 
 
 def write_json(path: str | Path, obj) -> None:
     """Write ``obj`` as indented, key-sorted JSON to ``path`` atomically."""
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+    atomic_write_bytes(
+        path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode()
+    )
 
 
 def write_parquet(path: str | Path, df: pl.DataFrame) -> None:
@@ -55,7 +59,9 @@ def write_parquet(path: str | Path, df: pl.DataFrame) -> None:
     import io
 
     buf = io.BytesIO()
-    df.write_parquet(buf, compression="zstd", compression_level=3, statistics=True, row_group_size=1 << 20)
+    df.write_parquet(
+        buf, compression="zstd", compression_level=3, statistics=True, row_group_size=1 << 20
+    )
     atomic_write_bytes(path, buf.getvalue())
 
 

@@ -1,6 +1,7 @@
 """Everything a run writes after recall, once per run on the driver whichever executor computed
 it: novelty and signals tables, recall (and injection), analysis, evaluation, the manifest (last)
 and the report (a view of the finished run, after the manifest)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -29,18 +30,33 @@ def export(cfg: DictConfig, out_dir: Path, nodes: pl.DataFrame, queries: pl.Data
         io.write_parquet(out_dir / "signals.parquet", got.signals)
     io.write_parquet(out_dir / "recall.parquet", got.recall)
     if cfg.inject.format != "none":
-        io.write_parquet(out_dir / "injection.parquet",
-                         inject.render(got.recall, nodes, cfg.inject.format, queries=queries,
-                                       include_archived=bool(cfg.include_archived),
-                                       **{k: v for k, v in cfg.inject.items() if k != "format"}))
+        io.write_parquet(
+            out_dir / "injection.parquet",
+            inject.render(
+                got.recall,
+                nodes,
+                cfg.inject.format,
+                queries=queries,
+                include_archived=bool(cfg.include_archived),
+                **{k: v for k, v in cfg.inject.items() if k != "format"},
+            ),
+        )
 
 
-def evaluate(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.DataFrame, recall) -> dict:
+def evaluate(
+    cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.DataFrame, recall
+) -> dict:
     """metrics.json and per_query.parquet against the dataset's qrels (those of the run's queries)."""
     from pipeline.stages import evaluate as ev
 
-    qrels = ds.qrels.filter(pl.col("query_id").is_in(queries["query_id"].implode())) if cfg.get("query_part") else ds.qrels
-    metrics, per_query = ev.evaluate(recall, qrels, queries, ds.qrels_level, cfg.evaluate.metrics, nodes)
+    qrels = (
+        ds.qrels.filter(pl.col("query_id").is_in(queries["query_id"].implode()))
+        if cfg.get("query_part")
+        else ds.qrels
+    )
+    metrics, per_query = ev.evaluate(
+        recall, qrels, queries, ds.qrels_level, cfg.evaluate.metrics, nodes
+    )
     io.write_json(out_dir / "metrics.json", metrics)
     io.write_parquet(out_dir / "per_query.parquet", per_query)
     return metrics
@@ -51,19 +67,37 @@ def manifest(cfg: DictConfig, out_dir: Path, ds, got, log: StageLog, device: str
     container = OmegaConf.to_container(cfg, resolve=True)
     return {
         "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "config": container, "config_hash": io.config_hash(container),
-        "dataset": ds.name, "inputs": ds.fingerprints, "versions": versions(),
-        "device": device, "executor": got.executor or {"name": "local"}, "timings_s": log.seconds, "rows": log.rows,
-        "skipped": {k: v for k, v in sorted(ds.skipped.items()) if v}, "data_notes": dict(ds.notes),
+        "config": container,
+        "config_hash": io.config_hash(container),
+        "dataset": ds.name,
+        "inputs": ds.fingerprints,
+        "versions": versions(),
+        "device": device,
+        "executor": got.executor or {"name": "local"},
+        "timings_s": log.seconds,
+        "rows": log.rows,
+        "skipped": {k: v for k, v in sorted(ds.skipped.items()) if v},
+        "data_notes": dict(ds.notes),
         "fallbacks": backend.FALLBACKS[:],
         "graph_algorithms": dict(backend.GRAPH_IMPL),
-        "embedded_texts": got.n_embedded, "reused_stages": got.reused, "peak_rss_mb": peak_rss_mb(),
-        "signals_freshness": got.freshness, "outputs": rundir.outputs(out_dir, cfg),
+        "embedded_texts": got.n_embedded,
+        "reused_stages": got.reused,
+        "peak_rss_mb": peak_rss_mb(),
+        "signals_freshness": got.freshness,
+        "outputs": rundir.outputs(out_dir, cfg),
     }
 
 
-def write_outputs(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.DataFrame, got,
-                  log: StageLog, device: str) -> dict:
+def write_outputs(
+    cfg: DictConfig,
+    out_dir: Path,
+    ds,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    got,
+    log: StageLog,
+    device: str,
+) -> dict:
     """Export, analysis, evaluation, the manifest (last) and the report; ``got`` is the
     ``querypath.Recalled`` of the run. Returns {out_dir, metrics, manifest}."""
     from pipeline.stages import analyze
@@ -72,8 +106,18 @@ def write_outputs(cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queri
         export(cfg, out_dir, nodes, queries, got)
     if cfg.analyze.enabled and got.xb is not None:
         with log.stage("analyze"):
-            write_frames(out_dir, analyze.analyze(nodes, got.xb, got.recall, cfg.analyze.topics, cfg.analyze.top,
-                                                  cfg.analyze.mode, device))
+            write_frames(
+                out_dir,
+                analyze.analyze(
+                    nodes,
+                    got.xb,
+                    got.recall,
+                    cfg.analyze.topics,
+                    cfg.analyze.top,
+                    cfg.analyze.mode,
+                    device,
+                ),
+            )
     metrics = None
     if ds.qrels is not None and ds.qrels.height:
         with log.stage("evaluate"):

@@ -14,6 +14,7 @@ groups may see. A query's result depends only
 on its own group (``pipeline.querypath``: its visible nodes, the edges among them, its reference
 time), so the rows served equal those of a full run by construction.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -44,8 +45,12 @@ def partition_path(root: Path, scope: str) -> Path:
 
 def read_keys(root: Path) -> pl.DataFrame:
     """(query_id, scope, query_hash, scope_version, recipe) of every cached entry."""
-    frames = [pl.read_parquet(p, columns=["query_id", *KEY_COLUMNS]).unique().with_columns(
-        scope=pl.lit(p.parent.name.split("=", 1)[1])) for p in sorted(root.glob("scope=*/data.parquet"))]
+    frames = [
+        pl.read_parquet(p, columns=["query_id", *KEY_COLUMNS])
+        .unique()
+        .with_columns(scope=pl.lit(p.parent.name.split("=", 1)[1]))
+        for p in sorted(root.glob("scope=*/data.parquet"))
+    ]
     schema = {"query_id": pl.String, **{c: pl.String for c in KEY_COLUMNS}, "scope": pl.String}
     return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
@@ -53,10 +58,17 @@ def read_keys(root: Path) -> pl.DataFrame:
 def served(cache_dir: str | Path) -> pl.DataFrame:
     """The recall rows the cache serves, sorted by query then rank: every partition without the key
     columns and the null-rank rows that stand for "no recall" (comparable to a run's recall.parquet)."""
-    parts = [pl.read_parquet(p) for p in sorted((Path(cache_dir) / "recall").glob("scope=*/data.parquet"))]
+    parts = [
+        pl.read_parquet(p)
+        for p in sorted((Path(cache_dir) / "recall").glob("scope=*/data.parquet"))
+    ]
     if not parts:
         return pl.DataFrame(schema={"query_id": pl.String, "rank": pl.Int32})
-    rows = pl.concat(parts, how="diagonal_relaxed").filter(pl.col("rank").is_not_null()).drop(KEY_COLUMNS)
+    rows = (
+        pl.concat(parts, how="diagonal_relaxed")
+        .filter(pl.col("rank").is_not_null())
+        .drop(KEY_COLUMNS)
+    )
     return rows.sort(["query_id", "rank"], maintain_order=True)
 
 
@@ -68,17 +80,24 @@ def scope_nodes(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> 
     return nodes[rows]
 
 
-def compute_missing(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame, miss: pl.DataFrame
-                    ) -> tuple[pl.DataFrame, dict]:
+def compute_missing(
+    cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame, miss: pl.DataFrame
+) -> tuple[pl.DataFrame, dict]:
     """Recall rows (with key columns) of the missed queries, by the local query path on that subset;
     and the stage seconds."""
     missed = queries.filter(pl.col("query_id").is_in(miss["query_id"].implode()))
-    sub = Dataset(ds.name, scope_nodes(cfg, nodes, missed), missed, ds.edges, None, ds.fingerprints, Counter())
+    sub = Dataset(
+        ds.name, scope_nodes(cfg, nodes, missed), missed, ds.edges, None, ds.fingerprints, Counter()
+    )
     log = StageLog()
     backend.reset()
     sub_nodes, sub_queries = drop_empty(sub)
-    rows = querypath.recall_queries(cfg, sub, sub_nodes, sub_queries, backend.resolve_device(cfg.device), log).recall
-    keyed = miss.drop("scope").join(rows, on="query_id", how="left")  # no recall → one null-rank row
+    rows = querypath.recall_queries(
+        cfg, sub, sub_nodes, sub_queries, backend.resolve_device(cfg.device), log
+    ).recall
+    keyed = miss.drop("scope").join(
+        rows, on="query_id", how="left"
+    )  # no recall → one null-rank row
     return keyed.select(*rows.columns, *KEY_COLUMNS), log.seconds
 
 
@@ -125,16 +144,31 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     t_run = time.perf_counter() - t0 - t_keys
     (root / "_manifest.json").unlink(missing_ok=True)  # partitions change now; manifest comes last
     changed = write_partitions(root, keys, hit, new)
-    parts = {s: {"doc_scope": None, "queries": g.height, "scope_version": g["scope_version"][0]}
-             for (s,), g in keys.group_by("scope", maintain_order=True)}
-    scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None] * queries.height
+    parts = {
+        s: {"doc_scope": None, "queries": g.height, "scope_version": g["scope_version"][0]}
+        for (s,), g in keys.group_by("scope", maintain_order=True)
+    }
+    scopes = (
+        queries["doc_scope"].to_list()
+        if "doc_scope" in queries.columns
+        else [None] * queries.height
+    )
     for s in scopes:
         parts[cachekeys.scope_id(cachekeys.scope_of(s))]["doc_scope"] = cachekeys.scope_of(s)
-    summary = {"hits": hit.height, "misses": miss.height, "recipe": keys["recipe"][0] if keys.height else None,
-               "partitions": parts,
-               **changed, "timings_s": {"keys": round(t_keys, 4), "run": round(t_run, 4),
-                                        "total": round(time.perf_counter() - t0, 4)},
-               "run_timings_s": run_timings, "data_notes": dict(ds.notes),
-               "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    summary = {
+        "hits": hit.height,
+        "misses": miss.height,
+        "recipe": keys["recipe"][0] if keys.height else None,
+        "partitions": parts,
+        **changed,
+        "timings_s": {
+            "keys": round(t_keys, 4),
+            "run": round(t_run, 4),
+            "total": round(time.perf_counter() - t0, 4),
+        },
+        "run_timings_s": run_timings,
+        "data_notes": dict(ds.notes),
+        "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     io.write_json(root / "_manifest.json", summary)
     return summary

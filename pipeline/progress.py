@@ -1,5 +1,6 @@
 """Progress bars for long stages: tqdm on stderr, silent when stderr is not a terminal (logs, CI,
 pipes) or when ``RECALL_PROGRESS=0``."""
+
 from __future__ import annotations
 
 import os
@@ -15,10 +16,14 @@ def enabled() -> bool:
     return flag == "1" or (flag == "auto" and sys.stderr.isatty())
 
 
-def progress(items: Iterable[T], desc: str, *, total: int | None = None, unit: str = "it") -> Iterable[T]:
+def progress(
+    items: Iterable[T], desc: str, *, total: int | None = None, unit: str = "it"
+) -> Iterable[T]:
     """``items`` wrapped in a tqdm bar (or returned as is when bars are off)."""
     if not enabled():
         return items
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=desc, total=total, unit=unit, leave=False, file=sys.stderr, dynamic_ncols=True)
+    return tqdm(
+        items, desc=desc, total=total, unit=unit, leave=False, file=sys.stderr, dynamic_ncols=True
+    )

@@ -8,6 +8,7 @@ group's nodes only, each reading and extending a ``context.RunContext``. A query
 function of its own row, those nodes, the edges among them, the recipe and the code, so every path
 gives the same answer. Recall rows come back in query order, whatever the grouping.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,13 +23,23 @@ from pipeline.stages import channels, cooccur, diffuse, fuse, graph, novelty, sc
 from pipeline.stages.vectors import embed_run
 
 # the stages of a query group, in order (docs/architecture.md); each is a pipeline.stage.Stage
-STAGES = [channels.STAGE, fuse.STAGE, novelty.STAGE, graph.STAGE, signals.STAGE, diffuse.STAGE,
-          cooccur.STAGE, score.STAGE, select.STAGE]
+STAGES = [
+    channels.STAGE,
+    fuse.STAGE,
+    novelty.STAGE,
+    graph.STAGE,
+    signals.STAGE,
+    diffuse.STAGE,
+    cooccur.STAGE,
+    score.STAGE,
+    select.STAGE,
+]
 
 
 @dataclass
 class Recalled:
     """What the query path computed for a run: recall rows (query order) and the per-run tables."""
+
     recall: pl.DataFrame
     novelty: pl.DataFrame | None = None
     signals: pl.DataFrame | None = None
@@ -52,12 +63,24 @@ def run_group(state: RunState, ctx: RunContext, stages: list | None = None) -> R
     return ctx
 
 
-def slice_group(state: RunState, nodes: pl.DataFrame, queries: pl.DataFrame, key: tuple, rows: np.ndarray,
-                qs: np.ndarray, now: dt.datetime) -> RunContext:
+def slice_group(
+    state: RunState,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    key: tuple,
+    rows: np.ndarray,
+    qs: np.ndarray,
+    now: dt.datetime,
+) -> RunContext:
     """The group's nodes, queries and embeddings (query parts renumbered to the group's queries)."""
     scope, viewer, _t = key
-    ctx = RunContext(state, nodes[rows], queries[qs], now,
-                     f"{list(scope) if scope is not None else None}|{viewer}|{now.isoformat()}")
+    ctx = RunContext(
+        state,
+        nodes[rows],
+        queries[qs],
+        now,
+        f"{list(scope) if scope is not None else None}|{viewer}|{now.isoformat()}",
+    )
     if state.edge_index is not None:
         ctx.edges = state.edge_index.within(rows)
     if state.xb is not None:
@@ -69,21 +92,28 @@ def slice_group(state: RunState, nodes: pl.DataFrame, queries: pl.DataFrame, key
     return ctx
 
 
-def run_all_groups(state: RunState, nodes: pl.DataFrame, queries: pl.DataFrame, stages: list | None = None
-                   ) -> list[RunContext]:
+def run_all_groups(
+    state: RunState, nodes: pl.DataFrame, queries: pl.DataFrame, stages: list | None = None
+) -> list[RunContext]:
     """:func:`run_group` for every query group that sees at least one node. Without a caller's memo,
     the per-node-table steps (graph, hubs, signals) are still shared by the groups that see the same
     nodes at other reference times (``run_groups`` yields them one after another)."""
     own, last, outs = state.memo is None, None, []
     state.memo = {} if own else state.memo
     if state.cfg.diffuse.method != "none" or state.cfg.signals.enabled:
-        state.edge_index = EdgeIndex(nodes, state.ds.edges)  # each group's explicit edges by lookup, not a scan
-    for key, rows, qs, now in run_groups(nodes, queries, state.cfg.include_archived, config_now(state.cfg)):
+        state.edge_index = EdgeIndex(
+            nodes, state.ds.edges
+        )  # each group's explicit edges by lookup, not a scan
+    for key, rows, qs, now in run_groups(
+        nodes, queries, state.cfg.include_archived, config_now(state.cfg)
+    ):
         if own and (last is None or not np.array_equal(last, rows)):
             state.memo.clear()
             last = rows
         if len(rows):
-            outs.append(run_group(state, slice_group(state, nodes, queries, key, rows, qs, now), stages))
+            outs.append(
+                run_group(state, slice_group(state, nodes, queries, key, rows, qs, now), stages)
+            )
     return outs
 
 
@@ -100,7 +130,11 @@ def no_recall(enabled) -> pl.DataFrame:
     """The recall table when no query can see any node: the contract's columns, no rows."""
     from pipeline.schema import TABLES
 
-    cols = {**TABLES["recall"]["required"], "channel": pl.String, **{c: pl.Float32 for c in enabled}}
+    cols = {
+        **TABLES["recall"]["required"],
+        "channel": pl.String,
+        **{c: pl.Float32 for c in enabled},
+    }
     return pl.DataFrame(schema=cols)
 
 
@@ -108,28 +142,56 @@ def in_query_order(frames: list, queries: pl.DataFrame, then: list[str]) -> pl.D
     """Per-group frames (with ``query_id``) concatenated, sorted by the queries' order, then ``then``;
     so the bytes do not depend on how queries were grouped."""
     frames = [f for f in frames if f is not None]
-    pos = pl.DataFrame({"query_id": queries["query_id"].cast(pl.String),
-                        "_pos": np.arange(queries.height, dtype=np.int64)})
-    out = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema={"query_id": pl.String})
+    pos = pl.DataFrame(
+        {
+            "query_id": queries["query_id"].cast(pl.String),
+            "_pos": np.arange(queries.height, dtype=np.int64),
+        }
+    )
+    out = (
+        pl.concat(frames, how="diagonal_relaxed")
+        if frames
+        else pl.DataFrame(schema={"query_id": pl.String})
+    )
     out = out.join(pos, on="query_id", how="left").sort(["_pos", *then], maintain_order=True)
     return out.drop("_pos")
 
 
-def recall_queries(cfg, ds, nodes: pl.DataFrame, queries: pl.DataFrame, device: str, log,
-                   memo: dict | None = None, until: str | None = None) -> Recalled:
+def recall_queries(
+    cfg,
+    ds,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    device: str,
+    log,
+    memo: dict | None = None,
+    until: str | None = None,
+) -> Recalled:
     """Recall of ``queries`` against ``nodes`` (both after ingest): embed once, run every group,
     gather the rows in query order. ``memo`` keeps per-node-table work between calls (a Ray worker
     holds one); ``until`` stops each group after that stage (``recall analyze``: ``novelty``)."""
     state = RunState(cfg, ds, device, log, memo, until=until)
     n_embedded = embed_run(state, nodes, queries)
     if ds.edges is not None and (cfg.diffuse.method != "none" or cfg.signals.enabled):
-        graph.explicit_edges(ds.edges, nodes["node_id"], {}, ds.skipped)  # dangling/self-loop counts, once
+        graph.explicit_edges(
+            ds.edges, nodes["node_id"], {}, ds.skipped
+        )  # dangling/self-loop counts, once
     outs = run_all_groups(state, nodes, queries)
-    recall = in_query_order([o.recall for o in outs], queries, ["rank"]) if outs and not until else no_recall(cfg.channels)
+    recall = (
+        in_query_order([o.recall for o in outs], queries, ["rank"])
+        if outs and not until
+        else no_recall(cfg.channels)
+    )
     log.rows["recall"] = recall.height
     log.rows["queries_without_results"] = queries.height - recall["query_id"].n_unique()
     return Recalled(
         recall=recall,
-        novelty=in_query_order([o.novelty for o in outs], queries, []) if cfg.novelty.enabled else None,
-        signals=signals.merge_groups([o.signals for o in outs]), xb=state.xb, n_embedded=n_embedded,
-        reused=sorted({r for o in outs for r in o.reused}), freshness=outs[0].freshness if outs else {"status": "disabled"})
+        novelty=in_query_order([o.novelty for o in outs], queries, [])
+        if cfg.novelty.enabled
+        else None,
+        signals=signals.merge_groups([o.signals for o in outs]),
+        xb=state.xb,
+        n_embedded=n_embedded,
+        reused=sorted({r for o in outs for r in o.reused}),
+        freshness=outs[0].freshness if outs else {"status": "disabled"},
+    )

@@ -4,6 +4,7 @@ Configs and run directories are data. Hydra's own ``_target_`` resolution import
 walks attributes (``pipeline.io.os.system`` reaches ``os.system``), so a manifest could run a shell
 command under ``recall analyze``. Here a target is a key of ``TARGETS`` or an error that lists them.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -31,13 +32,17 @@ def call(spec: object, where: str, **extra):
     """Call the callable named by ``spec["_target_"]`` with the other keys (and ``extra``) as kwargs,
     after checking they fit its signature, so a bad key is a ConfigError and not a TypeError."""
     if not isinstance(spec, dict):
-        raise ConfigError(f"{where} must be a mapping with a _target_ key; got {type(spec).__name__}")
+        raise ConfigError(
+            f"{where} must be a mapping with a _target_ key; got {type(spec).__name__}"
+        )
     kwargs = {k: v for k, v in spec.items() if k != "_target_"}
     fn = resolve(spec.get("_target_"), where)
     try:
         inspect.signature(fn).bind(**kwargs, **extra)
     except TypeError as exc:
-        raise ConfigError(f"{where}: {exc} for target {spec['_target_']!r}; fix the keys of {where}") from None
+        raise ConfigError(
+            f"{where}: {exc} for target {spec['_target_']!r}; fix the keys of {where}"
+        ) from None
     return fn(**kwargs, **extra)
 
 
@@ -45,5 +50,7 @@ def resolve(name: object, where: str) -> Callable:
     """The registered callable called ``name``; ``where`` names the config key (and file) for the error."""
     if isinstance(name, str) and name in TARGETS:
         return TARGETS[name]
-    raise ConfigError(f"{where}._target_={name!r} is not a registered target (targets are names, not import "
-                      f"paths); choose from {sorted(TARGETS)}")
+    raise ConfigError(
+        f"{where}._target_={name!r} is not a registered target (targets are names, not import "
+        f"paths); choose from {sorted(TARGETS)}"
+    )

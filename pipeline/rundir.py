@@ -8,6 +8,7 @@ directory swap would have to carry the former and could delete the latter. Crash
 unchanged: the manifest goes first, every file is written atomically, the manifest is written last.
 A test runs with every optional output on and checks that each file written is named here.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -17,9 +18,18 @@ from omegaconf import DictConfig, OmegaConf
 
 MANIFEST = "manifest.json"
 OUTPUTS = (
-    "recall.parquet", "injection.parquet", "novelty.parquet", "signals.parquet", "metrics.json", "per_query.parquet",
-    "topics.parquet", "node_topics.parquet", "recall_topics.parquet",  # analyze (in the run or after it)
-    "report.md", "report.html", "report-*.png",  # the report, written after the manifest
+    "recall.parquet",
+    "injection.parquet",
+    "novelty.parquet",
+    "signals.parquet",
+    "metrics.json",
+    "per_query.parquet",
+    "topics.parquet",
+    "node_topics.parquet",
+    "recall_topics.parquet",  # analyze (in the run or after it)
+    "report.md",
+    "report.html",
+    "report-*.png",  # the report, written after the manifest
     "signals-r*.parquet",  # recall feedback's revisions of this run's signals
     ".*.tmp",  # an atomic write a crash interrupted (pipeline.io.atomic_write)
 )
@@ -54,7 +64,11 @@ def clear(out_dir: Path, cfg: DictConfig | None = None) -> list[str]:
     out_dir = Path(out_dir)
     (out_dir / MANIFEST).unlink(missing_ok=True)
     keep = _inputs(cfg, out_dir)
-    gone = sorted(p.name for p in out_dir.iterdir() if p.is_file() and is_output(p.name) and p.resolve() not in keep)
+    gone = sorted(
+        p.name
+        for p in out_dir.iterdir()
+        if p.is_file() and is_output(p.name) and p.resolve() not in keep
+    )
     for name in gone:
         (out_dir / name).unlink(missing_ok=True)
     return gone
@@ -64,14 +78,29 @@ def outputs(out_dir: Path, cfg: DictConfig | dict | None = None) -> list[str]:
     """The run's output files present in ``out_dir`` (for ``manifest.outputs``), in name order."""
     out_dir = Path(out_dir)
     keep = _inputs(cfg, out_dir)
-    return sorted(p.name for p in out_dir.iterdir() if p.is_file() and is_output(p.name) and not p.name.startswith(".")
-                  and p.resolve() not in keep)
+    return sorted(
+        p.name
+        for p in out_dir.iterdir()
+        if p.is_file()
+        and is_output(p.name)
+        and not p.name.startswith(".")
+        and p.resolve() not in keep
+    )
 
 
-RENAMED = {"fusion": "fuse", "eval": "evaluate", "scope": "scope_policy"}  # config groups before issue 15
-MOVED = {("query", "anchors"): ("anchors", "enabled"), ("query", "anchor_energy"): ("anchors", "energy"),
-         ("query", "anchor_min_len"): ("anchors", "min_len"), ("query", "cross_recall"): ("cross_recall", "enabled"),
-         ("query", "cross_mult"): ("cross_recall", "mult"), ("novelty", "seed_diffusion"): ("diffuse", "residual_seeds")}
+RENAMED = {
+    "fusion": "fuse",
+    "eval": "evaluate",
+    "scope": "scope_policy",
+}  # config groups before issue 15
+MOVED = {
+    ("query", "anchors"): ("anchors", "enabled"),
+    ("query", "anchor_energy"): ("anchors", "energy"),
+    ("query", "anchor_min_len"): ("anchors", "min_len"),
+    ("query", "cross_recall"): ("cross_recall", "enabled"),
+    ("query", "cross_mult"): ("cross_recall", "mult"),
+    ("novelty", "seed_diffusion"): ("diffuse", "residual_seeds"),
+}
 
 
 def upgrade_config(conf: dict) -> dict:

@@ -3,6 +3,7 @@
 The stages themselves are listed in ``pipeline.querypath.STAGES`` and share one interface
 (``pipeline.stage``); docs/architecture.md walks the whole path.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,10 +30,15 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     with log.stage("ingest"):
         ds = dataset if dataset is not None else call_target(cfg.data)
         nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))
-    log.rows |= {"nodes": nodes.height, "queries": queries.height,
-                 "edges": 0 if ds.edges is None else ds.edges.height}
+    log.rows |= {
+        "nodes": nodes.height,
+        "queries": queries.height,
+        "edges": 0 if ds.edges is None else ds.edges.height,
+    }
     if queries.height == 0:
-        raise ConfigError(f"data={cfg.data.name}: the dataset has no queries; give it a queries file")
+        raise ConfigError(
+            f"data={cfg.data.name}: the dataset has no queries; give it a queries file"
+        )
     if cfg.get("executor", "local") != "local":  # query shards on Ray workers: pipeline/executor.py
         from pipeline import executor
 

@@ -7,6 +7,7 @@ Queries: a null (or absent) ``doc_scope`` means the whole corpus; an empty ``doc
 DataError (it would mean "see nothing", and used to fail open as "see everything"): omit it for the
 whole corpus, or list the doc ids the query may see.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,42 +22,76 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
     "nodes": {
         "required": {"node_id": pl.String, "text": pl.String},
         "optional": {
-            "doc_id": pl.String, "title": pl.String, "description": pl.String,
-            "tags": pl.List(pl.String), "type": pl.String, "code": pl.String,
-            "importance": pl.Float32, "created_at": TS, "updated_at": TS, "last_access_at": TS,
-            "access_count": pl.Int64, "pinned": pl.Boolean, "archived": pl.Boolean,
-            "status": pl.String, "visibility": pl.List(pl.String), "seq": pl.Int64,
-            "start_line": pl.Int64, "end_line": pl.Int64, "speaker": pl.String,
+            "doc_id": pl.String,
+            "title": pl.String,
+            "description": pl.String,
+            "tags": pl.List(pl.String),
+            "type": pl.String,
+            "code": pl.String,
+            "importance": pl.Float32,
+            "created_at": TS,
+            "updated_at": TS,
+            "last_access_at": TS,
+            "access_count": pl.Int64,
+            "pinned": pl.Boolean,
+            "archived": pl.Boolean,
+            "status": pl.String,
+            "visibility": pl.List(pl.String),
+            "seq": pl.Int64,
+            "start_line": pl.Int64,
+            "end_line": pl.Int64,
+            "speaker": pl.String,
             # BME scope / story time (pipeline/stages/scope_policy.py, docs/presets.md)
-            "scope_layer": pl.String, "scope_owner_type": pl.String, "scope_owner": pl.String,
-            "scope_region": pl.String, "scope_regions": pl.List(pl.String), "story_time": pl.Int64,
-            "story_time_end": pl.Int64, "story_tense": pl.String,
+            "scope_layer": pl.String,
+            "scope_owner_type": pl.String,
+            "scope_owner": pl.String,
+            "scope_region": pl.String,
+            "scope_regions": pl.List(pl.String),
+            "story_time": pl.Int64,
+            "story_time_end": pl.Int64,
+            "story_tense": pl.String,
             "lesson": pl.String,  # OKS review.lesson (Soul Boost × 1.2 in inject.format=oks)
         },
     },
     "edges": {
         "required": {"src": pl.String, "dst": pl.String},
-        "optional": {"relation": pl.String, "weight": pl.Float32, "inhibit": pl.Boolean,
-                     "valid_from": TS, "valid_to": TS},
+        "optional": {
+            "relation": pl.String,
+            "weight": pl.Float32,
+            "inhibit": pl.Boolean,
+            "valid_from": TS,
+            "valid_to": TS,
+        },
     },
     "queries": {
         "required": {"query_id": pl.String, "text": pl.String},
-        "optional": {"context": pl.List(pl.String), "viewer": pl.String, "now": TS,
-                     "doc_scope": pl.List(pl.String), "group": pl.String,
-                     "query_rewrite": pl.String,
-                     # BME scene state (scope policy): who speaks, where, which story segment
-                     "active_owners": pl.List(pl.String), "active_user_owners": pl.List(pl.String),
-                     "active_region": pl.String, "adjacent_regions": pl.List(pl.String),
-                     "story_segment": pl.Int64,
-                     "goals": pl.List(pl.String)},  # OKS goal slugs: their pages go first in inject.format=oks
+        "optional": {
+            "context": pl.List(pl.String),
+            "viewer": pl.String,
+            "now": TS,
+            "doc_scope": pl.List(pl.String),
+            "group": pl.String,
+            "query_rewrite": pl.String,
+            # BME scene state (scope policy): who speaks, where, which story segment
+            "active_owners": pl.List(pl.String),
+            "active_user_owners": pl.List(pl.String),
+            "active_region": pl.String,
+            "adjacent_regions": pl.List(pl.String),
+            "story_segment": pl.Int64,
+            "goals": pl.List(pl.String),
+        },  # OKS goal slugs: their pages go first in inject.format=oks
     },
     "qrels": {
         "required": {"query_id": pl.String, "relevance": pl.Int32},
         "optional": {"node_id": pl.String, "doc_id": pl.String},
     },
     "recall": {
-        "required": {"query_id": pl.String, "rank": pl.Int32, "node_id": pl.String,
-                     "score": pl.Float64},
+        "required": {
+            "query_id": pl.String,
+            "rank": pl.Int32,
+            "node_id": pl.String,
+            "score": pl.Float64,
+        },
         "optional": {"channel": pl.String, "doc_id": pl.String},
     },
 }
@@ -76,11 +111,19 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
     spec = TABLES[table]
     for col in spec["required"]:
         if col not in df.columns:
-            raise DataError(where, f"{table} table has no '{col}' column (columns: {df.columns})",
-                            f"add a '{col}' column", field=col)
+            raise DataError(
+                where,
+                f"{table} table has no '{col}' column (columns: {df.columns})",
+                f"add a '{col}' column",
+                field=col,
+            )
     if table == "qrels" and ("node_id" in df.columns) == ("doc_id" in df.columns):
-        raise DataError(where, "qrels need exactly one of 'node_id' or 'doc_id'",
-                        "keep one target column", field="node_id/doc_id")
+        raise DataError(
+            where,
+            "qrels need exactly one of 'node_id' or 'doc_id'",
+            "keep one target column",
+            field="node_id/doc_id",
+        )
     casts = []
     for col, dtype in {**spec["required"], **spec["optional"]}.items():
         if col not in df.columns or df.schema[col] == dtype:
@@ -88,35 +131,59 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
         try:
             df.select(pl.col(col).cast(dtype, strict=True))
         except Exception as exc:  # polars raises several error types on a failed cast
-            raise DataError(where, f"column '{col}' has type {df.schema[col]}, cannot be read as "
-                            f"{dtype} ({str(exc).splitlines()[0]})",
-                            f"write '{col}' as {dtype}", field=col) from None
+            raise DataError(
+                where,
+                f"column '{col}' has type {df.schema[col]}, cannot be read as "
+                f"{dtype} ({str(exc).splitlines()[0]})",
+                f"write '{col}' as {dtype}",
+                field=col,
+            ) from None
         casts.append(pl.col(col).cast(dtype, strict=True))
     if casts:
         df = df.with_columns(casts)
     for col in spec["required"]:
         nulls = df[col].is_null()
         if nulls.any():
-            raise DataError(where, f"'{col}' is missing", f"give every row a '{col}'",
-                            row=_first_bad_row(nulls), field=col)
+            raise DataError(
+                where,
+                f"'{col}' is missing",
+                f"give every row a '{col}'",
+                row=_first_bad_row(nulls),
+                field=col,
+            )
     for col in ("importance", "weight"):
         if col in df.columns and df.schema[col].is_float():
             bad = df[col].is_nan() | df[col].is_infinite()
             if bad.fill_null(False).any():
-                raise DataError(where, f"'{col}' is not a finite number", f"use a finite '{col}'",
-                                row=_first_bad_row(bad.fill_null(False)), field=col)
+                raise DataError(
+                    where,
+                    f"'{col}' is not a finite number",
+                    f"use a finite '{col}'",
+                    row=_first_bad_row(bad.fill_null(False)),
+                    field=col,
+                )
     if table == "queries" and "doc_scope" in df.columns:
         empty = (df["doc_scope"].list.len() == 0).fill_null(False)
         if empty.any():
-            raise DataError(where, "'doc_scope' is an empty list (a query that may see no document)",
-                            "omit doc_scope (or leave it null) to search the whole corpus, or list the doc ids "
-                            "the query may see", row=_first_bad_row(empty), field="doc_scope")
+            raise DataError(
+                where,
+                "'doc_scope' is an empty list (a query that may see no document)",
+                "omit doc_scope (or leave it null) to search the whole corpus, or list the doc ids "
+                "the query may see",
+                row=_first_bad_row(empty),
+                field="doc_scope",
+            )
     for key in KEYS.get(table, []):
         dup = df[key].is_duplicated()
         if dup.any():
             row = _first_bad_row(dup)
-            raise DataError(where, f"duplicate {key} {df[key][row]!r}",
-                            f"make '{key}' unique", row=row, field=key)
+            raise DataError(
+                where,
+                f"duplicate {key} {df[key][row]!r}",
+                f"make '{key}' unique",
+                row=row,
+                field=key,
+            )
     return df
 
 
@@ -132,7 +199,11 @@ def importance_to_10(nodes: pl.DataFrame, scale, where: str) -> tuple[pl.DataFra
     """
     from pipeline.errors import require_one_of
 
-    scale = f"{scale:g}" if isinstance(scale, (int, float)) and not isinstance(scale, bool) else str(scale)
+    scale = (
+        f"{scale:g}"
+        if isinstance(scale, (int, float)) and not isinstance(scale, bool)
+        else str(scale)
+    )
     require_one_of("data.importance_scale", scale, IMPORTANCE_SCALES)
     if "importance" not in nodes.columns or nodes["importance"].null_count() == nodes.height:
         return nodes, None
@@ -142,9 +213,14 @@ def importance_to_10(nodes: pl.DataFrame, scale, where: str) -> tuple[pl.DataFra
     bad = (nodes["importance"] < 0) | (nodes["importance"] > hi)
     if bad.fill_null(False).any():
         row = _first_bad_row(bad.fill_null(False))
-        raise DataError(where, f"importance {nodes['importance'][row]} is outside 0–{hi:g} "
-                        f"(data.importance_scale={scale})",
-                        "use 0–10 (or 0–1 with data.importance_scale=1)", row=row, field="importance")
+        raise DataError(
+            where,
+            f"importance {nodes['importance'][row]} is outside 0–{hi:g} "
+            f"(data.importance_scale={scale})",
+            "use 0–10 (or 0–1 with data.importance_scale=1)",
+            row=row,
+            field="importance",
+        )
     if factor == 1.0:
         return nodes, None
     nodes = nodes.with_columns(pl.col("importance") * factor)
@@ -159,8 +235,9 @@ def check_finite(x, where: str, field: str) -> None:
     bad = ~np.isfinite(np.asarray(x))
     if bad.any():
         row = int(np.argwhere(bad)[0][0])
-        raise DataError(where, f"'{field}' holds NaN or inf", "recompute or drop that row",
-                        row=row, field=field)
+        raise DataError(
+            where, f"'{field}' holds NaN or inf", "recompute or drop that row", row=row, field=field
+        )
 
 
 def parse_timestamp(value, where: str, row, field: str):
@@ -177,9 +254,13 @@ def parse_timestamp(value, where: str, row, field: str):
         try:
             ts = dt.datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
         except ValueError:
-            raise DataError(where, f"'{field}' value {value!r} is not a date",
-                            "write it as YYYY-MM-DD or an ISO 8601 datetime",
-                            row=row, field=field) from None
+            raise DataError(
+                where,
+                f"'{field}' value {value!r} is not a date",
+                "write it as YYYY-MM-DD or an ISO 8601 datetime",
+                row=row,
+                field=field,
+            ) from None
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=dt.timezone.utc)
     return ts.astimezone(dt.timezone.utc)

@@ -6,6 +6,7 @@ in the group's YAML only (``conf/<group>/*.yaml``), and a key the dataclass does
 ConfigError naming it. The runner keeps a list of stages and loops: skip when disabled, time,
 run, stop after ``RunState.until``. A stage's array core stays a pure function in ``ops/``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,7 +37,11 @@ class Params:
     def from_cfg(cls, group, where: str | None = None, **extra):
         """The parameters in ``group`` (a DictConfig or dict) plus ``extra``; an unknown or a missing
         key is a ConfigError naming it (defaults live in the YAML, not here)."""
-        conf = OmegaConf.to_container(group, resolve=True) if isinstance(group, DictConfig) else dict(group)
+        conf = (
+            OmegaConf.to_container(group, resolve=True)
+            if isinstance(group, DictConfig)
+            else dict(group)
+        )
         conf |= extra
         where = where or cls.GROUP or cls.__name__
         names = cls.config_keys()
@@ -45,7 +50,9 @@ class Params:
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(names)}")
         if missing:
-            raise ConfigError(f"{where}: missing key(s) {missing}; give them in the config group's YAML")
+            raise ConfigError(
+                f"{where}: missing key(s) {missing}; give them in the config group's YAML"
+            )
         return cls(**conf)
 
     @classmethod
@@ -77,6 +84,7 @@ def group_yaml(group: str, option: str) -> dict:
 class Stage:
     """One step of a query group's recall. ``params(cfg)`` builds what ``run`` takes (once per run);
     ``enabled(cfg)`` says whether it runs at all. ``params`` gets the ``RunState`` (config and device)."""
+
     name: str
     run: Callable[[Any, Any], Any]
     params: Callable[[Any], Any] = lambda run: None

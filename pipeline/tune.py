@@ -13,6 +13,7 @@ best values as a new preset file, with the score it reached.
    and on all queries, the base preset on both halves; the scores are printed and written into the
    header, with a note when the tuned preset does not beat the base on half ``b``.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,9 @@ def _opt(args: list[str], key: str, default: str | None = None) -> str | None:
 
 
 def _recall(args: list[str]) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *args], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "run", *args], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise ConfigError(f"recall run {' '.join(args)} failed:\n{proc.stderr.strip()[-2000:]}")
 
@@ -65,7 +68,9 @@ def preset_text(base: str, best: dict, name: str, header: list[str]) -> str:
             node = node.setdefault(part, {})
         node[leaf] = rounded(value)
     choices = [{f"override /{k}": v} for k, v in sorted(best.items()) if k in groups]
-    body = yaml.safe_dump({"defaults": [base, "_self_", *choices], "preset_name": name, **doc}, sort_keys=False)
+    body = yaml.safe_dump(
+        {"defaults": [base, "_self_", *choices], "preset_name": name, **doc}, sort_keys=False
+    )
     return "# @package _global_\n" + "".join(f"# {h}\n" for h in header) + body
 
 
@@ -81,22 +86,37 @@ def tune(args: list[str]) -> int:
         name = f"{base}_{data}"
     spaces = yaml.safe_load((CONF / "tune_spaces.yaml").read_text()) or {}
     if space_name not in spaces:
-        raise ConfigError(f"{CONF / 'tune_spaces.yaml'}: no search space named {space_name!r}; "
-                          f"give tune.space=<one of {sorted(spaces)}> or add one there")
+        raise ConfigError(
+            f"{CONF / 'tune_spaces.yaml'}: no search space named {space_name!r}; "
+            f"give tune.space=<one of {sorted(spaces)}> or add one there"
+        )
     space = spaces[space_name]
     out = Path(_opt(args, "out_dir", None) or f"runs/tune-{name}")
     passthrough = [a for a in args if not a.startswith(("out_dir=", "query_part="))]
-    sweep = ["--multirun", *passthrough, "query_part=a", "report=false", f"out_dir={out}", "hydra/sweeper=optuna",
-             "hydra.sweeper.direction=maximize", f"hydra.sweeper.n_trials={trials}", "hydra.sweeper.n_jobs=1",
-             f"hydra.sweeper.sampler.seed={seed}", f"hydra.sweeper.study_name={name}",
-             *[f"{k}={v}" for k, v in space.items()]]
+    sweep = [
+        "--multirun",
+        *passthrough,
+        "query_part=a",
+        "report=false",
+        f"out_dir={out}",
+        "hydra/sweeper=optuna",
+        "hydra.sweeper.direction=maximize",
+        f"hydra.sweeper.n_trials={trials}",
+        "hydra.sweeper.n_jobs=1",
+        f"hydra.sweeper.sampler.seed={seed}",
+        f"hydra.sweeper.study_name={name}",
+        *[f"{k}={v}" for k, v in space.items()],
+    ]
     _recall(sweep)
     res = yaml.safe_load((out / "optimization_results.yaml").read_text())
     best, best_value = dict(res["best_params"]), float(res["best_value"])
     cmd = "recall tune " + " ".join(args)
-    header = [f"Written by `{cmd}`", f"from preset {base!r}; search space {space_name!r} of conf/tune_spaces.yaml; {trials} TPE trials, "
-              f"seed {seed}; fitted on query half a of data={data}.",
-              f"best trial: {metric} = {best_value:.4f} on half a"]
+    header = [
+        f"Written by `{cmd}`",
+        f"from preset {base!r}; search space {space_name!r} of conf/tune_spaces.yaml; {trials} TPE trials, "
+        f"seed {seed}; fitted on query half a of data={data}.",
+        f"best trial: {metric} = {best_value:.4f} on half a",
+    ]
     path = CONF / "preset" / f"{name}.yaml"
     io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
     scores = {}
@@ -104,16 +124,37 @@ def tune(args: list[str]) -> int:
     for preset, part in ((name, "a"), (name, "b"), (name, None), (base, "a"), (base, "b")):
         run_dir = out / f"final-{preset}-{part or 'all'}"
         extra = [f"query_part={part}"] if part else []
-        _recall([f"data={data}", *rest, f"preset={preset}", "report=false", f"out_dir={run_dir}", *extra])
+        _recall(
+            [
+                f"data={data}",
+                *rest,
+                f"preset={preset}",
+                "report=false",
+                f"out_dir={run_dir}",
+                *extra,
+            ]
+        )
         scores[(preset, part)] = _metric(run_dir, metric)
-    header.append(f"rerun of this preset: {metric} half a {scores[(name, 'a')]:.4f}, held-out half b "
-                  f"{scores[(name, 'b')]:.4f}, all queries {scores[(name, None)]:.4f}")
-    header.append(f"base preset {base!r}: half a {scores[(base, 'a')]:.4f}, half b {scores[(base, 'b')]:.4f}")
+    header.append(
+        f"rerun of this preset: {metric} half a {scores[(name, 'a')]:.4f}, held-out half b "
+        f"{scores[(name, 'b')]:.4f}, all queries {scores[(name, None)]:.4f}"
+    )
+    header.append(
+        f"base preset {base!r}: half a {scores[(base, 'a')]:.4f}, half b {scores[(base, 'b')]:.4f}"
+    )
     io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
     print(f"best {metric} on half a: {best_value:.4f} (trials in {out})")
-    print(f"rerun: half a {scores[(name, 'a')]:.4f}, held-out half b {scores[(name, 'b')]:.4f}, "
-          f"all {scores[(name, None)]:.4f}")
-    print(f"base preset {base}: half a {scores[(base, 'a')]:.4f}, held-out half b {scores[(base, 'b')]:.4f}"
-          + ("" if scores[(name, "b")] > scores[(base, "b")] else f"  (not beaten on half b: keep {base})"))
+    print(
+        f"rerun: half a {scores[(name, 'a')]:.4f}, held-out half b {scores[(name, 'b')]:.4f}, "
+        f"all {scores[(name, None)]:.4f}"
+    )
+    print(
+        f"base preset {base}: half a {scores[(base, 'a')]:.4f}, held-out half b {scores[(base, 'b')]:.4f}"
+        + (
+            ""
+            if scores[(name, "b")] > scores[(base, "b")]
+            else f"  (not beaten on half b: keep {base})"
+        )
+    )
     print(f"wrote {path} (use: recall run data={data} preset={name})")
     return 0

@@ -3,6 +3,7 @@
 A cached entry (candidates, recall cache, embeddings) is only as valid as the code that made it; a
 version string alone does not change when the source is edited in place (an editable install).
 """
+
 from __future__ import annotations
 
 import functools

@@ -4,6 +4,7 @@
 
 Prints seconds, queries/s and the agreement of the top-10 ids (ties aside, expect ~1.0).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ def main() -> int:
         mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(a.nodes, 384))
         for s in range(0, a.nodes, 50_000):  # written in chunks: never the whole array in memory
             x = rng.normal(size=(min(50_000, a.nodes - s), 384)).astype(np.float32)
-            mm[s:s + len(x)] = x / np.linalg.norm(x, axis=1, keepdims=True)
+            mm[s : s + len(x)] = x / np.linalg.norm(x, axis=1, keepdims=True)
         mm.flush()
         del mm
         xq = rng.normal(size=(a.queries, 384)).astype(np.float32)
@@ -48,8 +49,12 @@ def main() -> int:
         tf = time.perf_counter() - t
         rss_f = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("| scan | nodes | seconds | queries/s | peak RSS MiB after |\n|---|---|---|---|---|")
-    print(f"| blocked (memmap, block {a.block}) | {a.nodes:,} | {tb:.2f} | {a.queries / tb:,.0f} | {rss_b:,.0f} |")
-    print(f"| FAISS IndexFlatIP (in memory) | {a.nodes:,} | {tf:.2f} | {a.queries / tf:,.0f} | {rss_f:,.0f} |")
+    print(
+        f"| blocked (memmap, block {a.block}) | {a.nodes:,} | {tb:.2f} | {a.queries / tb:,.0f} | {rss_b:,.0f} |"
+    )
+    print(
+        f"| FAISS IndexFlatIP (in memory) | {a.nodes:,} | {tf:.2f} | {a.queries / tf:,.0f} | {rss_f:,.0f} |"
+    )
     print(f"top-10 id agreement: {(I == If).mean():.4f}; max |ΔD|: {np.abs(D - Df).max():.2e}")
     return 0
 

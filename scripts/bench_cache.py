@@ -10,6 +10,7 @@ Both changed runs start from the same embedding cache (the edited texts are enco
 ``recall run`` on the edited data is compared with the rows the changed recall cache serves (exit 1
 if they differ). Prints a table; the last line is ``changed rerun / full recompute: <ratio>``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,16 +30,30 @@ CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
 
 def write_locomo(dst: Path) -> None:
-    ds = locomo.load(str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev5.json.gz"))
+    ds = locomo.load(
+        str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev5.json.gz")
+    )
     _write(ds, dst)
 
 
 def write_synthetic(dst: Path, n: int, nq: int, workspaces: int) -> None:
     ds, _xb, _xq = make(n, nq)
-    ws = (pl.col("node_id").str.slice(1).cast(pl.Int64) // 20 % workspaces).cast(pl.String)  # whole docs
-    ds.nodes = ds.nodes.with_columns(doc_id=pl.concat_str([pl.lit("u"), ws, pl.lit("/"), pl.col("doc_id")]))
-    ds.queries = ds.queries.with_columns(doc_scope=pl.concat_list(pl.concat_str([
-        pl.lit("u"), (pl.col("query_id").str.slice(1).cast(pl.Int64) % workspaces).cast(pl.String)])))
+    ws = (pl.col("node_id").str.slice(1).cast(pl.Int64) // 20 % workspaces).cast(
+        pl.String
+    )  # whole docs
+    ds.nodes = ds.nodes.with_columns(
+        doc_id=pl.concat_str([pl.lit("u"), ws, pl.lit("/"), pl.col("doc_id")])
+    )
+    ds.queries = ds.queries.with_columns(
+        doc_scope=pl.concat_list(
+            pl.concat_str(
+                [
+                    pl.lit("u"),
+                    (pl.col("query_id").str.slice(1).cast(pl.Int64) % workspaces).cast(pl.String),
+                ]
+            )
+        )
+    )
     _write(ds, dst)
 
 
@@ -55,10 +70,18 @@ def change(dst: Path, frac: float) -> int:
     nodes = pl.read_parquet(dst / "nodes.parquet")
     scope = nodes["doc_id"][0].split("/")[0]
     n = max(1, round(frac * nodes.height))
-    pick = nodes.with_row_index("i").filter(pl.col("doc_id").str.starts_with(scope + "/"))["i"].head(n)
-    nodes = nodes.with_row_index("i").with_columns(
-        text=pl.when(pl.col("i").is_in(pick.implode())).then(pl.col("text") + " (edited)").otherwise(pl.col("text"))
-    ).drop("i")
+    pick = (
+        nodes.with_row_index("i").filter(pl.col("doc_id").str.starts_with(scope + "/"))["i"].head(n)
+    )
+    nodes = (
+        nodes.with_row_index("i")
+        .with_columns(
+            text=pl.when(pl.col("i").is_in(pick.implode()))
+            .then(pl.col("text") + " (edited)")
+            .otherwise(pl.col("text"))
+        )
+        .drop("i")
+    )
     nodes.write_parquet(dst / "nodes.parquet")
     return len(pick)
 
@@ -77,9 +100,19 @@ def main() -> int:
     work = Path(a.work)
     shutil.rmtree(work, ignore_errors=True)
     data = work / "data"
-    write_locomo(data) if a.data == "locomo" else write_synthetic(data, a.nodes, a.queries, a.workspaces)
-    over = ["device=cpu", "data=parquet", f"data.path={data}", f"preset={a.preset}", f"embed={a.embed}",
-            "embed.cache=true", f"cache_dir={work / 'cache'}", "report=false"]
+    write_locomo(data) if a.data == "locomo" else write_synthetic(
+        data, a.nodes, a.queries, a.workspaces
+    )
+    over = [
+        "device=cpu",
+        "data=parquet",
+        f"data.path={data}",
+        f"preset={a.preset}",
+        f"embed={a.embed}",
+        "embed.cache=true",
+        f"cache_dir={work / 'cache'}",
+        "report=false",
+    ]
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("config", overrides=over)
     runner.run(cfg, work / "warm-embeddings")  # fills the embedding cache only
@@ -96,16 +129,24 @@ def main() -> int:
     timed("cold (empty recall cache)", cfg)
     timed("warm (nothing changed)", cfg)
     edited = change(data, a.change)
-    shutil.copytree(work / "cache", work / "cache-full", ignore=shutil.ignore_patterns("recall", "candidates"))
+    shutil.copytree(
+        work / "cache", work / "cache-full", ignore=shutil.ignore_patterns("recall", "candidates")
+    )
     timed("changed, with the recall cache", cfg)
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         full = compose("config", overrides=[*over, f"cache_dir={work / 'cache-full'}"])
     timed("changed, full recompute", full)
-    runner.run(full, work / "full-run")  # `recall run` on the edited data: what the cache must serve
-    plain = pl.read_parquet(work / "full-run" / "recall.parquet").sort(["query_id", "rank"], maintain_order=True)
+    runner.run(
+        full, work / "full-run"
+    )  # `recall run` on the edited data: what the cache must serve
+    plain = pl.read_parquet(work / "full-run" / "recall.parquet").sort(
+        ["query_id", "rank"], maintain_order=True
+    )
     same = precompute.served(work / "cache").select(plain.columns).equals(plain)
-    print(f"data: {a.data}; preset={a.preset} embed={a.embed}; nodes edited: {edited} of "
-          f"{pl.read_parquet(data / 'nodes.parquet').height} (one scope)")
+    print(
+        f"data: {a.data}; preset={a.preset} embed={a.embed}; nodes edited: {edited} of "
+        f"{pl.read_parquet(data / 'nodes.parquet').height} (one scope)"
+    )
     print("| run | seconds | hits | misses |\n|---|---|---|---|")
     for name, sec, h, m in rows:
         print(f"| {name} | {sec:.2f} | {h} | {m} |")

@@ -24,6 +24,7 @@ Building the sparse seed matrix of a block and reading its results is inside the
 
 Usage: python scripts/bench_diffusion.py [--quick] [--subset 100] [--pedsa-block 0] [--ppr-block 0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,20 +50,25 @@ from pipeline.stages import graph  # noqa: E402
 from reference import adjacency_lists, pedsa_lists, pedsa_reference  # noqa: E402
 
 CORPUS = Path("/work/shared/data/hipporag/2wikimultihopqa_corpus.json.gz")
-MAX_BLOCK_ELEMS = 2 ** 26  # N×B float32 per block at most (ppr's dense output)
-PEDSA_BLOCK_ELEMS = 2 ** 24  # N×B per PEDSA block (bounds the step-2 products on hub-heavy graphs)
+MAX_BLOCK_ELEMS = 2**26  # N×B float32 per block at most (ppr's dense output)
+PEDSA_BLOCK_ELEMS = 2**24  # N×B per PEDSA block (bounds the step-2 products on hub-heavy graphs)
 N_SEEDS = 10
 
 
 # ---------------------------------------------------------------- graphs and queries
 
+
 def wiki_graph(path: Path):
     """2Wiki passages as nodes (text = title + "\\n" + text), title-mention edges."""
     with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
         corpus = json.load(f)
-    nodes = pl.DataFrame({"node_id": [str(i) for i in range(len(corpus))],
-                          "title": [p["title"] for p in corpus],
-                          "text": [f"{p['title']}\n{p['text']}" for p in corpus]})
+    nodes = pl.DataFrame(
+        {
+            "node_id": [str(i) for i in range(len(corpus))],
+            "title": [p["title"] for p in corpus],
+            "text": [f"{p['title']}\n{p['text']}" for p in corpus],
+        }
+    )
     edges = graph.build(nodes, None, graph.GraphParams.defaults(temporal=False, mentions=True))
     return nodes.height, edges
 
@@ -77,8 +83,15 @@ def powerlaw_graph(n: int, m: int, seed: int, inhib_frac: float = 0.05, zipf_a: 
     dst = order[rng.choice(n, len(src), p=w)]
     keep = src != dst
     src, dst = src[keep][:m], dst[keep][:m]
-    edges = pl.DataFrame({"src": src, "dst": dst, "weight": rng.uniform(0.1, 1.0, m).astype(np.float32),
-                          "inhibit": rng.random(m) < inhib_frac, "relation": "synthetic"}).cast(graph.EDGE_SCHEMA)
+    edges = pl.DataFrame(
+        {
+            "src": src,
+            "dst": dst,
+            "weight": rng.uniform(0.1, 1.0, m).astype(np.float32),
+            "inhibit": rng.random(m) < inhib_frac,
+            "relation": "synthetic",
+        }
+    ).cast(graph.EDGE_SCHEMA)
     return n, edges
 
 
@@ -96,7 +109,9 @@ def sparse(n: int, idx: np.ndarray, en: np.ndarray, normalise: bool = False):
     if normalise:
         en = en / en.sum(axis=1, keepdims=True)
     b, k = idx.shape
-    return sp.csc_matrix((en.ravel().astype(np.float32), idx.ravel(), np.arange(0, b * k + 1, k)), shape=(n, b))
+    return sp.csc_matrix(
+        (en.ravel().astype(np.float32), idx.ravel(), np.arange(0, b * k + 1, k)), shape=(n, b)
+    )
 
 
 def dense(n: int, idx: np.ndarray, en: np.ndarray, normalise: bool = False) -> np.ndarray:
@@ -110,6 +125,7 @@ def dense(n: int, idx: np.ndarray, en: np.ndarray, normalise: bool = False) -> n
 
 # ---------------------------------------------------------------- per-query baselines
 
+
 def igraph_graph(adj_sym, n: int):
     """Undirected weighted igraph graph from the symmetric adjacency (one edge per nonzero above the diagonal)."""
     import igraph as ig
@@ -122,11 +138,20 @@ def igraph_graph(adj_sym, n: int):
 
 
 def igraph_ppr(g, reset: np.ndarray) -> np.ndarray:
-    return np.asarray(g.personalized_pagerank(vertices=range(g.vcount()), directed=False, damping=0.5,
-                                              reset=reset, weights="weight", implementation="prpack"))
+    return np.asarray(
+        g.personalized_pagerank(
+            vertices=range(g.vcount()),
+            directed=False,
+            damping=0.5,
+            reset=reset,
+            weights="weight",
+            implementation="prpack",
+        )
+    )
 
 
 # ---------------------------------------------------------------- the benchmark
+
 
 def clock(fn):
     t0 = time.perf_counter()
@@ -169,8 +194,11 @@ def bench_graph(name, n, edges, sizes, subset, n_literal, args, rows, ratios, ch
     n_edges = edges.height
     n_inhib = int(edges["inhibit"].sum())
     isolated = int((np.diff(A.indptr) == 0).sum())
-    print(f"\n{name}: {n:,} nodes, {n_edges:,} edges ({n_inhib:,} inhibitory), "
-          f"{A.nnz:,} nonzeros in the symmetric adjacency, {isolated:,} nodes without normal edges", flush=True)
+    print(
+        f"\n{name}: {n:,} nodes, {n_edges:,} edges ({n_inhib:,} inhibitory), "
+        f"{A.nnz:,} nonzeros in the symmetric adjacency, {isolated:,} nodes without normal edges",
+        flush=True,
+    )
     qmax = max(sizes)
     idx, en = make_queries(n, qmax, seed=args.seed + 1)
     rng = np.random.default_rng(args.seed + 2)
@@ -183,60 +211,131 @@ def bench_graph(name, n, edges, sizes, subset, n_literal, args, rows, ratios, ch
     ppr(A, sparse(n, idx[:2], en[:2], normalise=True), damping=0.5, tol=1e-6)
 
     # per-query loops on the subset
-    rows_e = list(zip(edges["src"].to_list(), edges["dst"].to_list(), edges["weight"].to_list(),
-                      edges["inhibit"].to_list()))
+    rows_e = list(
+        zip(
+            edges["src"].to_list(),
+            edges["dst"].to_list(),
+            edges["weight"].to_list(),
+            edges["inhibit"].to_list(),
+        )
+    )
     normal = [(a, b, w) for a, b, w, h in rows_e if not h]
     inhib = [(a, b, w) for a, b, w, h in rows_e if h]
     adj_lists = adjacency_lists(normal, inhib)
     seeds = [{int(i): float(e) for i, e in zip(idx[q], en[q])} for q in sub]
     t_ref, ref = clock(lambda: [pedsa_lists(n, adj_lists, s) for s in seeds])
-    t_scipy, sc = clock(lambda: [ppr(A, dense(n, idx[q:q + 1], en[q:q + 1], normalise=True), damping=0.5,
-                                     tol=1e-6)[0][:, 0].astype(np.float64) for q in sub])
+    t_scipy, sc = clock(
+        lambda: [
+            ppr(A, dense(n, idx[q : q + 1], en[q : q + 1], normalise=True), damping=0.5, tol=1e-6)[
+                0
+            ][:, 0].astype(np.float64)
+            for q in sub
+        ]
+    )
     t_build_ig, g = clock(lambda: igraph_graph(A, n))
-    resets = [dense(n, idx[q:q + 1], en[q:q + 1], normalise=True)[:, 0].astype(np.float64) for q in sub]
+    resets = [
+        dense(n, idx[q : q + 1], en[q : q + 1], normalise=True)[:, 0].astype(np.float64)
+        for q in sub
+    ]
     t_ig, igr = clock(lambda: [igraph_ppr(g, r) for r in resets])
 
     # the literal test function (rebuilds its adjacency every call) on a few queries: parity + its cost
     t_lit, lit = clock(lambda: [pedsa_reference(n, normal, inhib, s) for s in seeds[:n_literal]])
     d_lit = max(float(np.abs(a - b).max()) for a, b in zip(lit, ref))
-    checks.append((name, f"ref loop (lists built once) vs literal tests/pedsa_reference, {n_literal} queries",
-                   d_lit, 1e-12))
+    checks.append(
+        (
+            name,
+            f"ref loop (lists built once) vs literal tests/pedsa_reference, {n_literal} queries",
+            d_lit,
+            1e-12,
+        )
+    )
 
-    loop_ms = {"ref": 1e3 * t_ref / subset, "scipy": 1e3 * t_scipy / subset, "igraph": 1e3 * t_ig / subset,
-               "literal": 1e3 * t_lit / n_literal}
+    loop_ms = {
+        "ref": 1e3 * t_ref / subset,
+        "scipy": 1e3 * t_scipy / subset,
+        "igraph": 1e3 * t_ig / subset,
+        "literal": 1e3 * t_lit / n_literal,
+    }
     for q_total in sizes:
         t_pe, pe, _ = batched("pedsa", n, A, I, idx[:q_total], en[:q_total], pb, set(sub.tolist()))
-        t_pr, pr, iters = batched("ppr", n, A, None, idx[:q_total], en[:q_total], rb, set(sub.tolist()))
+        t_pr, pr, iters = batched(
+            "ppr", n, A, None, idx[:q_total], en[:q_total], rb, set(sub.tolist())
+        )
         ms_pe, ms_pr = 1e3 * t_pe / q_total, 1e3 * t_pr / q_total
         tag = f"{name}, {q_total:,} q"
         rows += [
             (tag, f"batched PEDSA (B={pb})", f"all {q_total:,}", ms_pe, t_pe, False),
-            (tag, f"batched PPR (B={rb}, {min(iters)}–{max(iters)} iters)", f"all {q_total:,}", ms_pr, t_pr, False),
-            (tag, "per-query PEDSA reference (dict loop)", f"{subset}", loop_ms["ref"],
-             loop_ms["ref"] * q_total / 1e3, True),
-            (tag, "per-query igraph PPR (prpack)", f"{subset}", loop_ms["igraph"], loop_ms["igraph"] * q_total / 1e3,
-             True),
-            (tag, "per-query scipy PPR (our ppr, B=1)", f"{subset}", loop_ms["scipy"], loop_ms["scipy"] * q_total / 1e3,
-             True),
-            (tag, "(info) literal tests/pedsa_reference, rebuilds adjacency per call", f"{n_literal}",
-             loop_ms["literal"], loop_ms["literal"] * q_total / 1e3, True),
+            (
+                tag,
+                f"batched PPR (B={rb}, {min(iters)}–{max(iters)} iters)",
+                f"all {q_total:,}",
+                ms_pr,
+                t_pr,
+                False,
+            ),
+            (
+                tag,
+                "per-query PEDSA reference (dict loop)",
+                f"{subset}",
+                loop_ms["ref"],
+                loop_ms["ref"] * q_total / 1e3,
+                True,
+            ),
+            (
+                tag,
+                "per-query igraph PPR (prpack)",
+                f"{subset}",
+                loop_ms["igraph"],
+                loop_ms["igraph"] * q_total / 1e3,
+                True,
+            ),
+            (
+                tag,
+                "per-query scipy PPR (our ppr, B=1)",
+                f"{subset}",
+                loop_ms["scipy"],
+                loop_ms["scipy"] * q_total / 1e3,
+                True,
+            ),
+            (
+                tag,
+                "(info) literal tests/pedsa_reference, rebuilds adjacency per call",
+                f"{n_literal}",
+                loop_ms["literal"],
+                loop_ms["literal"] * q_total / 1e3,
+                True,
+            ),
         ]
-        ratios += [(tag, "batched PEDSA vs per-query PEDSA reference", loop_ms["ref"] / ms_pe),
-                   (tag, "batched PPR vs igraph loop", loop_ms["igraph"] / ms_pr),
-                   (tag, "batched PPR vs per-query scipy loop", loop_ms["scipy"] / ms_pr)]
+        ratios += [
+            (tag, "batched PEDSA vs per-query PEDSA reference", loop_ms["ref"] / ms_pe),
+            (tag, "batched PPR vs igraph loop", loop_ms["igraph"] / ms_pr),
+            (tag, "batched PPR vs per-query scipy loop", loop_ms["scipy"] / ms_pr),
+        ]
         # correctness on the subset
         d_pe = max(float(np.abs(pe[q] - r).max()) for q, r in zip(sub, ref))
         d_sc = max(float(np.abs(pr[q] - s).max()) for q, s in zip(sub, sc))
         d_ig = max(float(np.abs(pr[q] / pr[q].sum() - r / r.sum()).max()) for q, r in zip(sub, igr))
-        checks += [(tag, "batched PEDSA vs per-query reference", d_pe, 1e-5),
-                   (tag, "batched PPR vs per-query scipy PPR", d_sc, 1e-5),
-                   (tag, "batched PPR vs igraph PPR (both normalised to sum 1)", d_ig, 1e-4)]
+        checks += [
+            (tag, "batched PEDSA vs per-query reference", d_pe, 1e-5),
+            (tag, "batched PPR vs per-query scipy PPR", d_sc, 1e-5),
+            (tag, "batched PPR vs igraph PPR (both normalised to sum 1)", d_ig, 1e-4),
+        ]
         print(f"  {q_total:,} queries: PEDSA {t_pe:.1f} s, PPR {t_pr:.1f} s", flush=True)
-    print(f"  loops on {subset} queries: reference {t_ref:.1f} s, scipy PPR {t_scipy:.1f} s, "
-          f"igraph PPR {t_ig:.1f} s (+{t_build_ig:.1f} s to build the igraph graph once), "
-          f"literal reference {t_lit:.1f} s for {n_literal}", flush=True)
-    return {"name": name, "nodes": n, "edges": n_edges, "inhibitory": n_inhib, "nnz": int(A.nnz),
-            "isolated": isolated}
+    print(
+        f"  loops on {subset} queries: reference {t_ref:.1f} s, scipy PPR {t_scipy:.1f} s, "
+        f"igraph PPR {t_ig:.1f} s (+{t_build_ig:.1f} s to build the igraph graph once), "
+        f"literal reference {t_lit:.1f} s for {n_literal}",
+        flush=True,
+    )
+    return {
+        "name": name,
+        "nodes": n,
+        "edges": n_edges,
+        "inhibitory": n_inhib,
+        "nnz": int(A.nnz),
+        "isolated": isolated,
+    }
 
 
 def threads_note() -> str:
@@ -253,16 +352,38 @@ def threads_note() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="2Wiki + 20k/200k synthetic, 200 queries, loops on 30")
-    ap.add_argument("--subset", type=int, default=0, help="queries timed in the per-query loops (default 100; quick 30)")
-    ap.add_argument("--literal", type=int, default=3, help="queries run through the literal test function")
-    ap.add_argument("--pedsa-block", type=int, default=0,
-                    help="queries per batched PEDSA call (0: auto, 2^24/N; capped at 2^26/N)")
-    ap.add_argument("--ppr-block", type=int, default=0,
-                    help="queries per batched PPR call (0: auto, 2^26/N, i.e. the largest dense output allowed)")
+    ap.add_argument(
+        "--quick", action="store_true", help="2Wiki + 20k/200k synthetic, 200 queries, loops on 30"
+    )
+    ap.add_argument(
+        "--subset",
+        type=int,
+        default=0,
+        help="queries timed in the per-query loops (default 100; quick 30)",
+    )
+    ap.add_argument(
+        "--literal", type=int, default=3, help="queries run through the literal test function"
+    )
+    ap.add_argument(
+        "--pedsa-block",
+        type=int,
+        default=0,
+        help="queries per batched PEDSA call (0: auto, 2^24/N; capped at 2^26/N)",
+    )
+    ap.add_argument(
+        "--ppr-block",
+        type=int,
+        default=0,
+        help="queries per batched PPR call (0: auto, 2^26/N, i.e. the largest dense output allowed)",
+    )
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=None, help="markdown + json record (default runs/bench_diffusion[_quick])")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="markdown + json record (default runs/bench_diffusion[_quick])",
+    )
     args = ap.parse_args()
     import igraph
     import scipy
@@ -273,40 +394,101 @@ def main() -> int:
         sizes, subset, syn = [1_000, 10_000], args.subset or 100, (100_000, 1_000_000)
     out = args.out or ROOT / "runs" / ("bench_diffusion_quick" if args.quick else "bench_diffusion")
     machine = threads_note()
-    print(f"machine: {machine}; numpy {np.__version__}, scipy {scipy.__version__}, igraph {igraph.__version__}")
+    print(
+        f"machine: {machine}; numpy {np.__version__}, scipy {scipy.__version__}, igraph {igraph.__version__}"
+    )
 
     rows, ratios, checks, graphs = [], [], [], []
     t0 = time.perf_counter()
     n, edges = wiki_graph(args.corpus)
-    graphs.append(bench_graph("2Wiki mentions", n, edges, sizes, subset, args.literal, args, rows, ratios, checks))
+    graphs.append(
+        bench_graph(
+            "2Wiki mentions", n, edges, sizes, subset, args.literal, args, rows, ratios, checks
+        )
+    )
     n, edges = powerlaw_graph(*syn, seed=args.seed)
-    graphs.append(bench_graph(f"power-law {syn[0] // 1000}k/{syn[1] // 1000}k", n, edges, sizes, subset,
-                              args.literal, args, rows, ratios, checks))
+    graphs.append(
+        bench_graph(
+            f"power-law {syn[0] // 1000}k/{syn[1] // 1000}k",
+            n,
+            edges,
+            sizes,
+            subset,
+            args.literal,
+            args,
+            rows,
+            ratios,
+            checks,
+        )
+    )
     wall = time.perf_counter() - t0
 
-    lines = [f"Machine: {machine}. numpy {np.__version__}, scipy {scipy.__version__}, python-igraph "
-             f"{igraph.__version__}. Run {dt.date.today().isoformat()}, {wall:.0f} s in all.", ""]
-    lines += ["| graph | nodes | edges (inhibitory) | symmetric nnz | nodes without normal edges |", "|---|---|---|---|---|"]
-    lines += [f"| {g['name']} | {g['nodes']:,} | {g['edges']:,} ({g['inhibitory']:,}) | {g['nnz']:,} | {g['isolated']:,} |"
-              for g in graphs]
-    lines += ["", "| graph, queries | method | queries timed | ms / query | total s |", "|---|---|---|---|---|"]
-    lines += [f"| {tag} | {m} | {timed} | {ms:.3f} | {'≈' if extrap else ''}{tot:.2f} |"
-              for tag, m, timed, ms, tot, extrap in rows]
-    lines += ["", "≈: extrapolated from the timed subset. PPR runs on the normal edges only; the per-query scipy "
-              "row includes ppr's per-call setup (row sums, CSR transpose, component labels).", "",
-              "| graph, queries | speedup | × |", "|---|---|---|"]
+    lines = [
+        f"Machine: {machine}. numpy {np.__version__}, scipy {scipy.__version__}, python-igraph "
+        f"{igraph.__version__}. Run {dt.date.today().isoformat()}, {wall:.0f} s in all.",
+        "",
+    ]
+    lines += [
+        "| graph | nodes | edges (inhibitory) | symmetric nnz | nodes without normal edges |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {g['name']} | {g['nodes']:,} | {g['edges']:,} ({g['inhibitory']:,}) | {g['nnz']:,} | {g['isolated']:,} |"
+        for g in graphs
+    ]
+    lines += [
+        "",
+        "| graph, queries | method | queries timed | ms / query | total s |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {tag} | {m} | {timed} | {ms:.3f} | {'≈' if extrap else ''}{tot:.2f} |"
+        for tag, m, timed, ms, tot, extrap in rows
+    ]
+    lines += [
+        "",
+        "≈: extrapolated from the timed subset. PPR runs on the normal edges only; the per-query scipy "
+        "row includes ppr's per-call setup (row sums, CSR transpose, component labels).",
+        "",
+        "| graph, queries | speedup | × |",
+        "|---|---|---|",
+    ]
     lines += [f"| {tag} | {what} | {r:.1f} |" for tag, what, r in ratios]
-    lines += ["", "| graph, queries | correctness check | max abs diff | tolerance | ok |", "|---|---|---|---|---|"]
-    lines += [f"| {tag} | {what} | {d:.2e} | {tol:.0e} | {'yes' if d <= tol else 'NO'} |" for tag, what, d, tol in checks]
+    lines += [
+        "",
+        "| graph, queries | correctness check | max abs diff | tolerance | ok |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {tag} | {what} | {d:.2e} | {tol:.0e} | {'yes' if d <= tol else 'NO'} |"
+        for tag, what, d, tol in checks
+    ]
     table = "\n".join(lines)
     print("\n" + table)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(table + "\n")
-    out.with_suffix(".json").write_text(json.dumps({
-        "machine": machine, "quick": args.quick, "wall_s": wall, "graphs": graphs,
-        "rows": [dict(zip(("graph", "method", "timed", "ms_per_query", "total_s", "extrapolated"), r)) for r in rows],
-        "ratios": [dict(zip(("graph", "ratio", "value"), r)) for r in ratios],
-        "checks": [dict(zip(("graph", "check", "max_abs_diff", "tol"), c)) for c in checks]}, indent=1))
+    out.with_suffix(".json").write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "quick": args.quick,
+                "wall_s": wall,
+                "graphs": graphs,
+                "rows": [
+                    dict(
+                        zip(
+                            ("graph", "method", "timed", "ms_per_query", "total_s", "extrapolated"),
+                            r,
+                        )
+                    )
+                    for r in rows
+                ],
+                "ratios": [dict(zip(("graph", "ratio", "value"), r)) for r in ratios],
+                "checks": [dict(zip(("graph", "check", "max_abs_diff", "tol"), c)) for c in checks],
+            },
+            indent=1,
+        )
+    )
     print(f"\nrecorded: {out.with_suffix('.md')}, {out.with_suffix('.json')}")
     failed = [c for c in checks if not c[2] <= c[3]]
     if failed:

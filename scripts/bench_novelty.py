@@ -9,6 +9,7 @@ d=384 products per query), so on CPU the gain comes mostly at small m where the 
 
     .venv/bin/python scripts/bench_novelty.py [--n 10000] [--loop-n 300] [--chunk 1024] [--workers 2] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,16 @@ def make_problems(n: int, d: int, seed: int) -> dict[int, tuple[np.ndarray, np.n
     for m in np.unique(ms):
         E = rng.standard_normal((int((ms == m).sum()), int(m), d)).astype(np.float32)
         q = rng.standard_normal((len(E), d)).astype(np.float32)
-        out[int(m)] = (E / np.linalg.norm(E, axis=-1, keepdims=True), q / np.linalg.norm(q, axis=-1, keepdims=True))
+        out[int(m)] = (
+            E / np.linalg.norm(E, axis=-1, keepdims=True),
+            q / np.linalg.norm(q, axis=-1, keepdims=True),
+        )
     return out
 
 
-def _chunk(E_all, q_all, m: int, device: str, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray, list]:
+def _chunk(
+    E_all, q_all, m: int, device: str, dtype: torch.dtype
+) -> tuple[np.ndarray, np.ndarray, list]:
     """Full path on one chunk of same-m problems → (novelty, ‖residual‖, [nmf, novelty, fista] CPU seconds
     of this thread: robust to other processes on a shared box; on cuda use --workers 1 and wall time)."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -61,17 +67,33 @@ def _chunk(E_all, q_all, m: int, device: str, dtype: torch.dtype) -> tuple[np.nd
     return nov.cpu().double().numpy(), rn.cpu().double().numpy(), [t1 - t0, t2 - t1, t3 - t2]
 
 
-def run_batched(problems, chunk: int, device: str, dtype: torch.dtype, workers: int) -> tuple[dict, ...]:
+def run_batched(
+    problems, chunk: int, device: str, dtype: torch.dtype, workers: int
+) -> tuple[dict, ...]:
     """All chunks (``workers`` Python threads; torch ops release the GIL) → ({m: (novelty, ‖r‖)},
     {stage: seconds}, {m: seconds}, both summed over chunks, and wall seconds)."""
     jobs = [(m, s) for m, (E, _) in problems.items() for s in range(0, len(E), chunk)]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        outs = list(pool.map(lambda j: _chunk(problems[j[0]][0][j[1]: j[1] + chunk],
-                                              problems[j[0]][1][j[1]: j[1] + chunk], j[0], device, dtype), jobs))
+        outs = list(
+            pool.map(
+                lambda j: _chunk(
+                    problems[j[0]][0][j[1] : j[1] + chunk],
+                    problems[j[0]][1][j[1] : j[1] + chunk],
+                    j[0],
+                    device,
+                    dtype,
+                ),
+                jobs,
+            )
+        )
     wall = time.perf_counter() - t0
-    res = {m: tuple(np.concatenate([o[i] for (mj, _), o in zip(jobs, outs) if mj == m]) for i in (0, 1))
-           for m in problems}
+    res = {
+        m: tuple(
+            np.concatenate([o[i] for (mj, _), o in zip(jobs, outs) if mj == m]) for i in (0, 1)
+        )
+        for m in problems
+    }
     secs = dict(zip(("nmf", "novelty", "fista"), np.sum([o[2] for o in outs], axis=0)))
     per_m = {m: sum(sum(o[2]) for (mj, _), o in zip(jobs, outs) if mj == m) for m in problems}
     return res, secs, per_m, wall
@@ -87,7 +109,9 @@ def run_loop(items) -> list[tuple[float, ...]]:
         _, H, _, _ = nmf_reference(V, min(15, len(E)))
         nov = novelty_reference(H, np.abs(q))["novelty"]
         _, r = fista_reference(E, q)
-        out.append((nov, float(np.linalg.norm(r)), time.process_time() - t0, time.perf_counter() - w0))
+        out.append(
+            (nov, float(np.linalg.norm(r)), time.process_time() - t0, time.perf_counter() - w0)
+        )
     return out
 
 
@@ -100,7 +124,9 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=2, help="chunks run concurrently (Python threads)")
+    ap.add_argument(
+        "--workers", type=int, default=2, help="chunks run concurrently (Python threads)"
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per chunk")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -109,33 +135,51 @@ def main() -> None:
     run_batched({2: tuple(x[:8] for x in problems[2])}, a.chunk, a.device, dtype, 1)  # warm-up
     res, secs, per_m, t_batch = run_batched(problems, a.chunk, a.device, dtype, a.workers)
     # Loop subset: the first queries of every bucket, round-robin, so its m mix matches the full set.
-    order = [(m, j) for j in range(max(len(E) for E, _ in problems.values()))
-             for m, (E, _) in problems.items() if j < len(E)][: a.loop_n]
+    order = [
+        (m, j)
+        for j in range(max(len(E) for E, _ in problems.values()))
+        for m, (E, _) in problems.items()
+        if j < len(E)
+    ][: a.loop_n]
     loop = run_loop([(problems[m][0][j], problems[m][1][j]) for m, j in order])
     cpu_b, cpu_l = sum(secs.values()), a.n * np.mean([lo[2] for lo in loop])
     wall_l = a.n * np.mean([lo[3] for lo in loop])
     nov_diff = max(abs(res[m][0][j] - lo[0]) for (m, j), lo in zip(order, loop))
     rn_diff = max(abs(res[m][1][j] - lo[1]) for (m, j), lo in zip(order, loop))
-    gate = np.mean([(res[m][0][j] >= 0.4) == (lo[0] >= 0.4) and (res[m][1][j] > 0.3) == (lo[1] > 0.3)
-                    for (m, j), lo in zip(order, loop)])
+    gate = np.mean(
+        [
+            (res[m][0][j] >= 0.4) == (lo[0] >= 0.4) and (res[m][1][j] > 0.3) == (lo[1] > 0.3)
+            for (m, j), lo in zip(order, loop)
+        ]
+    )
     nov_all = np.concatenate([v[0] for v in res.values()])
-    print(f"queries={a.n} d={a.d} m~U[2,24] k=min(15,m) device={a.device} dtype={a.dtype} "
-          f"workers={a.workers} x threads={a.threads} chunk={a.chunk} (grouped by m)")
+    print(
+        f"queries={a.n} d={a.d} m~U[2,24] k=min(15,m) device={a.device} dtype={a.dtype} "
+        f"workers={a.workers} x threads={a.threads} chunk={a.chunk} (grouped by m)"
+    )
     print(f"{'path':<40}{'wall s':>9}{'CPU s':>9}{'CPU ms/q':>10}")
-    print(f"{'batched torch (all queries)':<40}{t_batch:>9.2f}{cpu_b:>9.2f}{1e3 * cpu_b / a.n:>10.3f}")
+    print(
+        f"{'batched torch (all queries)':<40}{t_batch:>9.2f}{cpu_b:>9.2f}{1e3 * cpu_b / a.n:>10.3f}"
+    )
     for name, sec in secs.items():
         print(f"{'  ' + name:<40}{'':>9}{sec:>9.2f}{1e3 * sec / a.n:>10.3f}")
-    print(f"{f'numpy loop, extrapolated from {len(order)}':<40}{wall_l:>9.2f}{cpu_l:>9.2f}{1e3 * cpu_l / a.n:>10.3f}")
+    print(
+        f"{f'numpy loop, extrapolated from {len(order)}':<40}{wall_l:>9.2f}{cpu_l:>9.2f}{1e3 * cpu_l / a.n:>10.3f}"
+    )
     print(f"{'by basis size m':<18}{'batched CPU ms/q':>18}{'loop CPU ms/q':>15}{'ratio':>8}")
     for lo_m, hi_m in ((2, 6), (7, 12), (13, 18), (19, 24)):
         band = [m for m in problems if lo_m <= m <= hi_m]
         tb = 1e3 * sum(per_m[m] for m in band) / sum(len(problems[m][0]) for m in band)
         tl = 1e3 * np.mean([lo[2] for (m, _), lo in zip(order, loop) if lo_m <= m <= hi_m])
         print(f"{f'  {lo_m}-{hi_m}':<18}{tb:>18.3f}{tl:>15.3f}{tl / tb:>8.1f}")
-    print(f"agreement on the {len(order)} looped queries: max |Δnovelty| {nov_diff:.2e}, "
-          f"max |Δ‖r‖| {rn_diff:.2e}, both gates equal {100 * gate:.1f}%")
-    print(f"novelty over all queries: median {np.median(nov_all):.3f}, gate open (>= 0.4) "
-          f"{100 * np.mean(nov_all >= 0.4):.1f}%")
+    print(
+        f"agreement on the {len(order)} looped queries: max |Δnovelty| {nov_diff:.2e}, "
+        f"max |Δ‖r‖| {rn_diff:.2e}, both gates equal {100 * gate:.1f}%"
+    )
+    print(
+        f"novelty over all queries: median {np.median(nov_all):.3f}, gate open (>= 0.4) "
+        f"{100 * np.mean(nov_all >= 0.4):.1f}%"
+    )
     print(f"CPU-time speedup (robust to other load): {cpu_l / cpu_b:.2f}; wall-clock speedup below")
     print(f"speedup vs per-query loop: {wall_l / t_batch:.2f}")
 

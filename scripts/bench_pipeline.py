@@ -8,6 +8,7 @@ top-k selection. The floor is
 `IndexFlatIP.search(xq, 100)` over the same embeddings in the same process. Prints a table; the last
 line is `end-to-end / flat-scan throughput at <n>: <ratio>` for the largest size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,16 @@ def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
     t["flat scan (floor)"] = time.perf_counter() - t0
     start = time.perf_counter()
     s = time.perf_counter()
-    cand = candidates.generate(nodes, queries, ["dense", "lexical"], xb, xq, channels.DenseParams.from_cfg(cfg.dense),
-                               channels.LexicalParams.from_cfg(cfg.lexical), device)
+    cand = candidates.generate(
+        nodes,
+        queries,
+        ["dense", "lexical"],
+        xb,
+        xq,
+        channels.DenseParams.from_cfg(cfg.dense),
+        channels.LexicalParams.from_cfg(cfg.lexical),
+        device,
+    )
     t["channels"] = time.perf_counter() - s
     s = time.perf_counter()
     fp = OmegaConf.to_container(cfg.fuse)
@@ -61,7 +70,9 @@ def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
     edges = graph.build(nodes, ds.edges, graph.GraphParams.from_cfg(cfg.graph))
     t["graph"] = time.perf_counter() - s
     s = time.perf_counter()
-    g = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams.from_cfg(cfg.diffuse), device)
+    g = diffuse.run(
+        cand, nodes, queries, edges, diffuse.DiffusionParams.from_cfg(cfg.diffuse), device
+    )
     cand = cand.join(g, on=["query_idx", "node_idx"], how="full", coalesce=True)
     t["diffuse"] = time.perf_counter() - s
     s = time.perf_counter()
@@ -77,15 +88,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("overrides", nargs="*", help="config overrides on top of preset=best, e.g. diffuse=pedsa")
+    ap.add_argument(
+        "overrides", nargs="*", help="config overrides on top of preset=best, e.g. diffuse=pedsa"
+    )
     a = ap.parse_args()
     print(f"queries per size: {a.queries}; CPU threads: faiss {faiss.omp_get_max_threads()}")
-    print("| nodes | edges | stage | seconds | queries/s | peak RSS MiB |\n|---|---|---|---|---|---|")
+    print(
+        "| nodes | edges | stage | seconds | queries/s | peak RSS MiB |\n|---|---|---|---|---|---|"
+    )
     last = None
     for n in a.sizes:
         r = run(n, a.queries, a.overrides)
         for stage, sec in r["t"].items():
-            print(f"| {n:,} | {r['edges']:,} | {stage} | {sec:.2f} | {a.queries / sec:,.0f} | {r['rss']:,.0f} |")
+            print(
+                f"| {n:,} | {r['edges']:,} | {stage} | {sec:.2f} | {a.queries / sec:,.0f} | {r['rss']:,.0f} |"
+            )
         last = r
         sys.stdout.flush()
     ratio = last["t"]["flat scan (floor)"] / last["t"]["end-to-end"]

@@ -13,6 +13,7 @@ with that checkout's code (e.g. the per-scope path on main), checks that both wr
 Usage: python scripts/bench_scopes.py [--sizes 500,2000] [--notes 40] [--queries 5] [--out /tmp/bench_scopes]
        [--against /work/main] [--profile]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,13 +36,31 @@ NOT_RECALL = ("ingest", "embed", "export", "report", "analyze", "evaluate")
 
 def run_once(data: Path, out: Path, profile: Path | None, code: Path = ROOT) -> tuple[dict, float]:
     """(manifest, wall seconds) of one ``pipeline run`` in a fresh process; cold caches."""
-    cmd = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []), "-m", "pipeline", "run",
-           "data=parquet", f"data.path={data}", "embed=hashing", "preset=best", "report=false",
-           f"out_dir={out}", f"cache_dir={out}-cache"]
-    env = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    cmd = [
+        sys.executable,
+        *(["-m", "cProfile", "-o", str(profile)] if profile else []),
+        "-m",
+        "pipeline",
+        "run",
+        "data=parquet",
+        f"data.path={data}",
+        "embed=hashing",
+        "preset=best",
+        "report=false",
+        f"out_dir={out}",
+        f"cache_dir={out}-cache",
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(code),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     subprocess.run(["rm", "-rf", str(out), f"{out}-cache"], check=True)
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        cmd, check=True, env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     wall = time.perf_counter() - t0
     return json.loads((out / "manifest.json").read_text()), wall
 
@@ -52,8 +71,17 @@ def recall_s(m: dict) -> float:
 
 def row(w: int, m: dict, wall: float, code: str) -> str:
     t, rows, recall = m["timings_s"], m["rows"], recall_s(m)
-    cells = [code, f"{w:,}", f"{rows['nodes']:,}", f"{rows['queries']:,}", *(f"{t.get(s, 0.0):.1f}" for s in STAGES),
-             f"{recall:.1f}", f"{wall:.0f}", f"{rows['queries'] / wall:.0f}", f"{m['peak_rss_mb']:,.0f}"]
+    cells = [
+        code,
+        f"{w:,}",
+        f"{rows['nodes']:,}",
+        f"{rows['queries']:,}",
+        *(f"{t.get(s, 0.0):.1f}" for s in STAGES),
+        f"{recall:.1f}",
+        f"{wall:.0f}",
+        f"{rows['queries'] / wall:.0f}",
+        f"{m['peak_rss_mb']:,.0f}",
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -71,11 +99,16 @@ def main() -> None:
     ap.add_argument("--out", default="/tmp/bench_scopes")
     ap.add_argument("--profile", action="store_true", help="cProfile the largest size (slower)")
     ap.add_argument("--top", type=int, default=25)
-    ap.add_argument("--against", default=None, help="another checkout to time on the same data (old path)")
+    ap.add_argument(
+        "--against", default=None, help="another checkout to time on the same data (old path)"
+    )
     a = ap.parse_args()
     sizes, out = [int(s) for s in a.sizes.split(",")], Path(a.out)
-    print("| code | workspaces | nodes | queries | " + " | ".join(f"{s} s" for s in STAGES)
-          + " | recall s | wall s | q/s | peak RSS MiB |")
+    print(
+        "| code | workspaces | nodes | queries | "
+        + " | ".join(f"{s} s" for s in STAGES)
+        + " | recall s | wall s | q/s | peak RSS MiB |"
+    )
     print("|" + "---|" * (len(STAGES) + 8))
     ratio = None
     for w in sizes:
@@ -85,8 +118,14 @@ def main() -> None:
         print(row(w, m, wall, "this") + (" (under cProfile)" if prof else ""), flush=True)
         if a.against:
             old, old_wall = run_once(data, out / f"old-{w}", None, Path(a.against))
-            same = (out / f"run-{w}" / "recall.parquet").read_bytes() == (out / f"old-{w}" / "recall.parquet").read_bytes()
-            print(row(w, old, old_wall, Path(a.against).name) + ("" if same else " (recall.parquet DIFFERS)"), flush=True)
+            same = (out / f"run-{w}" / "recall.parquet").read_bytes() == (
+                out / f"old-{w}" / "recall.parquet"
+            ).read_bytes()
+            print(
+                row(w, old, old_wall, Path(a.against).name)
+                + ("" if same else " (recall.parquet DIFFERS)"),
+                flush=True,
+            )
             ratio = recall_s(old) / recall_s(m)
     if a.profile:
         top(out / f"profile-{max(sizes)}.prof", a.top)

@@ -5,6 +5,7 @@ time is shown for reference only (not in the ratio). The script checks both give
 
 Usage: python scripts/bench_select.py [--B 10000] [--P 60] [--d 384] [--k 8] [--device cpu] [--threads N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,17 +49,32 @@ def main() -> None:
     dpp_greedy(quality[:4], emb[:4], a.k, dtype=dt)  # warm-up
 
     out: dict[str, torch.Tensor] = {}
-    batched = _time(lambda: out.__setitem__("batched", dpp_greedy(quality, emb, a.k, dtype=dt)[0]), a.device)
+    batched = _time(
+        lambda: out.__setitem__("batched", dpp_greedy(quality, emb, a.k, dtype=dt)[0]), a.device
+    )
     batched_other = _time(lambda: dpp_greedy(quality, emb, a.k, dtype=other), a.device)
-    loop = _time(lambda: out.__setitem__("loop", torch.cat(
-        [dpp_greedy(quality[b:b + 1], emb[b:b + 1], a.k, dtype=dt)[0] for b in range(a.B)])), a.device)
+    loop = _time(
+        lambda: out.__setitem__(
+            "loop",
+            torch.cat(
+                [
+                    dpp_greedy(quality[b : b + 1], emb[b : b + 1], a.k, dtype=dt)[0]
+                    for b in range(a.B)
+                ]
+            ),
+        ),
+        a.device,
+    )
     if not torch.equal(out["batched"], out["loop"]):
         raise SystemExit("batched and per-query selections differ")
 
     print(f"B={a.B} P={a.P} d={a.d} k={a.k} device={a.device} threads={torch.get_num_threads()}")
     print(f"{'method':<24}{'seconds':>10}{'queries/s':>12}")
-    rows = ((f"batched {a.dtype}", batched), (f"batched {str(other)[6:]}", batched_other),
-            (f"per-query loop {a.dtype}", loop))
+    rows = (
+        (f"batched {a.dtype}", batched),
+        (f"batched {str(other)[6:]}", batched_other),
+        (f"per-query loop {a.dtype}", loop),
+    )
     for name, sec in rows:
         print(f"{name:<24}{sec:>10.3f}{a.B / sec:>12.0f}")
     print(f"speedup vs per-query loop: {loop / batched:.1f}")

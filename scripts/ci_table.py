@@ -7,6 +7,7 @@ resamples, seed 13. Per-query values come from each run's per_query.parquet (or 
 recall.parquet as `recall compare` does). --by-group adds one table per query group (e.g. LoCoMo
 category), with n per group.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,9 @@ def run_per_query(run_dir: Path, metrics: list[str] | None) -> tuple[pl.DataFram
     return result.per_query.drop("run"), result.metrics
 
 
-def ci_rows(name: str, cis: pl.DataFrame, metrics: list[str], group: str | None = None) -> list[str]:
+def ci_rows(
+    name: str, cis: pl.DataFrame, metrics: list[str], group: str | None = None
+) -> list[str]:
     sub = cis if group is None else cis.filter(pl.col("group") == group)
     by_metric = {r["metric"]: r for r in sub.iter_rows(named=True)}
     cells = []
@@ -54,13 +57,19 @@ def tables(run_dirs: list[Path], metrics: list[str] | None, by_group: bool) -> s
             cis = metric_cis(pq, metrics, by="group")
             rows = [ci_rows(g, cis, metrics, g) for g in cis["group"].unique(maintain_order=True)]
             parts += [f"\n### {d.name} by group\n", markdown_table(["group", "n", *metrics], rows)]
-    return "\n".join(parts) + "\n\n95% percentile bootstrap over queries (1,000 resamples, seed 13).\n"
+    return (
+        "\n".join(parts) + "\n\n95% percentile bootstrap over queries (1,000 resamples, seed 13).\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dirs", nargs="+", type=Path)
-    ap.add_argument("--metrics", default=None, help="comma-separated (default: the first run's evaluate.metrics)")
+    ap.add_argument(
+        "--metrics",
+        default=None,
+        help="comma-separated (default: the first run's evaluate.metrics)",
+    )
     ap.add_argument("--by-group", action="store_true", help="one table per query group as well")
     args = ap.parse_args(argv)
     metrics = args.metrics.split(",") if args.metrics else None

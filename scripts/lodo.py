@@ -9,6 +9,7 @@ after `--` go to every run (e.g. `embed=hashing` for a quick check of the harnes
 `pipeline.report.lodo`; metrics per dataset below (the issue's headline numbers). A third table
 gives each recipe's paired gain over `best` on the query halves a / b (`recall tune` fits on a).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,12 +41,24 @@ def run_dirs(out: Path) -> dict[str, Path]:
     return found
 
 
-def run_recipe(out: Path, datasets: list[str], overrides: list[str], extra: list[str]) -> dict[str, Path]:
+def run_recipe(
+    out: Path, datasets: list[str], overrides: list[str], extra: list[str]
+) -> dict[str, Path]:
     done = run_dirs(out) if out.is_dir() else {}
     todo = [d for d in datasets if d not in done]
     if todo:
-        cmd = [sys.executable, "-m", "pipeline", "run", "--multirun", f"data={','.join(todo)}", *overrides,
-               "report=false", f"out_dir={out}", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "run",
+            "--multirun",
+            f"data={','.join(todo)}",
+            *overrides,
+            "report=false",
+            f"out_dir={out}",
+            *extra,
+        ]
         print("$", " ".join(cmd), file=sys.stderr, flush=True)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -53,13 +66,21 @@ def run_recipe(out: Path, datasets: list[str], overrides: list[str], extra: list
     return run_dirs(out)
 
 
-def load(out: Path, datasets: list[str], extra: list[str], only_table: bool) -> dict[tuple[str, str], pl.DataFrame]:
+def load(
+    out: Path, datasets: list[str], extra: list[str], only_table: bool
+) -> dict[tuple[str, str], pl.DataFrame]:
     tables = {}
     for name, overrides in RECIPES.items():
-        dirs = run_dirs(out / name) if only_table else run_recipe(out / name, datasets, overrides, extra)
+        dirs = (
+            run_dirs(out / name)
+            if only_table
+            else run_recipe(out / name, datasets, overrides, extra)
+        )
         for d in datasets:
             if d not in dirs:
-                raise DataError(str(out / name), f"no finished run of data={d}", "run without --only-table")
+                raise DataError(
+                    str(out / name), f"no finished run of data={d}", "run without --only-table"
+                )
             tables[(name, d)] = pl.read_parquet(dirs[d] / "per_query.parquet")
     return tables
 
@@ -74,34 +95,70 @@ def fmt_ci(mean: float, low: float, high: float, metric: str) -> str:
 
 def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str]) -> str:
     metric = {d: METRIC[d] for d in datasets}
-    scores = [[name, *[fmt(float(tables[(name, d)][metric[d]].mean()), metric[d]) for d in datasets]]
-              for name in RECIPES]
-    rows = [[r["held_out"], r["metric"], r["chosen"], f"{r['fit_worst_regret']:.3f}",  # fit sets' own metrics
-             fmt_ci(r["held_out_mean"], r["low"], r["high"], r["metric"]),
-             f"{r['oracle']} ({fmt(r['oracle_mean'], r['metric'])})"]
-            for r in lodo_table(tables, metric, list(RECIPES)).iter_rows(named=True)]
-    gains = [[r["dataset"], r["recipe"], r["half"], str(r["n"]), fmt_ci(r["gain"], r["low"], r["high"], r["metric"])]
-             for r in half_gains(tables, metric, "best", list(RECIPES)).iter_rows(named=True)]
-    return "\n".join([markdown_table(["recipe", *[f"{d} {metric[d]}" for d in datasets]], scores), "",
-                      markdown_table(["held out", "metric", "chosen on the other two", "its worst fit shortfall (fraction)",
-                                      "held-out score [95% CI]", "held-out oracle"], rows), "",
-                      markdown_table(["dataset", "recipe", "query half", "n", "gain over best [95% CI]"], gains), ""])
+    scores = [
+        [name, *[fmt(float(tables[(name, d)][metric[d]].mean()), metric[d]) for d in datasets]]
+        for name in RECIPES
+    ]
+    rows = [
+        [
+            r["held_out"],
+            r["metric"],
+            r["chosen"],
+            f"{r['fit_worst_regret']:.3f}",  # fit sets' own metrics
+            fmt_ci(r["held_out_mean"], r["low"], r["high"], r["metric"]),
+            f"{r['oracle']} ({fmt(r['oracle_mean'], r['metric'])})",
+        ]
+        for r in lodo_table(tables, metric, list(RECIPES)).iter_rows(named=True)
+    ]
+    gains = [
+        [
+            r["dataset"],
+            r["recipe"],
+            r["half"],
+            str(r["n"]),
+            fmt_ci(r["gain"], r["low"], r["high"], r["metric"]),
+        ]
+        for r in half_gains(tables, metric, "best", list(RECIPES)).iter_rows(named=True)
+    ]
+    return "\n".join(
+        [
+            markdown_table(["recipe", *[f"{d} {metric[d]}" for d in datasets]], scores),
+            "",
+            markdown_table(
+                [
+                    "held out",
+                    "metric",
+                    "chosen on the other two",
+                    "its worst fit shortfall (fraction)",
+                    "held-out score [95% CI]",
+                    "held-out oracle",
+                ],
+                rows,
+            ),
+            "",
+            markdown_table(
+                ["dataset", "recipe", "query half", "n", "gain over best [95% CI]"], gains
+            ),
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("runs/lodo"))
     ap.add_argument("--data", default="locomo,musique,scifact")
     ap.add_argument("--only-table", action="store_true", help="read finished runs, run nothing")
-    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     datasets = args.data.split(",")
 
     def text() -> str:
         for d in datasets:
             require_one_of("--data", d, METRIC)
         return report(load(args.out, datasets, extra, args.only_table), datasets) + "\n"
+
     return reported(lambda: print(text(), end=""))
 
 

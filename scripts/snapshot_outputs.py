@@ -14,6 +14,7 @@ one line per file (``same`` / ``DIFFERENT`` / ``missing``) and exits 1 unless ev
 its last line is ``identical: <n>/<total>``. The snapshots hold recall ids and scores, never corpus
 text; keep them out of the repository (``runs/`` is ignored).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,14 @@ def hashes(root: Path) -> dict[str, str]:
     (not manifests: they hold timings; not precompute's own scratch run); a partition is hashed
     without its ``recipe`` key column (:func:`partition_sha256`)."""
     names = ("recall.parquet", "metrics.json", "data.parquet")
-    return {p.relative_to(root).as_posix(): partition_sha256(p) if p.name == "data.parquet" else sha256(p)
-            for sub in ("runs", "precompute") for p in sorted((root / sub).rglob("*")) if p.is_file() and p.name in names}
+    return {
+        p.relative_to(root).as_posix(): partition_sha256(p)
+        if p.name == "data.parquet"
+        else sha256(p)
+        for sub in ("runs", "precompute")
+        for p in sorted((root / sub).rglob("*"))
+        if p.is_file() and p.name in names
+    }
 
 
 def carry_embeddings(src: Path, dst: Path) -> None:
@@ -72,23 +79,44 @@ def carry_embeddings(src: Path, dst: Path) -> None:
         shutil.copyfile(f, dst / f.name)
 
 
-def save(out: Path, data: list[str], presets: list[str], embed: str, emb_from: Path | None = None) -> dict[str, str]:
+def save(
+    out: Path, data: list[str], presets: list[str], embed: str, emb_from: Path | None = None
+) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
-    store = out / "emb"  # the embeddings every run shares (encoding MiniLM twenty times is most of the time)
+    store = (
+        out / "emb"
+    )  # the embeddings every run shares (encoding MiniLM twenty times is most of the time)
     carry_embeddings(emb_from / "emb" if emb_from else store, store)
     for d in data:
         for p in presets:
             print(f"run {d} {p}", flush=True)
             cache = out / "cache" / f"{d}-{p}"
             carry_embeddings(store, cache)
-            recall(["run", f"data={d}", f"preset={p}", f"embed={embed}", "report=false",
-                    f"out_dir={out / 'runs' / f'{d}-{p}'}", f"cache_dir={cache}"])
+            recall(
+                [
+                    "run",
+                    f"data={d}",
+                    f"preset={p}",
+                    f"embed={embed}",
+                    "report=false",
+                    f"out_dir={out / 'runs' / f'{d}-{p}'}",
+                    f"cache_dir={cache}",
+                ]
+            )
             carry_embeddings(cache, store)
     d, p = ("locomo", "best") if "locomo" in data and "best" in presets else (data[0], presets[0])
     print(f"precompute {d} {p}", flush=True)
     carry_embeddings(store, out / "precompute")
-    recall(["precompute", f"data={d}", f"preset={p}", f"embed={embed}", f"out_dir={out / 'precompute-run'}",
-            f"cache_dir={out / 'precompute'}"])
+    recall(
+        [
+            "precompute",
+            f"data={d}",
+            f"preset={p}",
+            f"embed={embed}",
+            f"out_dir={out / 'precompute-run'}",
+            f"cache_dir={out / 'precompute'}",
+        ]
+    )
     table = hashes(out)
     (out / "hashes.json").write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     return table
@@ -98,7 +126,13 @@ def compare(a: Path, b: Path) -> int:
     ha, hb = (json.loads((x / "hashes.json").read_text()) for x in (a, b))
     same = 0
     for name in sorted(set(ha) | set(hb)):
-        state = "missing" if name not in ha or name not in hb else "same" if ha[name] == hb[name] else "DIFFERENT"
+        state = (
+            "missing"
+            if name not in ha or name not in hb
+            else "same"
+            if ha[name] == hb[name]
+            else "DIFFERENT"
+        )
         same += state == "same"
         print(f"{state:9s} {name}")
     total = len(set(ha) | set(hb))
@@ -114,9 +148,16 @@ def main() -> int:
     s.add_argument("--data", default=DATA)
     s.add_argument("--presets", default=PRESETS)
     s.add_argument("--embed", default="minilm")
-    s.add_argument("--emb-from", type=Path, default=None,
-                   help="an earlier snapshot whose embedding stores to start from (keys include the encoder code)")
-    r = sub.add_parser("rehash", help="recompute hashes.json of a snapshot from its files (after this script changed)")
+    s.add_argument(
+        "--emb-from",
+        type=Path,
+        default=None,
+        help="an earlier snapshot whose embedding stores to start from (keys include the encoder code)",
+    )
+    r = sub.add_parser(
+        "rehash",
+        help="recompute hashes.json of a snapshot from its files (after this script changed)",
+    )
     r.add_argument("out", type=Path)
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)

@@ -1,5 +1,6 @@
 """Shared fixtures: paths to bundled fixtures and to ../shared/data, a session embedding cache,
 and Hydra config composition (CPU, outputs under tmp_path)."""
+
 from __future__ import annotations
 
 import os
@@ -30,16 +31,28 @@ def compose(tmp_path, cache_dir):
 
     def _compose(overrides: list[str] = ()):
         with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-            return hcompose("config", overrides=["device=cpu", f"out_dir={tmp_path / 'run'}",
-                                                 f"cache_dir={cache_dir}", f"data_dir={SHARED_DATA}",
-                                                 *overrides], return_hydra_config=False)
+            return hcompose(
+                "config",
+                overrides=[
+                    "device=cpu",
+                    f"out_dir={tmp_path / 'run'}",
+                    f"cache_dir={cache_dir}",
+                    f"data_dir={SHARED_DATA}",
+                    *overrides,
+                ],
+                return_hydra_config=False,
+            )
 
     return _compose
 
 
 def tiny_ws_overrides() -> list[str]:
-    return ["data=workspace", f"data.path={TINY_WS / 'notes'}", f"data.queries={TINY_WS / 'queries.jsonl'}",
-            f"data.qrels={TINY_WS / 'qrels.tsv'}"]
+    return [
+        "data=workspace",
+        f"data.path={TINY_WS / 'notes'}",
+        f"data.queries={TINY_WS / 'queries.jsonl'}",
+        f"data.qrels={TINY_WS / 'qrels.tsv'}",
+    ]
 
 
 def needs_shared(path: Path):

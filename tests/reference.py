@@ -1,6 +1,7 @@
 """Reference implementations the parity tests compare with: literal per-query loops (ST-BME's
 PEDSA, a sort-based top-k) and networkx's PageRank. Slow and obvious on purpose; also used by
 ``scripts/bench_diffusion.py``."""
+
 from collections import defaultdict
 
 import numpy as np
@@ -69,4 +70,4 @@ def topk_reference(values, k, keep_zero=False):
     """Indices of the ``k`` largest ``values`` of one query (ties: lower index first), by a full
     sort; zeros left out unless ``keep_zero``."""
     order = sorted(range(len(values)), key=lambda j: (-values[j], j))
-    return sorted(j for j in order[:max(k, 0)] if keep_zero or values[j] != 0)
+    return sorted(j for j in order[: max(k, 0)] if keep_zero or values[j] != 0)

@@ -1,4 +1,5 @@
 """Device resolution: auto falls back to cpu without a GPU; an explicit cuda without one raises."""
+
 import pytest
 
 from pipeline import backend
@@ -14,7 +15,9 @@ def test_auto_falls_back_and_cuda_raises(monkeypatch):
 
 
 def test_unknown_device_lists_choices():
-    with pytest.raises(ConfigError, match=r"device='gpu0' is not valid.*choose from \['auto', 'cpu', 'cuda'\]"):
+    with pytest.raises(
+        ConfigError, match=r"device='gpu0' is not valid.*choose from \['auto', 'cpu', 'cuda'\]"
+    ):
         backend.resolve_device("gpu0")
 
 
@@ -43,11 +46,19 @@ def test_distributions_lists_only_imported_gpu_modules(monkeypatch):
 
     import faiss  # noqa: F401
 
-    monkeypatch.setattr(importlib.metadata, "packages_distributions",
-                        lambda: {"faiss": ["faiss-cpu", "faiss-gpu-cu12"], "cupy": ["cupy-cuda12x"]})
-    monkeypatch.setattr(importlib.metadata, "version", lambda d: {"faiss-cpu": "1.0", "faiss-gpu-cu12": "2.0"}[d])
+    monkeypatch.setattr(
+        importlib.metadata,
+        "packages_distributions",
+        lambda: {"faiss": ["faiss-cpu", "faiss-gpu-cu12"], "cupy": ["cupy-cuda12x"]},
+    )
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda d: {"faiss-cpu": "1.0", "faiss-gpu-cu12": "2.0"}[d]
+    )
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
-    assert backend.distributions() == {"faiss-cpu": "1.0", "faiss-gpu-cu12": "2.0"}  # cupy not imported
+    assert backend.distributions() == {
+        "faiss-cpu": "1.0",
+        "faiss-gpu-cu12": "2.0",
+    }  # cupy not imported
     assert "share the 'faiss' module: install only one extra" in backend.faiss_summary()
 
 

@@ -1,4 +1,5 @@
 """Blocked dense scan over a memmap: parity with FAISS flat, running top-k, cache, end to end."""
+
 import faiss
 import numpy as np
 import polars as pl
@@ -13,10 +14,14 @@ def _data(n=2000, nq=50, d=32, seed=0):
     rng = np.random.default_rng(seed)
     xb = rng.normal(size=(n, d)).astype(np.float32)
     xq = rng.normal(size=(nq, d)).astype(np.float32)
-    return xb / np.linalg.norm(xb, axis=1, keepdims=True), xq / np.linalg.norm(xq, axis=1, keepdims=True)
+    return xb / np.linalg.norm(xb, axis=1, keepdims=True), xq / np.linalg.norm(
+        xq, axis=1, keepdims=True
+    )
 
 
-@pytest.mark.parametrize("block,max_scores", [(1, 1 << 24), (7, 20), (256, 256 * 9), (5000, 1 << 24)])
+@pytest.mark.parametrize(
+    "block,max_scores", [(1, 1 << 24), (7, 20), (256, 256 * 9), (5000, 1 << 24)]
+)
 def test_blocked_matches_faiss_flat(block, max_scores):
     xb, xq = _data()
     flat = faiss.IndexFlatIP(xb.shape[1])
@@ -57,9 +62,14 @@ def test_index_on_a_memmap_and_cache(tmp_path):
 def test_run_with_dense_blocked_equals_flat(compose, tmp_path, cache_dir):
     over = [*tiny_ws_overrides(), "embed=hashing", "report=false", "preset=best"]
     runner.run(compose([*over, f"out_dir={tmp_path / 'flat'}"]), tmp_path / "flat")
-    res = runner.run(compose([*over, "dense=blocked", "dense.block=3", f"out_dir={tmp_path / 'blk'}"]), tmp_path / "blk")
+    res = runner.run(
+        compose([*over, "dense=blocked", "dense.block=3", f"out_dir={tmp_path / 'blk'}"]),
+        tmp_path / "blk",
+    )
     a = pl.read_parquet(tmp_path / "flat" / "recall.parquet")
     b = pl.read_parquet(tmp_path / "blk" / "recall.parquet")
     assert a.select("query_id", "node_id").equals(b.select("query_id", "node_id"))
     np.testing.assert_allclose(a["score"].to_numpy(), b["score"].to_numpy(), atol=1e-5)
-    assert res["manifest"]["config"]["dense"]["index"] == "blocked" and list(cache_dir.glob("memmap/hashing-v1-*.npy"))
+    assert res["manifest"]["config"]["dense"]["index"] == "blocked" and list(
+        cache_dir.glob("memmap/hashing-v1-*.npy")
+    )

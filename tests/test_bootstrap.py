@@ -1,4 +1,5 @@
 """Bootstrap intervals over queries: hand-checkable cases, the normal approximation, scipy parity."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,14 @@ def test_binary_values_match_the_normal_approximation():
 def test_matches_scipy_percentile_bootstrap():
     values = np.random.default_rng(0).beta(2, 5, size=60)
     ours = bootstrap_ci(values, n_resamples=5000)
-    ref = stats.bootstrap((values,), np.mean, n_resamples=5000, method="percentile", confidence_level=0.95,
-                          random_state=1).confidence_interval
+    ref = stats.bootstrap(
+        (values,),
+        np.mean,
+        n_resamples=5000,
+        method="percentile",
+        confidence_level=0.95,
+        random_state=1,
+    ).confidence_interval
     se = values.std() / np.sqrt(len(values))
     assert ours.low == pytest.approx(ref.low, abs=0.15 * se)
     assert ours.high == pytest.approx(ref.high, abs=0.15 * se)
@@ -50,8 +57,13 @@ def test_same_seed_same_interval_and_paired_columns():
 
 
 def test_metric_cis_by_group():
-    pq = pl.DataFrame({"query_id": list("abcdef"), "group": ["1", "1", "1", "2", "2", None],
-                       "recall@5": [1.0, 1.0, 1.0, 0.0, 1.0, 0.25]})
+    pq = pl.DataFrame(
+        {
+            "query_id": list("abcdef"),
+            "group": ["1", "1", "1", "2", "2", None],
+            "recall@5": [1.0, 1.0, 1.0, 0.0, 1.0, 0.25],
+        }
+    )
     out = metric_cis(pq, ["recall@5"], by="group")
     assert out["group"].to_list() == ["1", "2", "none"]
     assert out["n"].to_list() == [3, 2, 1]
@@ -82,16 +94,25 @@ def _fake_run(root, name: str, per_query: pl.DataFrame):
 
     run = root / name
     run.mkdir()
-    (run / "manifest.json").write_text(json.dumps({"config": {"data": {"name": "toy"},
-                                                              "eval": {"metrics": ["recall@5", "ndcg@10"]}}}))
+    (run / "manifest.json").write_text(
+        json.dumps(
+            {"config": {"data": {"name": "toy"}, "eval": {"metrics": ["recall@5", "ndcg@10"]}}}
+        )
+    )
     (run / "recall.parquet").write_bytes(b"")
     per_query.write_parquet(run / "per_query.parquet")
     return run
 
 
 def test_ci_table_prints_mean_and_half_width_per_run_and_group(tmp_path, capsys):
-    pq = pl.DataFrame({"query_id": ["a", "b", "c", "d"], "group": ["1", "1", "2", "2"],
-                       "recall@5": [1.0, 1.0, 0.5, 0.5], "ndcg@10": [0.2, 0.2, 0.2, 0.2]})
+    pq = pl.DataFrame(
+        {
+            "query_id": ["a", "b", "c", "d"],
+            "group": ["1", "1", "2", "2"],
+            "recall@5": [1.0, 1.0, 0.5, 0.5],
+            "ndcg@10": [0.2, 0.2, 0.2, 0.2],
+        }
+    )
     run = _fake_run(tmp_path, "toy-run", pq)
     assert _load_script("ci_table").main([str(run), "--by-group"]) == 0
     out = capsys.readouterr().out
@@ -109,9 +130,21 @@ def test_paired_difference_pairs_by_query_id():
     from pipeline.report.bootstrap import paired_difference
 
     a = pl.DataFrame({"query_id": ["x", "y", "z"], "m": [0.5, 0.9, 0.3]})
-    b = pl.DataFrame({"query_id": ["z", "y", "x", "w"], "m": [0.2, 0.8, 0.4, 1.0]})  # w only in b: dropped
-    ci = paired_difference(a, b, "m")  # every paired gain is +0.1 → [0.1, 0.1] whatever the resample
-    assert (ci.n, ci.mean, ci.low, ci.high) == (3, pytest.approx(0.1), pytest.approx(0.1), pytest.approx(0.1))
+    b = pl.DataFrame(
+        {"query_id": ["z", "y", "x", "w"], "m": [0.2, 0.8, 0.4, 1.0]}
+    )  # w only in b: dropped
+    ci = paired_difference(
+        a, b, "m"
+    )  # every paired gain is +0.1 → [0.1, 0.1] whatever the resample
+    assert (ci.n, ci.mean, ci.low, ci.high) == (
+        3,
+        pytest.approx(0.1),
+        pytest.approx(0.1),
+        pytest.approx(0.1),
+    )
     c = pl.DataFrame({"query_id": ["x", "y"], "m": [1.0, 0.0]})
     d = pl.DataFrame({"query_id": ["y", "x"], "m": [0.0, 0.0]})
-    assert (paired_difference(c, d, "m").low, paired_difference(c, d, "m").high) == (0.0, 1.0)  # gains 1, 0
+    assert (paired_difference(c, d, "m").low, paired_difference(c, d, "m").high) == (
+        0.0,
+        1.0,
+    )  # gains 1, 0

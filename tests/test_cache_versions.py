@@ -11,7 +11,9 @@ from pipeline.stages.embed import EmbeddingCache, SentenceEncoder, embed_cached
 TEXTS = ["memory graph", "recall cache", "memory graph"]
 
 
-def _fake_encode(self, texts, device="cpu"):  # no model is loaded: the key, not the vectors, is under test
+def _fake_encode(
+    self, texts, device="cpu"
+):  # no model is loaded: the key, not the vectors, is under test
     return np.tile(np.arange(self.dim, dtype=np.float32), (len(texts), 1)) / self.dim
 
 
@@ -29,7 +31,9 @@ def _encoded(enc, cache) -> int:
     return embed_cached(enc, TEXTS, cache, "cpu")[1]
 
 
-def test_embedding_key_changes_with_model_path_settings_files_and_code(tmp_path, model_dirs, monkeypatch):
+def test_embedding_key_changes_with_model_path_settings_files_and_code(
+    tmp_path, model_dirs, monkeypatch
+):
     cache = EmbeddingCache(tmp_path / "emb.sqlite", 4)
     a, b = model_dirs
     assert _encoded(SentenceEncoder(str(a), dim=4), cache) == 2  # two distinct texts
@@ -67,4 +71,8 @@ def test_a_run_reuses_candidates_only_under_the_same_code_version(compose, tmp_p
 def test_code_version_hashes_the_package_source():
     assert version.code_version().startswith(version.package_version() + "+")
     h1 = version.source_hash([version.ROOT / "io.py"])
-    assert h1 == version.source_hash([version.ROOT / "io.py"]) != version.source_hash([version.ROOT / "errors.py"])
+    assert (
+        h1
+        == version.source_hash([version.ROOT / "io.py"])
+        != version.source_hash([version.ROOT / "errors.py"])
+    )

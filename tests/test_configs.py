@@ -45,7 +45,9 @@ def test_call_target_refuses_import_paths():
     from pipeline.errors import ConfigError
 
     for target in ("os.system", "pipeline.io.os.system", "pipeline.stages.embed.HashingEmbedder"):
-        with pytest.raises(ConfigError, match=r"^embed\.encoder\._target_=.* is not a registered target"):
+        with pytest.raises(
+            ConfigError, match=r"^embed\.encoder\._target_=.* is not a registered target"
+        ):
             call_target({"_target_": target, "command": "true"}, "embed.encoder")
 
 

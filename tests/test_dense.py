@@ -1,4 +1,5 @@
 """Dense channel: flat search is exact; IVF and HNSW agree with it closely on clustered data."""
+
 import numpy as np
 import pytest
 
@@ -18,7 +19,9 @@ def test_flat_equals_brute_force():
     xb, xq = _data()
     D, I = dense.search(dense.build_index(xb, "flat"), xq, 10)
     ref = np.argsort(-(xq @ xb.T), axis=1, kind="stable")[:, :10]
-    assert (I == ref).mean() > 0.999 and np.allclose(D, np.take_along_axis(xq @ xb.T, ref, 1), atol=1e-5)
+    assert (I == ref).mean() > 0.999 and np.allclose(
+        D, np.take_along_axis(xq @ xb.T, ref, 1), atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("kind", ["ivf", "hnsw"])

@@ -1,4 +1,5 @@
 """Batched DPP / MMR selection against plain per-query numpy references and hand-computed cases."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,18 @@ from pipeline.ops.dpp import dpp_greedy, mmr_greedy
 
 # the CPU against itself would compare one code path with itself: the CPU is checked against the
 # references above; this parity runs only where a GPU exists
-DEVICES = [pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="no CUDA GPU here (torch sees none): GPU parity not run")])]
+DEVICES = [
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(
+                not torch.cuda.is_available(),
+                reason="no CUDA GPU here (torch sees none): GPU parity not run",
+            ),
+        ],
+    )
+]
 
 
 def _unit(emb: np.ndarray) -> np.ndarray:
@@ -39,8 +50,12 @@ def ref_dpp(score: np.ndarray, emb: np.ndarray, k: int, valid: np.ndarray, qw: f
         gains.append(best_v)
         if it == k - 1 or best_v < 1e-10:
             continue
-        c = np.array([(L[best, i] - sum(row[best] * row[i] for row in C)) / math.sqrt(best_v)
-                      for i in range(P)])
+        c = np.array(
+            [
+                (L[best, i] - sum(row[best] * row[i] for row in C)) / math.sqrt(best_v)
+                for i in range(P)
+            ]
+        )
         C.append(c)
         d2 = np.maximum(0.0, d2 - c * c)
     pad = k - len(sel)
@@ -86,18 +101,24 @@ def test_dpp_matches_reference_on_random_batches():
         score, emb, valid = _random_batch(rng, 10)
         k = int(rng.integers(1, 46))
         qw = float(rng.choice([1.0, 0.5, 2.0]))
-        sel, gains = dpp_greedy(torch.from_numpy(score), torch.from_numpy(emb), k, torch.from_numpy(valid), qw)
+        sel, gains = dpp_greedy(
+            torch.from_numpy(score), torch.from_numpy(emb), k, torch.from_numpy(valid), qw
+        )
         assert sel.shape == gains.shape == (10, k)
         for b in range(10):
             r_sel, r_gains = ref_dpp(score[b], emb[b], k, valid[b], qw)
             np.testing.assert_array_equal(sel[b].numpy(), r_sel)
-            np.testing.assert_allclose(gains[b].numpy(), r_gains, rtol=1e-9, atol=1e-12, equal_nan=True)
+            np.testing.assert_allclose(
+                gains[b].numpy(), r_gains, rtol=1e-9, atol=1e-12, equal_nan=True
+            )
 
 
 def test_mmr_matches_reference_on_random_batches():
     rng = np.random.default_rng(7)
     score, emb, valid = _random_batch(rng, 20)
-    got = mmr_greedy(torch.from_numpy(score), torch.from_numpy(emb), 12, 0.6, torch.from_numpy(valid))
+    got = mmr_greedy(
+        torch.from_numpy(score), torch.from_numpy(emb), 12, 0.6, torch.from_numpy(valid)
+    )
     for b in range(20):
         np.testing.assert_array_equal(got[b].numpy(), ref_mmr(score[b], emb[b], 12, 0.6, valid[b]))
 
@@ -169,7 +190,9 @@ def test_bad_inputs_raise():
 def test_device_matches_cpu(device):
     rng = np.random.default_rng(3)
     score = torch.from_numpy(rng.uniform(0.05, 1.0, (64, 24)).astype(np.float32))
-    emb = torch.from_numpy(rng.normal(size=(64, 24, 48)).astype(np.float32))  # full rank: no near-ties
+    emb = torch.from_numpy(
+        rng.normal(size=(64, 24, 48)).astype(np.float32)
+    )  # full rank: no near-ties
     valid = torch.from_numpy(rng.random((64, 24)) < 0.8)
     cpu_sel, cpu_gains = dpp_greedy(score, emb, 16, valid)
     sel, gains = dpp_greedy(score.to(device), emb.to(device), 16, valid.to(device))
@@ -177,8 +200,12 @@ def test_device_matches_cpu(device):
     torch.testing.assert_close(sel.cpu(), cpu_sel, rtol=0, atol=0)
     torch.testing.assert_close(gains.cpu(), cpu_gains, rtol=1e-9, atol=0, equal_nan=True)
     mmr_cpu = mmr_greedy(score, emb, 16, 0.7, valid)
-    torch.testing.assert_close(mmr_greedy(score.to(device), emb.to(device), 16, 0.7, valid.to(device)).cpu(),
-                               mmr_cpu, rtol=0, atol=0)
+    torch.testing.assert_close(
+        mmr_greedy(score.to(device), emb.to(device), 16, 0.7, valid.to(device)).cpu(),
+        mmr_cpu,
+        rtol=0,
+        atol=0,
+    )
 
 
 def test_lazy_rows_match_gram(monkeypatch):

@@ -1,4 +1,5 @@
 """Embedding cache: a rerun embeds nothing; a one-text change embeds one text."""
+
 import numpy as np
 
 from pipeline.stages.embed import EmbeddingCache, HashingEmbedder, SentenceEncoder, embed_cached
@@ -29,7 +30,13 @@ def test_cache_reuses_and_embeds_only_changes(tmp_path):
 
 def test_minilm_loads_offline_and_ranks_paraphrase_first():
     enc = SentenceEncoder()
-    x = enc.encode(["How do I reset my password?", "Steps to change a forgotten login password",
-                    "The weather in Lisbon is sunny"], "cpu")
+    x = enc.encode(
+        [
+            "How do I reset my password?",
+            "Steps to change a forgotten login password",
+            "The weather in Lisbon is sunny",
+        ],
+        "cpu",
+    )
     assert x.shape == (3, 384) and x.dtype == np.float32
     assert x[0] @ x[1] > x[0] @ x[2] + 0.3

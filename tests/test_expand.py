@@ -1,4 +1,5 @@
 """Expand (ReMe's budgeted BFS): hand-computed hops, decay, budget and the depth limit."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -19,4 +20,3 @@ def test_expand_bfs_hand_computed():
     assert capped.tolist() == [1.0, 0.5, 0.0, 0.0, 0.5]  # budget spent at hop 1
     with pytest.raises(ValueError, match="at most 3|0 to 3"):
         expand(out_adj, in_adj, e0, depth=4)
-

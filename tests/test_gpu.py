@@ -1,18 +1,26 @@
 """GPU parity: the same code path with device=cuda against device=cpu (skipped without a CUDA GPU)."""
+
 import numpy as np
 import polars as pl
 import pytest
 
 from pipeline import backend
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not backend.has_cuda(), reason="no CUDA GPU here (torch sees none): GPU parity not run")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not backend.has_cuda(), reason="no CUDA GPU here (torch sees none): GPU parity not run"
+    ),
+]
 
 
 def test_minilm_encode_cuda_matches_cpu():
     from pipeline.stages.embed import SentenceEncoder
 
-    texts = ["batch recall for agent memory", "a second, longer sentence about graphs and diffusion"] * 8
+    texts = [
+        "batch recall for agent memory",
+        "a second, longer sentence about graphs and diffusion",
+    ] * 8
     cpu = SentenceEncoder().encode(texts, "cpu")
     gpu = SentenceEncoder().encode(texts, "cuda")
     assert np.abs(cpu - gpu).max() < 1e-3
@@ -26,14 +34,24 @@ def test_full_run_cuda_matches_cpu(compose, tmp_path):
 
     out, man = {}, {}
     for dev in ("cpu", "cuda"):
-        cfg = compose(["preset=best", "signals=default", f"device={dev}", f"out_dir={tmp_path / dev}",
-                       f"cache_dir={tmp_path / ('cache-' + dev)}"])
+        cfg = compose(
+            [
+                "preset=best",
+                "signals=default",
+                f"device={dev}",
+                f"out_dir={tmp_path / dev}",
+                f"cache_dir={tmp_path / ('cache-' + dev)}",
+            ]
+        )
         man[dev] = runner.run(cfg, tmp_path / dev)["manifest"]
         out[dev] = pl.read_parquet(tmp_path / dev / "recall.parquet")
     assert man["cuda"]["reused_stages"] == [] and man["cuda"]["device"] == "cuda"
     cpu, gpu = out["cpu"], out["cuda"]
     assert cpu.columns == gpu.columns and cpu.height == gpu.height
-    assert cpu["query_id"].to_list() == gpu["query_id"].to_list() and cpu["rank"].to_list() == gpu["rank"].to_list()
+    assert (
+        cpu["query_id"].to_list() == gpu["query_id"].to_list()
+        and cpu["rank"].to_list() == gpu["rank"].to_list()
+    )
     moved = cpu["node_id"] != gpu["node_id"]
     if moved.any():  # only where two CPU scores are tied to 1e-4 may the order differ
         s = cpu["score"].to_numpy()
@@ -66,13 +84,17 @@ def test_cugraph_pagerank_leiden_components_match_cpu():
     np.testing.assert_allclose(pr, graphalgo.pagerank(src, dst, w, n, device="cpu"), atol=1e-6)
     comm = graphalgo.leiden(src, dst, n, device="cuda")
     assert backend.GRAPH_IMPL["leiden"] == "cugraph" and comm.shape == (n,)
-    assert len(set(comm[-50:].tolist())) == 50 and comm[-50:].min() > comm[:-50].max()  # isolated: alone
+    assert (
+        len(set(comm[-50:].tolist())) == 50 and comm[-50:].min() > comm[:-50].max()
+    )  # isolated: alone
     adj = sp.csr_matrix((w, (src, dst)), shape=(n, n))
     lab_gpu = components(cusp.csr_matrix(adj), "cuda").get()
     lab_cpu = components(adj, "cpu")
     assert backend.GRAPH_IMPL["components"] == "scipy"  # the last call was the cpu one
     pairs = set(zip(lab_cpu.tolist(), lab_gpu.tolist()))
-    assert len(pairs) == len(set(lab_cpu.tolist())) == len(set(lab_gpu.tolist()))  # the same partition
+    assert (
+        len(pairs) == len(set(lab_cpu.tolist())) == len(set(lab_gpu.tolist()))
+    )  # the same partition
 
 
 def test_explicit_cuda_resolves_and_auto_picks_gpu():

@@ -5,6 +5,7 @@ contract (a graph holds only the vertices its edge list names; ``pagerank`` retu
 ``vertex``/``pagerank``, ``leiden`` a (``vertex``/``partition`` frame, modularity) pair), computed
 with networkx. References are independent: networkx on the whole graph, a power iteration here.
 """
+
 import sys
 import types
 
@@ -55,7 +56,9 @@ def _fake_cugraph():
 
     def leiden(g, resolution=1.0, random_state=None):
         comms = nx.community.louvain_communities(g.nx, resolution=resolution, seed=random_state)
-        rows = [(v, 100 + c) for c, members in enumerate(comms) for v in members]  # arbitrary labels
+        rows = [
+            (v, 100 + c) for c, members in enumerate(comms) for v in members
+        ]  # arbitrary labels
         return pd.DataFrame(rows, columns=["vertex", "partition"]), 0.0
 
     lib.Graph, lib.pagerank, lib.leiden = Graph, pagerank, leiden
@@ -88,7 +91,9 @@ def test_cuda_without_cugraph_falls_back_to_cpu(monkeypatch, fresh):
     got = graphalgo.pagerank(SRC, DST, W, N, device="cuda")
     np.testing.assert_allclose(got, _power_iteration(SRC, DST, W, N), atol=1e-9)
     comm = graphalgo.leiden(SRC, DST, N, device="cuda")
-    assert comm.tolist()[4:] == [comm[4], comm[4] + 1] and comm[4] > comm[:4].max()  # isolated: alone
+    assert (
+        comm.tolist()[4:] == [comm[4], comm[4] + 1] and comm[4] > comm[:4].max()
+    )  # isolated: alone
     assert backend.GRAPH_IMPL == {"pagerank": "scipy", "leiden": "leidenalg", "components": "scipy"}
     assert len(backend.FALLBACKS) == 1 and "cugraph does not import" in backend.FALLBACKS[0]
 
@@ -99,20 +104,35 @@ def test_pagerank_cugraph_path_extends_to_isolated_nodes(fake_cugraph):
     g.add_nodes_from(range(N))
     for s, t, wt in zip(SRC, DST, W):
         g.add_edge(int(s), int(t), weight=g.get_edge_data(s, t, {"weight": 0.0})["weight"] + wt)
-    ref = nx.pagerank(g, alpha=0.85, tol=1e-14, weight="weight")  # the whole graph, isolated nodes included
+    ref = nx.pagerank(
+        g, alpha=0.85, tol=1e-14, weight="weight"
+    )  # the whole graph, isolated nodes included
     np.testing.assert_allclose(got, [ref[i] for i in range(N)], atol=1e-9)
     assert backend.GRAPH_IMPL == {"pagerank": "cugraph"} and backend.FALLBACKS == []
 
 
 def test_leiden_cugraph_path_renumbers_and_keeps_isolated_nodes_alone(fake_cugraph):
-    tri = np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5], [5, 3], [2, 3], [1, 1]])  # + a self-loop
+    tri = np.array(
+        [[0, 1], [1, 2], [2, 0], [3, 4], [4, 5], [5, 3], [2, 3], [1, 1]]
+    )  # + a self-loop
     got = graphalgo.leiden(tri[:, 0], tri[:, 1], 8, device="cuda")
-    assert got.tolist() == [0, 0, 0, 1, 1, 1, 2, 3]  # two triangles; 6 and 7 isolated; by smallest node
+    assert got.tolist() == [
+        0,
+        0,
+        0,
+        1,
+        1,
+        1,
+        2,
+        3,
+    ]  # two triangles; 6 and 7 isolated; by smallest node
     assert backend.GRAPH_IMPL == {"leiden": "cugraph"}
 
 
 def test_components_cpu_match_networkx(fresh):
-    adj = sp.csr_matrix((np.ones(3), ([0, 3, 4], [1, 2, 3])), shape=(6, 6))  # 0→1, 3→2, 4→3; 5 alone
+    adj = sp.csr_matrix(
+        (np.ones(3), ([0, 3, 4], [1, 2, 3])), shape=(6, 6)
+    )  # 0→1, 3→2, 4→3; 5 alone
     got = np.asarray(components(adj, "cpu"))
     ref = list(nx.weakly_connected_components(nx.DiGraph(list(zip(*adj.nonzero()))))) + [{5}]
     for comp in ref:
@@ -127,9 +147,21 @@ def test_run_manifest_names_the_graph_libraries_and_the_faiss_distribution(compo
     from conftest import tiny_ws_overrides
     from pipeline import runner
 
-    cfg = compose([*tiny_ws_overrides(), "preset=best", "embed=hashing", "signals=default", "report=false",
-                   f"out_dir={tmp_path / 'run'}"])
+    cfg = compose(
+        [
+            *tiny_ws_overrides(),
+            "preset=best",
+            "embed=hashing",
+            "signals=default",
+            "report=false",
+            f"out_dir={tmp_path / 'run'}",
+        ]
+    )
     man = runner.run(cfg, tmp_path / "run")["manifest"]
-    assert man["graph_algorithms"] == {"pagerank": "scipy", "leiden": "leidenalg", "components": "scipy"}
+    assert man["graph_algorithms"] == {
+        "pagerank": "scipy",
+        "leiden": "leidenalg",
+        "components": "scipy",
+    }
     assert man["versions"]["faiss-cpu"] == importlib.metadata.version("faiss-cpu")
     assert not any(d.startswith(("cupy", "cugraph", "faiss-gpu")) for d in man["versions"])

@@ -1,5 +1,6 @@
 """House rules that check themselves (issue 15): no function in ``pipeline/`` over 60 lines, the
 runner a page long, every stage of the query path behind the one interface."""
+
 import ast
 
 from conftest import REPO
@@ -16,7 +17,9 @@ def long_functions(root) -> list[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
                 if n > MAX_FUNCTION_LINES:
-                    out.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name} ({n} lines)")
+                    out.append(
+                        f"{path.relative_to(root.parent)}:{node.lineno} {node.name} ({n} lines)"
+                    )
     return out
 
 
@@ -38,4 +41,14 @@ def test_the_runner_is_at_most_150_lines():
 def test_every_query_stage_uses_the_stage_interface_and_is_named_once():
     assert all(isinstance(s, Stage) for s in querypath.STAGES)
     names = [s.name for s in querypath.STAGES]
-    assert names == ["channels", "fuse", "novelty", "graph", "signals", "diffuse", "cooccur", "score", "select"]
+    assert names == [
+        "channels",
+        "fuse",
+        "novelty",
+        "graph",
+        "signals",
+        "diffuse",
+        "cooccur",
+        "score",
+        "select",
+    ]

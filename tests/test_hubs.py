@@ -1,4 +1,5 @@
 """Entity extraction, hub layers (entity, synonym, group) and diffusion through hubs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,13 +10,25 @@ from pipeline.ops.entities import extract, normalise
 from pipeline.stages import diffuse, graph, hubs
 
 
-@pytest.mark.parametrize("text, keys", [
-    ("When did Barack Obama visit the University of Oxford in 1995?", ["1995", "barack obama", "university of oxford"]),
-    ("The Beatles's album \"Abbey Road\" sold 30,000,000 copies.", ["30000000", "abbey road", "beatles"]),
-    ("Ludwig van Beethoven\nBeethoven was born in Bonn.", ["beethoven", "bonn", "ludwig van beethoven"]),
-    ("What is it? Who knows. Yes!", []),
-    (None, []),
-])
+@pytest.mark.parametrize(
+    "text, keys",
+    [
+        (
+            "When did Barack Obama visit the University of Oxford in 1995?",
+            ["1995", "barack obama", "university of oxford"],
+        ),
+        (
+            'The Beatles\'s album "Abbey Road" sold 30,000,000 copies.',
+            ["30000000", "abbey road", "beatles"],
+        ),
+        (
+            "Ludwig van Beethoven\nBeethoven was born in Bonn.",
+            ["beethoven", "bonn", "ludwig van beethoven"],
+        ),
+        ("What is it? Who knows. Yes!", []),
+        (None, []),
+    ],
+)
 def test_extract_spans_numbers_quotes(text, keys):
     assert extract(text) == keys
 
@@ -23,23 +36,46 @@ def test_extract_spans_numbers_quotes(text, keys):
 def test_extract_options_and_normalise():
     t = "Barack Obama met Angela Merkel in 2009."
     assert extract(t, numbers=False) == ["angela merkel", "barack obama"]
-    assert extract(t, subwords=True) == ["2009", "angela", "angela merkel", "barack", "barack obama", "merkel", "obama"]
+    assert extract(t, subwords=True) == [
+        "2009",
+        "angela",
+        "angela merkel",
+        "barack",
+        "barack obama",
+        "merkel",
+        "obama",
+    ]
     assert normalise("  The Émile  Zola’s ") == "emile zola"
 
 
-NODES = pl.DataFrame({
-    "node_id": ["a", "b", "c", "d"],
-    "text": ["Paris is in France.", "Paris hosted the 1900 Olympics.", "France borders Spain.", "Nothing here."],
-    "doc_id": ["s1", "s1", "s2", "s2"],
-})
+NODES = pl.DataFrame(
+    {
+        "node_id": ["a", "b", "c", "d"],
+        "text": [
+            "Paris is in France.",
+            "Paris hosted the 1900 Olympics.",
+            "France borders Spain.",
+            "Nothing here.",
+        ],
+        "doc_id": ["s1", "s1", "s2", "s2"],
+    }
+)
 
 
 def test_entity_layer_weights_are_inverse_df_and_max_df_drops():
     h = hubs.build(NODES, hubs.HubParams.defaults(entities=True, max_df=1.0))
-    assert h.keys == ["entity:1900", "entity:france", "entity:olympics", "entity:paris", "entity:spain"]
+    assert h.keys == [
+        "entity:1900",
+        "entity:france",
+        "entity:olympics",
+        "entity:paris",
+        "entity:spain",
+    ]
     dense = h.inc.toarray()
     # paris in a, b (df 2 → 0.5); france in a, c (0.5); 1900, olympics in b (1.0); spain in c (1.0)
-    np.testing.assert_allclose(dense, [[0, .5, 0, .5, 0], [1, 0, 1, .5, 0], [0, .5, 0, 0, 1], [0, 0, 0, 0, 0]])
+    np.testing.assert_allclose(
+        dense, [[0, 0.5, 0, 0.5, 0], [1, 0, 1, 0.5, 0], [0, 0.5, 0, 0, 1], [0, 0, 0, 0, 0]]
+    )
     assert h.df.tolist() == [1, 2, 1, 2, 1]
     # max_df 0.25 of 4 units = 1: entities in two units go
     h2 = hubs.build(NODES, hubs.HubParams.defaults(entities=True, max_df=0.25))
@@ -50,22 +86,33 @@ def test_entity_layer_weights_are_inverse_df_and_max_df_drops():
 def test_group_layer_and_df_power():
     h = hubs.build(NODES, hubs.HubParams.defaults(groups={"doc_id": 0.4}, df_power=0.5))
     assert h.keys == ["doc_id:s1", "doc_id:s2"] and h.entity_index == {}
-    np.testing.assert_allclose(h.inc.toarray(), np.array([[1, 0], [1, 0], [0, 1], [0, 1]]) * 0.4 / np.sqrt(2), rtol=1e-6)
+    np.testing.assert_allclose(
+        h.inc.toarray(), np.array([[1, 0], [1, 0], [0, 1], [0, 1]]) * 0.4 / np.sqrt(2), rtol=1e-6
+    )
 
 
 def test_synonyms_link_close_keys_once_and_symmetric():
-    nodes = pl.DataFrame({"node_id": ["a", "b", "c"], "text": ["Alpha went out.", "Alfa came in.", "Zulu stayed."]})
+    nodes = pl.DataFrame(
+        {"node_id": ["a", "b", "c"], "text": ["Alpha went out.", "Alfa came in.", "Zulu stayed."]}
+    )
     vec = {"alpha": [1.0, 0.0], "alfa": [0.8, 0.6], "zulu": [0.0, 1.0]}
-    h = hubs.build(nodes, hubs.HubParams.defaults(entities=True, max_df=1.0, synonym_k=2, synonym_threshold=0.75,
-                                         synonym_weight=0.5), embed=lambda keys: np.array([vec[k] for k in keys]))
+    h = hubs.build(
+        nodes,
+        hubs.HubParams.defaults(
+            entities=True, max_df=1.0, synonym_k=2, synonym_threshold=0.75, synonym_weight=0.5
+        ),
+        embed=lambda keys: np.array([vec[k] for k in keys]),
+    )
     assert h.keys == ["entity:alfa", "entity:alpha", "entity:zulu"]
     # cos(alfa, alpha) = 0.8 ≥ 0.75 → weight 0.5·0.8 once each way; cos(alfa, zulu) = 0.6 < 0.75
-    np.testing.assert_allclose(h.syn.toarray(), [[0, .4, 0], [.4, 0, 0], [0, 0, 0]], rtol=1e-6)
+    np.testing.assert_allclose(h.syn.toarray(), [[0, 0.4, 0], [0.4, 0, 0], [0, 0, 0]], rtol=1e-6)
 
 
 def test_query_seeds_weight_by_specificity():
     h = hubs.build(NODES, hubs.HubParams.defaults(entities=True, max_df=1.0))
-    q = pl.DataFrame({"query_id": ["q1", "q2"], "text": ["Did Paris host the 1900 Olympics?", "nothing to see"]})
+    q = pl.DataFrame(
+        {"query_id": ["q1", "q2"], "text": ["Did Paris host the 1900 Olympics?", "nothing to see"]}
+    )
     s = hubs.query_seeds(q, h, hubs.HubParams.defaults(entities=True))
     # q1: 1900 (df 1 → 1), olympics (1), paris (df 2 → 0.5); normalised by 2.5
     assert s["query_idx"].to_list() == [0, 0, 0]
@@ -76,7 +123,9 @@ def test_query_seeds_weight_by_specificity():
 def test_seed_splits_the_share_of_energy():
     e0 = np.zeros((4, 2), np.float32)
     e0[0, 0] = 0.6  # query 0 has unit-seed energy 0.6; query 1 none
-    seeds = pl.DataFrame({"query_idx": [0, 0, 1], "hub_idx": [7, 9, 9], "weight": [0.75, 0.25, 1.0]})
+    seeds = pl.DataFrame(
+        {"query_idx": [0, 0, 1], "hub_idx": [7, 9, 9], "weight": [0.75, 0.25, 1.0]}
+    )
     hubs.seed(e0, 2, np.array([0, 1]), np.array([7, 9]), seeds, share=0.5)
     # query 0: hubs get 0.5/(1-0.5) × 0.6 = 0.6, split 0.75 / 0.25; query 1: share 0.5 in total
     np.testing.assert_allclose(e0, [[0.6, 0], [0, 0], [0.45, 0], [0.15, 0.5]], rtol=1e-6)
@@ -87,8 +136,15 @@ def _materialised(nodes: pl.DataFrame, h: hubs.Hubs):
     extra = pl.DataFrame({"node_id": [f"~{k}" for k in h.keys], "text": ["x"] * h.size})
     coo = h.inc.tocoo()
     n = nodes.height
-    e = pl.DataFrame({"src": coo.row.astype(np.int64), "dst": (coo.col + n).astype(np.int64),
-                      "weight": coo.data.astype(np.float32), "inhibit": False, "relation": "hub"})
+    e = pl.DataFrame(
+        {
+            "src": coo.row.astype(np.int64),
+            "dst": (coo.col + n).astype(np.int64),
+            "weight": coo.data.astype(np.float32),
+            "inhibit": False,
+            "relation": "hub",
+        }
+    )
     return pl.concat([nodes.select("node_id", "text"), extra]), e.cast(graph.EDGE_SCHEMA)
 
 
@@ -100,7 +156,9 @@ def test_diffusion_through_hubs_equals_materialised_graph(method):
     nodes = pl.DataFrame({"node_id": [f"n{i:02d}" for i in range(12)], "text": texts})
     h = hubs.build(nodes, hubs.HubParams.defaults(entities=True, max_df=1.0, numbers=False))
     queries = pl.DataFrame({"query_id": ["q0", "q1", "q2"], "text": ["Ada and Cy", "Ed", "none"]})
-    cand = pl.DataFrame({"query_idx": [0, 0, 1, 2], "node_idx": [0, 5, 3, 7], "fused": [0.9, 0.4, 0.7, 0.5]})
+    cand = pl.DataFrame(
+        {"query_idx": [0, 0, 1, 2], "node_idx": [0, 5, 3, 7], "fused": [0.9, 0.4, 0.7, 0.5]}
+    )
     p = diffuse.DiffusionParams.defaults(method=method, seed_k=5, entity_seed_share=0.4)
     qs = hubs.query_seeds(queries, h, hubs.HubParams.defaults(entities=True, numbers=False))
     edges = pl.DataFrame(schema=graph.EDGE_SCHEMA)
@@ -111,10 +169,19 @@ def test_diffusion_through_hubs_equals_materialised_graph(method):
     n = nodes.height
     extra = qs.select("query_idx", node_idx=pl.col("hub_idx") + n, w="weight")
     mass = cand.group_by("query_idx").agg(m=pl.col("fused").sum())
-    extra = (extra.join(mass, on="query_idx").with_columns(energy=(pl.col("w") * pl.col("m") * 0.4 / 0.6)
-                                                            .cast(pl.Float32)).select("query_idx", "node_idx", "energy"))
-    ref = diffuse.run(cand, big_nodes, queries, big_edges, diffuse.DiffusionParams.defaults(method=method, seed_k=5),
-                      extra_seeds=extra)
+    extra = (
+        extra.join(mass, on="query_idx")
+        .with_columns(energy=(pl.col("w") * pl.col("m") * 0.4 / 0.6).cast(pl.Float32))
+        .select("query_idx", "node_idx", "energy")
+    )
+    ref = diffuse.run(
+        cand,
+        big_nodes,
+        queries,
+        big_edges,
+        diffuse.DiffusionParams.defaults(method=method, seed_k=5),
+        extra_seeds=extra,
+    )
     ref = ref.filter(pl.col("node_idx") < n)
     a = got.sort("query_idx", "node_idx")
     b = ref.sort("query_idx", "node_idx")
@@ -132,13 +199,30 @@ def test_seed_power_sharpens_seed_energy():
 def test_ppr_keep_limits_graph_hits_to_each_querys_largest():
     n = 30  # a path graph: PPR reaches every node with positive mass
     nodes = pl.DataFrame({"node_id": [f"n{i:02d}" for i in range(n)], "text": ["x"] * n})
-    edges = pl.DataFrame({"src": np.arange(n - 1), "dst": np.arange(1, n), "weight": 1.0, "inhibit": False,
-                          "relation": "edge"}).cast(graph.EDGE_SCHEMA)
+    edges = pl.DataFrame(
+        {
+            "src": np.arange(n - 1),
+            "dst": np.arange(1, n),
+            "weight": 1.0,
+            "inhibit": False,
+            "relation": "edge",
+        }
+    ).cast(graph.EDGE_SCHEMA)
     queries = pl.DataFrame({"query_id": ["q0", "q1"], "text": ["a", "b"]})
     cand = pl.DataFrame({"query_idx": [0, 1], "node_idx": [3, 20], "fused": [1.0, 1.0]})
     full = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams.defaults(method="ppr"))
-    kept = diffuse.run(cand, nodes, queries, edges, diffuse.DiffusionParams.defaults(method="ppr", keep=5))
+    kept = diffuse.run(
+        cand, nodes, queries, edges, diffuse.DiffusionParams.defaults(method="ppr", keep=5)
+    )
     assert full.group_by("query_idx").len()["len"].to_list() == [n, n]
     for q in (0, 1):
-        top = full.filter(pl.col("query_idx") == q).sort("graph", "node_idx", descending=[True, False]).head(5)
-        assert kept.filter(pl.col("query_idx") == q).sort("graph", "node_idx", descending=[True, False]).equals(top)
+        top = (
+            full.filter(pl.col("query_idx") == q)
+            .sort("graph", "node_idx", descending=[True, False])
+            .head(5)
+        )
+        assert (
+            kept.filter(pl.col("query_idx") == q)
+            .sort("graph", "node_idx", descending=[True, False])
+            .equals(top)
+        )

@@ -1,6 +1,7 @@
 """No import circles in ``pipeline/`` (issue 15): every ``import`` and ``from … import`` of a
 ``pipeline`` module — at the top of a file or inside a function — is an edge, and the graph must
 have no cycle. A planted circle is found, so the walk itself is tested too."""
+
 import ast
 from pathlib import Path
 
@@ -23,9 +24,15 @@ def import_graph(root: Path, package: str = "pipeline") -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
-                base = ".".join(pkg.split(".")[:len(pkg.split(".")) - node.level + 1]) if node.level else ""
+                base = (
+                    ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1])
+                    if node.level
+                    else ""
+                )
                 src = ".".join(x for x in (base, node.module) if x)
-                targets = [f"{src}.{a.name}" if f"{src}.{a.name}" in files else src for a in node.names]
+                targets = [
+                    f"{src}.{a.name}" if f"{src}.{a.name}" in files else src for a in node.names
+                ]
             else:
                 continue
             for t in targets:

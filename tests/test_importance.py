@@ -3,6 +3,7 @@
 A 0–1 input (OKS front matter) is converted once at ingest: ``data.importance_scale`` auto (every
 value ≤ 1 → ×10), 10 or 1. Hand-computed values on each path that reads importance.
 """
+
 import datetime as dt
 import math
 
@@ -21,14 +22,20 @@ NOW = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
 
 
 def _imp(values):
-    return pl.DataFrame({"node_id": [f"n{i}" for i in range(len(values))], "importance": values},
-                        schema_overrides={"importance": pl.Float32})
+    return pl.DataFrame(
+        {"node_id": [f"n{i}" for i in range(len(values))], "importance": values},
+        schema_overrides={"importance": pl.Float32},
+    )
 
 
 def test_scale_rule():
     out, note = importance_to_10(_imp([0.95, None, 0.2, 1.0]), "auto", "n.parquet")
-    assert out["importance"].to_list() == pytest.approx([9.5, None, 2.0, 10.0]) and "0–1 scale" in note
-    out, note = importance_to_10(_imp([0.5, 5.0]), "auto", "n.parquet")  # one value > 1: already 0–10
+    assert (
+        out["importance"].to_list() == pytest.approx([9.5, None, 2.0, 10.0]) and "0–1 scale" in note
+    )
+    out, note = importance_to_10(
+        _imp([0.5, 5.0]), "auto", "n.parquet"
+    )  # one value > 1: already 0–10
     assert out["importance"].to_list() == [0.5, 5.0] and note is None
     out, note = importance_to_10(_imp([0.3]), 1, "n.parquet")  # an int from YAML
     assert out["importance"].to_list() == pytest.approx([3.0]) and "data.importance_scale=1" in note
@@ -39,10 +46,15 @@ def test_scale_rule():
 
 
 def test_scale_errors_name_the_row_and_the_fix():
-    with pytest.raises(DataError, match=r"n.parquet, row 1, field 'importance': importance 11.0 is outside 0–10"):
+    with pytest.raises(
+        DataError, match=r"n.parquet, row 1, field 'importance': importance 11.0 is outside 0–10"
+    ):
         importance_to_10(_imp([3.0, 11.0]), "auto", "n.parquet")
-    with pytest.raises(DataError, match=r"row 0, field 'importance': importance 1.5 is outside 0–1 .*"
-                                        r"importance_scale=1"):
+    with pytest.raises(
+        DataError,
+        match=r"row 0, field 'importance': importance 1.5 is outside 0–1 .*"
+        r"importance_scale=1",
+    ):
         importance_to_10(_imp([1.5]), "1", "n.parquet")
     with pytest.raises(DataError, match=r"importance -1.0 is outside"):
         importance_to_10(_imp([-1.0]), "auto", "n.parquet")
@@ -51,7 +63,9 @@ def test_scale_errors_name_the_row_and_the_fix():
 
 
 def _workspace(tmp_path, importance="0.95"):
-    (tmp_path / "a.md").write_text(f"---\ntype: concept\nimportance: {importance}\nstatus: active\n---\n# A\nalpha\n")
+    (tmp_path / "a.md").write_text(
+        f"---\ntype: concept\nimportance: {importance}\nstatus: active\n---\n# A\nalpha\n"
+    )
     (tmp_path / "b.md").write_text("---\nimportance: 0.4\n---\n# B\nbeta\n")
     return tmp_path
 
@@ -63,7 +77,9 @@ def test_issue_example_095_is_96_after_one_feedback_access(tmp_path):
     table = nodes.select("node_id")
     acc = pl.DataFrame({"node_id": ["a.md#a"], "n": [1]}, schema_overrides={"n": pl.Int64})
     out = feedback.apply(table, acc, NOW, nodes)
-    assert out["importance"].to_list() == pytest.approx([9.6, 4.0])  # 9.5 + 0.1; not 0.95 + 0.1 read as 0.105
+    assert out["importance"].to_list() == pytest.approx(
+        [9.6, 4.0]
+    )  # 9.5 + 0.1; not 0.95 + 0.1 read as 0.105
     # the memory curve reads the same scale: (0.96 · e^0 (concept) + 0.5 · ln(1 + 1 access)) × 1.2 (active)
     mem = signals.memory_score(signals.overlay(nodes, out), NOW)
     assert mem[0] == pytest.approx((0.96 + 0.5 * math.log(2)) * 1.2, abs=1e-6)  # 1.5679
@@ -71,12 +87,16 @@ def test_issue_example_095_is_96_after_one_feedback_access(tmp_path):
 
 def test_a_workspace_already_on_0_10_is_kept(tmp_path):
     ds = workspace.load(str(_workspace(tmp_path, importance="7")))
-    assert ds.nodes.sort("node_id")["importance"].to_list() == pytest.approx([7.0, 0.4]) and ds.notes == {}
+    assert (
+        ds.nodes.sort("node_id")["importance"].to_list() == pytest.approx([7.0, 0.4])
+        and ds.notes == {}
+    )
 
 
 def test_parquet_adapter_converts_and_the_score_term_reads_0_10(tmp_path):
-    pl.DataFrame({"node_id": ["a", "b"], "text": ["x", "y"], "importance": [0.95, 0.2]}).write_parquet(
-        tmp_path / "nodes.parquet")
+    pl.DataFrame(
+        {"node_id": ["a", "b"], "text": ["x", "y"], "importance": [0.95, 0.2]}
+    ).write_parquet(tmp_path / "nodes.parquet")
     ds = parquet.load(str(tmp_path))
     assert ds.nodes["importance"].to_list() == pytest.approx([9.5, 2.0])
     assert "multiplied by 10" in ds.notes["importance"]
@@ -90,9 +110,13 @@ def test_probabilistic_recall_pool_uses_the_converted_scale(tmp_path):
     ds = workspace.load(str(_workspace(tmp_path)))
     nodes = ds.nodes.sort("node_id")  # a: 0.95 → 9.5 (≥ 6, in the pool); b: 0.4 → 4 (not)
     queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(30)], "text": ["x"] * 30})
-    sel = pl.DataFrame({"query_idx": list(range(30)), "node_idx": [1] * 30, "rank": [1] * 30, "score": [1.0] * 30},
-                       schema_overrides={"rank": pl.Int32})
-    extra = append(sel, nodes, queries, k=5, p=0.5, seed=3, min_importance=6.0).filter(pl.col("probabilistic"))
+    sel = pl.DataFrame(
+        {"query_idx": list(range(30)), "node_idx": [1] * 30, "rank": [1] * 30, "score": [1.0] * 30},
+        schema_overrides={"rank": pl.Int32},
+    )
+    extra = append(sel, nodes, queries, k=5, p=0.5, seed=3, min_importance=6.0).filter(
+        pl.col("probabilistic")
+    )
     assert set(extra["node_idx"]) == {0}
     assert np.unique(extra["query_idx"]).size == extra.height  # once per query at most
 
@@ -103,10 +127,25 @@ def test_run_manifest_carries_the_note(compose, tmp_path):
     (tmp_path / "ws").mkdir()
     notes = _workspace(tmp_path / "ws")
     (tmp_path / "q.jsonl").write_text('{"query_id": "q1", "text": "alpha"}\n')
-    cfg = compose(["preset=bm25", "data=workspace", f"data.path={notes}", f"data.queries={tmp_path / 'q.jsonl'}",
-                   "report=false"])
+    cfg = compose(
+        [
+            "preset=bm25",
+            "data=workspace",
+            f"data.path={notes}",
+            f"data.queries={tmp_path / 'q.jsonl'}",
+            "report=false",
+        ]
+    )
     man = runner.run(cfg, tmp_path / "run")["manifest"]
     assert "multiplied by 10" in man["data_notes"]["importance"]
-    cfg = compose(["preset=bm25", "data=workspace", f"data.path={notes}", f"data.queries={tmp_path / 'q.jsonl'}",
-                   "report=false", "data.importance_scale=10"])
+    cfg = compose(
+        [
+            "preset=bm25",
+            "data=workspace",
+            f"data.path={notes}",
+            f"data.queries={tmp_path / 'q.jsonl'}",
+            "report=false",
+            "data.importance_scale=10",
+        ]
+    )
     assert runner.run(cfg, tmp_path / "run10")["manifest"]["data_notes"] == {}

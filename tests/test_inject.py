@@ -1,4 +1,5 @@
 """Injection layers per system (docs/presets.md fidelity tables), hand-checked on tiny tables."""
+
 import polars as pl
 
 from pipeline.stages.inject import InjectParams, render, soul_boost
@@ -6,8 +7,12 @@ from pipeline.stages.inject import InjectParams, render, soul_boost
 
 def _recall(qids, scores):
     rows = [(q, r + 1, n, s) for q in qids for r, (n, s) in enumerate(scores)]
-    return pl.DataFrame(rows, schema=["query_id", "rank", "node_id", "score"], orient="row",
-                        schema_overrides={"rank": pl.Int32})
+    return pl.DataFrame(
+        rows,
+        schema=["query_id", "rank", "node_id", "score"],
+        orient="row",
+        schema_overrides={"rank": pl.Int32},
+    )
 
 
 def _shown(out, qid):
@@ -17,32 +22,65 @@ def _shown(out, qid):
 def test_oks_hook_constants():
     p = InjectParams(format="oks")
     assert (p.get("floor"), p.get("cooldown"), p.get("max_nodes")) == (0.7, 10, 3)
-    assert InjectParams(format="bme").get("max_nodes") == 12 and InjectParams(format="reme").get("max_nodes") is None
+    assert (
+        InjectParams(format="bme").get("max_nodes") == 12
+        and InjectParams(format="reme").get("max_nodes") is None
+    )
     # Soul Boost: concept 0.6 × lesson 1.2 = 0.72; anti-pattern 1.5 × 1.2 × generic title 0.5 = 0.9
-    assert (soul_boost("concept", "T", "check the cache"), soul_boost("anti-pattern", "Overview", "x")) == (0.72, 0.9)
+    assert (
+        soul_boost("concept", "T", "check the cache"),
+        soul_boost("anti-pattern", "Overview", "x"),
+    ) == (0.72, 0.9)
 
 
 def test_oks_hook_floor_top3_and_cooldown_per_group():
     nodes = pl.DataFrame({"node_id": list("abcde"), "text": ["t"] * 5})
-    recall = _recall(["q1", "q2", "q3", "solo"], [("a", 0.95), ("b", 0.9), ("c", 0.8), ("d", 0.75), ("e", 0.5)])
-    ts = pl.Series(["2026-01-03", "2026-01-01", "2026-01-02", "2026-01-01"]).str.to_datetime().dt.replace_time_zone("UTC")
-    queries = pl.DataFrame({"query_id": ["q1", "q2", "q3", "solo"], "text": ["x"] * 4,
-                            "group": ["s", "s", "s", None], "now": ts})
+    recall = _recall(
+        ["q1", "q2", "q3", "solo"], [("a", 0.95), ("b", 0.9), ("c", 0.8), ("d", 0.75), ("e", 0.5)]
+    )
+    ts = (
+        pl.Series(["2026-01-03", "2026-01-01", "2026-01-02", "2026-01-01"])
+        .str.to_datetime()
+        .dt.replace_time_zone("UTC")
+    )
+    queries = pl.DataFrame(
+        {
+            "query_id": ["q1", "q2", "q3", "solo"],
+            "text": ["x"] * 4,
+            "group": ["s", "s", "s", None],
+            "now": ts,
+        }
+    )
     out = render(recall, nodes, "oks", queries=queries)
     # turn order in group s by now: q2, q3, q1. q2: floor 0.7 drops e, top 3 → a b c; q3: a b c cool → d;
     # q1: a b c d all shown within 10 turns → nothing (no row). "solo" is a session of its own.
-    assert (_shown(out, "q2"), _shown(out, "q3"), _shown(out, "solo")) == (["a", "b", "c"], ["d"], ["a", "b", "c"])
+    assert (_shown(out, "q2"), _shown(out, "q3"), _shown(out, "solo")) == (
+        ["a", "b", "c"],
+        ["d"],
+        ["a", "b", "c"],
+    )
     assert "q1" not in out["query_id"].to_list()
     # cooldown 1: q1 (turn 2) may show a b c again (last shown at turn 0)
-    assert _shown(render(recall, nodes, "oks", queries=queries, cooldown=1), "q1") == ["a", "b", "c"]
+    assert _shown(render(recall, nodes, "oks", queries=queries, cooldown=1), "q1") == [
+        "a",
+        "b",
+        "c",
+    ]
 
 
 def test_oks_goal_reorder_puts_goal_slugs_first():
-    nodes = pl.DataFrame({"node_id": ["a", "g"], "text": ["t", "t"], "doc_id": ["wiki/a.md", "wiki/ship-it.md"]})
-    recall = _recall(["q"], [("a", 0.9), ("g", 0.72)]).with_columns(doc_id=pl.Series(["wiki/a.md", "wiki/ship-it.md"]))
+    nodes = pl.DataFrame(
+        {"node_id": ["a", "g"], "text": ["t", "t"], "doc_id": ["wiki/a.md", "wiki/ship-it.md"]}
+    )
+    recall = _recall(["q"], [("a", 0.9), ("g", 0.72)]).with_columns(
+        doc_id=pl.Series(["wiki/a.md", "wiki/ship-it.md"])
+    )
     queries = pl.DataFrame({"query_id": ["q"], "text": ["x"], "goals": [["ship-it"]]})
     assert _shown(render(recall, nodes, "oks", queries=queries), "q") == ["g", "a"]
-    assert _shown(render(recall, nodes, "oks", queries=queries, goal_reorder=False), "q") == ["a", "g"]
+    assert _shown(render(recall, nodes, "oks", queries=queries, goal_reorder=False), "q") == [
+        "a",
+        "g",
+    ]
 
 
 def test_bme_cap_core_and_scope_sections():
@@ -50,23 +88,38 @@ def test_bme_cap_core_and_scope_sections():
     nobody recalled (core), o another owner's POV. Recall ranks p u r g0..g7 o x (14 rows)."""
     ids = ["p", "u", "r"] + [f"g{i}" for i in range(8)] + ["o", "x", "e"]
     n = len(ids)
-    nodes = pl.DataFrame({
-        "node_id": ids, "text": [f"text {i}" for i in ids], "type": ["pov_memory"] * 2 + ["fact"] * 9 + ["pov_memory", "fact", "event"],
-        "scope_layer": ["pov", "pov"] + ["objective"] * 9 + ["pov", "objective", "objective"],
-        "scope_owner_type": ["character", "user"] + [None] * 9 + ["character", None, None],
-        "scope_owner": ["Ann", "Me"] + [None] * 9 + ["Bob", None, None],
-        "scope_region": [None, None, "castle"] + [None] * (n - 3),
-        "seq": [0, 0, 0] + list(range(8)) + [0, 0, 1]})
-    queries = pl.DataFrame({"query_id": ["q"], "text": ["x"], "active_owners": [["ann"]], "active_region": ["castle"]})
+    nodes = pl.DataFrame(
+        {
+            "node_id": ids,
+            "text": [f"text {i}" for i in ids],
+            "type": ["pov_memory"] * 2 + ["fact"] * 9 + ["pov_memory", "fact", "event"],
+            "scope_layer": ["pov", "pov"] + ["objective"] * 9 + ["pov", "objective", "objective"],
+            "scope_owner_type": ["character", "user"] + [None] * 9 + ["character", None, None],
+            "scope_owner": ["Ann", "Me"] + [None] * 9 + ["Bob", None, None],
+            "scope_region": [None, None, "castle"] + [None] * (n - 3),
+            "seq": [0, 0, 0] + list(range(8)) + [0, 0, 1],
+        }
+    )
+    queries = pl.DataFrame(
+        {"query_id": ["q"], "text": ["x"], "active_owners": [["ann"]], "active_region": ["castle"]}
+    )
     recall = _recall(["q"], [(i, 1.0 - 0.01 * k) for k, i in enumerate(ids[:-1])])
     out = render(recall, nodes, "bme", queries=queries)
     text = out["text"].item()
     heads = [ln for ln in text.splitlines() if ln.startswith("[")]
-    assert heads == ["[Memory - Character POV: Ann]", "[Memory - User POV / Not Character Facts]",
-                     "[Memory - Objective / Current Region]", "[Memory - Objective / Global]"]
+    assert heads == [
+        "[Memory - Character POV: Ann]",
+        "[Memory - User POV / Not Character Facts]",
+        "[Memory - Objective / Current Region]",
+        "[Memory - Objective / Global]",
+    ]
     # the cap: ranks 1..12 = p u r g0..g7 o; x (rank 13) is cut. Global = g0..g7 + core e (seq 1),
     # most recent first, 6 kept: g7 g6 g5 g4 g3 g2. Bob's POV (otherPov) is left out.
     assert _shown(out, "q") == ["p", "u", "r", "g7", "g6", "g5", "g4", "g3", "g2"]
     no_core = render(recall, nodes, "bme", queries=queries, max_nodes=3)
     assert _shown(no_core, "q") == ["p", "u", "r", "e"]  # the event is injected though not recalled
-    assert _shown(render(recall, nodes, "bme", queries=queries, max_nodes=3, core=False), "q") == ["p", "u", "r"]
+    assert _shown(render(recall, nodes, "bme", queries=queries, max_nodes=3, core=False), "q") == [
+        "p",
+        "u",
+        "r",
+    ]

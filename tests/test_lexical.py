@@ -1,4 +1,5 @@
 """BM25: hand-computed field weighting, and parity with bm25s on a single body field."""
+
 import math
 
 import numpy as np
@@ -66,7 +67,9 @@ def test_parity_with_bm25s_on_random_corpus():
     ref = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
     ref.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
     for q in queries:
-        expect = ref.get_scores(bm25s.tokenize([q], stopwords="en", return_ids=False, show_progress=False)[0])
+        expect = ref.get_scores(
+            bm25s.tokenize([q], stopwords="en", return_ids=False, show_progress=False)[0]
+        )
         assert _scores(tok, tokens, s, q) == pytest.approx(expect, rel=1e-5, abs=1e-6)
 
 
@@ -75,6 +78,8 @@ def test_idf_is_computed_over_the_scoped_rows_only():
     tok, tokens, s_all = _index(fields, {"body": 1.0})
     s_sub = lexical.bm25_matrix(tokens, {"body": 1.0}, rows=np.array([0, 1, 2]))
     q = lexical.tokenize_queries(tok, ["apple"], tokens.vocab)
-    assert lexical.score(q, s_sub).toarray()[0] == pytest.approx([IDF_APPLE * 0.4, IDF_APPLE * 2 / 4.0625, 0.0])
+    assert lexical.score(q, s_sub).toarray()[0] == pytest.approx(
+        [IDF_APPLE * 0.4, IDF_APPLE * 2 / 4.0625, 0.0]
+    )
     pairs = lexical.pair_scores(q, s_sub, np.array([0, 0]), np.array([1, 2]))
     assert pairs == pytest.approx([IDF_APPLE * 2 / 4.0625, 0.0])

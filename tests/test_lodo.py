@@ -1,4 +1,5 @@
 """Leave-one-dataset-out selection on synthetic per-query tables (no real runs)."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -14,9 +15,15 @@ def _pq(values: list[float], metric: str = "m") -> pl.DataFrame:
 
 # means: spiky  = d1 0.9, d2 0.2, d3 0.9 ; steady = d1 0.7, d2 0.6, d3 0.5 ; weak = d1 0.1, d2 0.1, d3 0.95
 TABLES = {
-    ("spiky", "d1"): _pq([1.0, 0.8]), ("spiky", "d2"): _pq([0.2, 0.2]), ("spiky", "d3"): _pq([0.9, 0.9]),
-    ("steady", "d1"): _pq([0.7, 0.7]), ("steady", "d2"): _pq([0.6, 0.6]), ("steady", "d3"): _pq([0.5, 0.5]),
-    ("weak", "d1"): _pq([0.1, 0.1]), ("weak", "d2"): _pq([0.1, 0.1]), ("weak", "d3"): _pq([1.0, 0.9]),
+    ("spiky", "d1"): _pq([1.0, 0.8]),
+    ("spiky", "d2"): _pq([0.2, 0.2]),
+    ("spiky", "d3"): _pq([0.9, 0.9]),
+    ("steady", "d1"): _pq([0.7, 0.7]),
+    ("steady", "d2"): _pq([0.6, 0.6]),
+    ("steady", "d3"): _pq([0.5, 0.5]),
+    ("weak", "d1"): _pq([0.1, 0.1]),
+    ("weak", "d2"): _pq([0.1, 0.1]),
+    ("weak", "d3"): _pq([1.0, 0.9]),
 }
 METRIC = {"d1": "m", "d2": "m", "d3": "m"}
 RECIPES = ["spiky", "steady", "weak"]
@@ -43,7 +50,11 @@ def test_choice_is_by_worst_dataset():
 def test_worst_shortfall_overrules_a_higher_average():
     # best per set: 1.0 (d1), 0.5 (d2). a: mean 0.6, worst shortfall 0.3 (d2); b: mean 0.575, worst 0.2 (d1);
     # c: mean 0.5, worst 0.5 (d1). The average would pick a; the worst shortfall picks b.
-    scores = {"a": {"d1": 1.0, "d2": 0.2}, "b": {"d1": 0.8, "d2": 0.35}, "c": {"d1": 0.5, "d2": 0.5}}
+    scores = {
+        "a": {"d1": 1.0, "d2": 0.2},
+        "b": {"d1": 0.8, "d2": 0.35},
+        "c": {"d1": 0.5, "d2": 0.5},
+    }
     assert choose_recipe(scores, ["d1", "d2"], ["a", "b", "c"]) == "b"
 
 
@@ -57,7 +68,9 @@ def test_lodo_table_reports_the_held_out_set_with_an_interval():
     assert out["held_out"].to_list() == ["d1", "d2", "d3"]
     assert out["chosen"].to_list() == ["spiky", "spiky", "steady"]
     d3 = out.row(2, named=True)
-    assert (d3["held_out_mean"], d3["low"], d3["high"], d3["n"]) == pytest.approx((0.5, 0.5, 0.5, 2))
+    assert (d3["held_out_mean"], d3["low"], d3["high"], d3["n"]) == pytest.approx(
+        (0.5, 0.5, 0.5, 2)
+    )
     assert (d3["oracle"], d3["oracle_mean"]) == ("weak", pytest.approx(0.95))
     d1 = out.row(0, named=True)  # spiky on d1: queries 1.0 and 0.8 → interval [0.8, 1.0]
     assert (d1["held_out_mean"], d1["low"], d1["high"]) == pytest.approx((0.9, 0.8, 1.0))
@@ -75,15 +88,23 @@ def test_half_gains_split_by_the_query_hash_and_pair_by_query():
     from pipeline.report.lodo import half_gains
 
     ids = [f"q{i}" for i in range(12)]
-    half_b = {q for q in ids if hashlib.sha1(q.encode()).digest()[0] & 1}  # ingest.query_half's rule
+    half_b = {
+        q for q in ids if hashlib.sha1(q.encode()).digest()[0] & 1
+    }  # ingest.query_half's rule
     base = pl.DataFrame({"query_id": ids, "m": [0.5] * 12})
     # the recipe gains +0.25 on every half-b query and loses 0.5 on every half-a one
     tuned = pl.DataFrame({"query_id": ids, "m": [0.75 if q in half_b else 0.0 for q in ids]})
-    out = half_gains({("best", "d"): base, ("tuned", "d"): tuned}, {"d": "m"}, "best", ["best", "tuned"])
+    out = half_gains(
+        {("best", "d"): base, ("tuned", "d"): tuned}, {"d": "m"}, "best", ["best", "tuned"]
+    )
     rows = {r["half"]: r for r in out.iter_rows(named=True)}
     assert rows["b"]["n"] == len(half_b) and rows["a"]["n"] == 12 - len(half_b)
-    assert (rows["b"]["gain"], rows["b"]["low"], rows["b"]["high"]) == pytest.approx((0.25, 0.25, 0.25))
-    assert (rows["a"]["gain"], rows["a"]["low"], rows["a"]["high"]) == pytest.approx((-0.5, -0.5, -0.5))
+    assert (rows["b"]["gain"], rows["b"]["low"], rows["b"]["high"]) == pytest.approx(
+        (0.25, 0.25, 0.25)
+    )
+    assert (rows["a"]["gain"], rows["a"]["low"], rows["a"]["high"]) == pytest.approx(
+        (-0.5, -0.5, -0.5)
+    )
 
 
 def test_lodo_script_report_on_synthetic_runs():
@@ -92,11 +113,15 @@ def test_lodo_script_report_on_synthetic_runs():
     lodo = _load_script("lodo")
     ids = [f"q{i}" for i in range(8)]
     tables = {}
-    for i, name in enumerate(lodo.RECIPES):  # recipe i scores 0.5 + 0.1·i on every dataset: the last wins all
+    for i, name in enumerate(
+        lodo.RECIPES
+    ):  # recipe i scores 0.5 + 0.1·i on every dataset: the last wins all
         for data, m in lodo.METRIC.items():
             tables[(name, data)] = pl.DataFrame({"query_id": ids, m: [0.5 + 0.1 * i] * 8})
     text = lodo.report(tables, list(lodo.METRIC))
     last = list(lodo.RECIPES)[-1]
     assert f"| scifact | ndcg@10 | {last} | 0.000 | 0.800 [0.800, 0.800] | {last} (0.800) |" in text
     assert f"| locomo | recall@5 | {last} | 0.000 | 80.0 [80.0, 80.0] | {last} (80.0) |" in text
-    assert f"| musique | {last} | b |" in text and "30.0 [30.0, 30.0]" in text  # +0.3 over best, each half
+    assert (
+        f"| musique | {last} | b |" in text and "30.0 [30.0, 30.0]" in text
+    )  # +0.3 over best, each half

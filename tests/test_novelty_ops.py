@@ -1,5 +1,6 @@
 """NMF novelty gate and FISTA residual of BME residual recall: hand-checked values, batched == per-problem
 reference, sklearn comparison, and cpu/cuda parity."""
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,16 @@ from pipeline.ops.nmf import (
 )
 
 F64 = torch.float64
-DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs a CUDA GPU")])]
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+        ],
+    ),
+]
 
 
 def _pad(mats: list[np.ndarray], d: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,8 +54,12 @@ def test_lcg_init_by_hand():
     assert W0.shape == (2, 2) and H0.shape == (2, 3)
     expect = [0.5 + 0.25 * (r - 0.5) + 1e-6 for r in (0.2523451748, 0.0881250454, 0.5772811984)]
     np.testing.assert_allclose(W0.ravel()[:3], expect, atol=1e-9)
-    np.testing.assert_allclose(W0.ravel()[:3], [0.4380872937, 0.3970322614, 0.5193212996], atol=1e-9)
-    assert bme_init(1, 1, 1, 0.0)[0][0, 0] == pytest.approx(abs(0.1 + 0.05 * (0.2523451748 - 0.5)) + 1e-6)
+    np.testing.assert_allclose(
+        W0.ravel()[:3], [0.4380872937, 0.3970322614, 0.5193212996], atol=1e-9
+    )
+    assert bme_init(1, 1, 1, 0.0)[0][0, 0] == pytest.approx(
+        abs(0.1 + 0.05 * (0.2523451748 - 0.5)) + 1e-6
+    )
 
 
 def test_batched_init_matches_bme_init():
@@ -59,15 +72,16 @@ def test_batched_init_matches_bme_init():
         W0, H0 = bme_init(len(a), int(k[b]), 5, a.mean())
         np.testing.assert_allclose(W[b, : len(a), : k[b]].numpy(), W0, rtol=1e-12)
         np.testing.assert_allclose(H[b, : k[b]].numpy(), H0, rtol=1e-12)
-        assert not W[b, len(a):].any() and not W[b, :, k[b]:].any() and not H[b, k[b]:].any()
+        assert not W[b, len(a) :].any() and not W[b, :, k[b] :].any() and not H[b, k[b] :].any()
     assert info.n_iter.tolist() == [0, 0, 0]
 
 
 def test_nmf_exact_factorisable_4x3():
     # rank 2: row3 = row1 + row2, row4 = 2·row1 + row2
     V = np.array([[1.0, 0, 1], [0, 1, 1], [1, 1, 2], [2, 1, 3]])
-    W, H, info = nmf_batched(torch.tensor(V)[None], torch.tensor([4]), torch.tensor([2]), max_iter=5000,
-                             tol=1e-3)
+    W, H, info = nmf_batched(
+        torch.tensor(V)[None], torch.tensor([4]), torch.tensor([2]), max_iter=5000, tol=1e-3
+    )
     assert info.rel_error.item() < 1e-3
     assert info.converged.item() and info.n_iter.item() % 10 == 0 and info.n_iter.item() < 5000
     np.testing.assert_allclose((W[0] @ H[0]).numpy(), V, atol=5e-3)
@@ -107,8 +121,14 @@ def test_nmf_error_close_to_sklearn():
         k = min(15, m)
         V = np.abs(_unit(rng.standard_normal((m, 384))))
         ours.append(nmf_reference(V, k)[3])
-        model = NMF(n_components=k, solver="mu", beta_loss="frobenius", init="random", random_state=0,
-                    max_iter=100)
+        model = NMF(
+            n_components=k,
+            solver="mu",
+            beta_loss="frobenius",
+            init="random",
+            random_state=0,
+            max_iter=100,
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             Ws = model.fit_transform(V)
@@ -129,7 +149,9 @@ def test_novelty_hand_checked():
     # Two identical topics → p = [½, ½], entropy = ln 2 → depth 0, coverage 2 (both > 0.5/2).
     H2 = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]], dtype=F64)
     out = novelty_batched(H2, torch.tensor([2]), torch.tensor([[1.0, 0.0]], dtype=F64))
-    assert out["p"][0].tolist() == [0.5, 0.5] and out["novelty"].item() == pytest.approx(0.0, abs=1e-12)
+    assert out["p"][0].tolist() == [0.5, 0.5] and out["novelty"].item() == pytest.approx(
+        0.0, abs=1e-12
+    )
     assert out["semantic_depth"].item() == pytest.approx(0.0, abs=1e-12)
     assert out["topic_coverage"].item() == 2
     # All mass on one topic: logits H·q = (25, 0) → p = (1 − ε, ε), ε = 1/(1 + e²⁵) ≈ 1.4e-11;
@@ -160,7 +182,9 @@ def test_novelty_gate_span_vs_orthogonal():
         q_out[0, 20] = scale
         out = novelty_batched(H, k, q_out)
         assert out["p"][0].tolist() == pytest.approx([1 / 6] * 6)
-        assert out["novelty"].item() == pytest.approx(math.sqrt(1 + (mean_h / scale) ** 2), rel=1e-12)
+        assert out["novelty"].item() == pytest.approx(
+            math.sqrt(1 + (mean_h / scale) ** 2), rel=1e-12
+        )
         assert out["novelty"].item() >= 1.0
     assert out["novelty"].item() == pytest.approx(1.0, abs=0.01)
 
@@ -214,7 +238,7 @@ def test_fista_batched_equals_reference_and_span_residual():
         ar, rr = fista_reference(a, q[b].numpy())
         np.testing.assert_allclose(alpha[b, : len(a)].numpy(), ar, rtol=1e-6, atol=1e-10)
         np.testing.assert_allclose(r[b].numpy(), rr, rtol=1e-6, atol=1e-10)
-        assert not alpha[b, len(a):].any()
+        assert not alpha[b, len(a) :].any()
     # BME's own check: a query inside the span of the basis leaves a residual < 0.2.
     basis = _unit(rng.standard_normal((4, 48)))
     q_in = _unit(basis[0] + 0.5 * basis[1])
@@ -248,5 +272,9 @@ def test_device_parity(device):
             _, Hr, _, _ = nmf_reference(Va, min(15, len(a)))
             ref = novelty_reference(Hr, np.abs(q[b].numpy()))["novelty"]
             assert nov[b].item() == pytest.approx(ref, rel=tol, abs=tol)
-            np.testing.assert_allclose(res[b].cpu().double().numpy(), fista_reference(a, q[b].numpy())[1],
-                                       rtol=tol, atol=tol)
+            np.testing.assert_allclose(
+                res[b].cpu().double().numpy(),
+                fista_reference(a, q[b].numpy())[1],
+                rtol=tol,
+                atol=tol,
+            )

@@ -2,6 +2,7 @@
 option file of every stage's group, the composed keys are exactly the dataclass's fields, so a
 field without a YAML default, or a YAML key no stage reads, fails here; an unknown or a missing
 key is a ConfigError naming it."""
+
 import pytest
 
 from pipeline.errors import ConfigError
@@ -17,9 +18,21 @@ from pipeline.stages.scope_policy import ScopeParams
 from pipeline.stages.select import SelectParams
 from pipeline.stages.signals import SignalsParams
 
-PARAMS = [DenseParams, LexicalParams, GraphParams, HubParams, DiffusionParams, SignalsParams, ScopeParams,
-          SelectParams, NoveltyParams, CooccurParams]
-OPTIONS = [(cls, path.stem) for cls in PARAMS for path in sorted((CONF_DIR / cls.GROUP).glob("*.yaml"))]
+PARAMS = [
+    DenseParams,
+    LexicalParams,
+    GraphParams,
+    HubParams,
+    DiffusionParams,
+    SignalsParams,
+    ScopeParams,
+    SelectParams,
+    NoveltyParams,
+    CooccurParams,
+]
+OPTIONS = [
+    (cls, path.stem) for cls in PARAMS for path in sorted((CONF_DIR / cls.GROUP).glob("*.yaml"))
+]
 
 
 @pytest.mark.parametrize(("cls", "option"), OPTIONS, ids=[f"{c.__name__}-{o}" for c, o in OPTIONS])
@@ -32,7 +45,13 @@ def test_every_option_file_gives_exactly_the_dataclass_fields(cls, option):
 
 def test_defaults_come_from_the_yaml_and_overrides_apply():
     p = DiffusionParams.defaults("ppr", seed_k=3)
-    assert (p.method, p.damping, p.keep, p.seed_k, p.steps) == ("ppr", 0.5, 500, 3, 2)  # conf/diffuse/{base,ppr}.yaml
+    assert (p.method, p.damping, p.keep, p.seed_k, p.steps) == (
+        "ppr",
+        0.5,
+        500,
+        3,
+        2,
+    )  # conf/diffuse/{base,ppr}.yaml
     assert SelectParams.defaults("dpp").method == "dpp" and SelectParams.defaults().sort_by == ()
 
 

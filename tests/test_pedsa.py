@@ -1,6 +1,7 @@
 """PEDSA: hand-computed chain, ties, and parity with the literal per-query reference on inputs that
 reach every code path (sparse frontier: long rows, ties, inhibitory edges, empty seeds, sparse
 input, large query blocks)."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -139,11 +140,10 @@ def test_pedsa_large_block_equals_small_blocks_and_reference():
     e0 = sp.csc_matrix(_seeds(rng, n, b, 5, [0.5, 1.0, 2.0]))
     kw = dict(decay=0.5, alpha=0.5, top_k=8)
     whole = pedsa(adj, inh, e0, **kw).toarray()
-    parts = np.hstack([pedsa(adj, inh, e0[:, s:s + 7], **kw).toarray() for s in range(0, b, 7)])
+    parts = np.hstack([pedsa(adj, inh, e0[:, s : s + 7], **kw).toarray() for s in range(0, b, 7)])
     np.testing.assert_array_equal(whole, parts)
     for q in rng.choice(b, 25, replace=False):
         col = e0[:, q].toarray().ravel()
         seeds = {int(i): float(col[i]) for i in np.flatnonzero(col)}
         ref = pedsa_reference(n, normal, inhib, seeds, decay=0.5, alpha=0.5, k=8)
         np.testing.assert_allclose(whole[:, q], ref, atol=1e-12, err_msg=f"query {q}")
-

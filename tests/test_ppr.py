@@ -1,6 +1,7 @@
 """Personalised PageRank, restricted to the seeds' components: parity with networkx and igraph on
 every code path (several components, isolated and dangling seeds, dense and per-pair solvers, tiny
 chunks), sparse input, and a query's result independent of its batch."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -17,16 +18,24 @@ def test_ppr_matches_networkx():
     g = nx.DiGraph()
     g.add_nodes_from(range(5))
     g.add_weighted_edges_from(edges)
-    adj = sp.csr_matrix((np.array([w for *_, w in edges]), ([a for a, *_ in edges], [b for _, b, _ in edges])),
-                        shape=(5, 5))
+    adj = sp.csr_matrix(
+        (np.array([w for *_, w in edges]), ([a for a, *_ in edges], [b for _, b, _ in edges])),
+        shape=(5, 5),
+    )
     pers = np.zeros((5, 2))
     pers[0, 0] = 1.0
     pers[[1, 3], 1] = 0.5
     got, info = ppr(adj, pers, damping=0.5, tol=1e-12, max_iter=500)
     assert info.converged
     for q in range(2):
-        ref = nx.pagerank(g, alpha=0.5, personalization={i: pers[i, q] for i in range(5)},
-                          dangling={i: pers[i, q] for i in range(5)}, tol=1e-14, max_iter=1000)
+        ref = nx.pagerank(
+            g,
+            alpha=0.5,
+            personalization={i: pers[i, q] for i in range(5)},
+            dangling={i: pers[i, q] for i in range(5)},
+            tol=1e-14,
+            max_iter=1000,
+        )
         assert got[:, q] == pytest.approx([ref[i] for i in range(5)], abs=1e-8)
 
 
@@ -54,7 +63,7 @@ def test_ppr_components_match_networkx(monkeypatch, directed, paths):
     rng = np.random.default_rng(11)
     adj, n = _components_graph(rng, directed)
     if paths == "all-pairs":
-        monkeypatch.setattr(ppr_module, "DENSE_WORK", 10 ** 12)
+        monkeypatch.setattr(ppr_module, "DENSE_WORK", 10**12)
     elif paths == "all-dense":
         monkeypatch.setattr(ppr_module, "DENSE_MIN", 1)
         monkeypatch.setattr(ppr_module, "DENSE_WORK", 0)
@@ -75,7 +84,9 @@ def test_ppr_components_match_networkx(monkeypatch, directed, paths):
     np.testing.assert_allclose(got.sum(axis=0), (pers.sum(axis=0) > 0).astype(float), atol=1e-9)
     for q in rng.choice(b, 12, replace=False):
         if pers[:, q].any():
-            np.testing.assert_allclose(got[:, q], ppr_networkx(adj, pers[:, q]), atol=1e-9, err_msg=f"query {q}")
+            np.testing.assert_allclose(
+                got[:, q], ppr_networkx(adj, pers[:, q]), atol=1e-9, err_msg=f"query {q}"
+            )
 
 
 def test_ppr_sparse_and_dense_personalization_agree_float32():
@@ -109,9 +120,16 @@ def test_ppr_matches_igraph_on_weighted_undirected_graph():
     pers /= pers.sum(axis=0)
     got, _ = ppr(adj, pers, damping=0.5, tol=1e-12, max_iter=500)
     for q in range(20):
-        ref = np.asarray(g.personalized_pagerank(vertices=range(n), directed=False, damping=0.5,
-                                                 reset=pers[:, q].tolist(), weights="weight",
-                                                 implementation="prpack"))
+        ref = np.asarray(
+            g.personalized_pagerank(
+                vertices=range(n),
+                directed=False,
+                damping=0.5,
+                reset=pers[:, q].tolist(),
+                weights="weight",
+                implementation="prpack",
+            )
+        )
         np.testing.assert_allclose(got[:, q], ref / ref.sum(), atol=1e-6)
 
 
@@ -129,8 +147,14 @@ def test_ppr_result_of_a_query_does_not_depend_on_its_batch(n, nnz):
         pers[s, j] = rng.uniform(0.1, 1, 5)
     pers /= pers.sum(0)
     full, info = ppr(a, pers, damping=0.5, tol=1e-6)
-    single = np.concatenate([ppr(a, pers[:, [j]], damping=0.5, tol=1e-6)[0] for j in range(40)], axis=1)
-    halves = np.concatenate([ppr(a, pers[:, :17], damping=0.5, tol=1e-6)[0],
-                             ppr(a, pers[:, 17:], damping=0.5, tol=1e-6)[0]], axis=1)
+    single = np.concatenate(
+        [ppr(a, pers[:, [j]], damping=0.5, tol=1e-6)[0] for j in range(40)], axis=1
+    )
+    halves = np.concatenate(
+        [
+            ppr(a, pers[:, :17], damping=0.5, tol=1e-6)[0],
+            ppr(a, pers[:, 17:], damping=0.5, tol=1e-6)[0],
+        ],
+        axis=1,
+    )
     assert info.converged and np.array_equal(full, single) and np.array_equal(full, halves)
-

@@ -1,5 +1,6 @@
 """Recall cache (``recall precompute``): hits/misses per key part, byte-stable reruns, equality with
 a plain run, per-scope invalidation."""
+
 import datetime as dt
 import subprocess
 import sys
@@ -19,20 +20,38 @@ def make_data(root, changed: str | None = None, rows=None):
     for c, conv in enumerate(SCOPES):
         for i in range(12):
             text = " ".join(WORDS[(i + j + c) % len(WORDS)] for j in range(5)) + f" turn {conv} {i}"
-            nodes.append({"node_id": f"{conv}-{i:02d}", "text": text, "doc_id": f"{conv}/s{i // 6}", "seq": i % 6,
-                          "created_at": t0 + dt.timedelta(hours=c * 24 + i)})
+            nodes.append(
+                {
+                    "node_id": f"{conv}-{i:02d}",
+                    "text": text,
+                    "doc_id": f"{conv}/s{i // 6}",
+                    "seq": i % 6,
+                    "created_at": t0 + dt.timedelta(hours=c * 24 + i),
+                }
+            )
     if changed:
         for n in nodes:
             if n["node_id"] == changed:
                 n["text"] = "zulu yankee whiskey alpha bravo changed"
-    queries = [{"query_id": f"q-{conv}-{j}", "text": f"{WORDS[j * 3 + c]} {WORDS[j + 5]} turn", "doc_scope": [conv]}
-               for c, conv in enumerate(SCOPES) for j in range(2)]
-    queries += [{"query_id": f"q-all-{j}", "text": f"{WORDS[j]} {WORDS[j + 7]}", "doc_scope": None} for j in range(2)]
+    queries = [
+        {
+            "query_id": f"q-{conv}-{j}",
+            "text": f"{WORDS[j * 3 + c]} {WORDS[j + 5]} turn",
+            "doc_scope": [conv],
+        }
+        for c, conv in enumerate(SCOPES)
+        for j in range(2)
+    ]
+    queries += [
+        {"query_id": f"q-all-{j}", "text": f"{WORDS[j]} {WORDS[j + 7]}", "doc_scope": None}
+        for j in range(2)
+    ]
     edges = [{"src": "c1-00", "dst": "c1-07"}, {"src": "c2-03", "dst": "c2-10"}]
     root.mkdir(parents=True, exist_ok=True)
     pl.DataFrame(nodes).write_parquet(root / "nodes.parquet")
-    pl.DataFrame(queries, schema={"query_id": pl.String, "text": pl.String, "doc_scope": pl.List(pl.String)}
-                 ).write_parquet(root / "queries.parquet")
+    pl.DataFrame(
+        queries, schema={"query_id": pl.String, "text": pl.String, "doc_scope": pl.List(pl.String)}
+    ).write_parquet(root / "queries.parquet")
     pl.DataFrame(edges).write_parquet(root / "edges.parquet")
     return root
 
@@ -42,14 +61,26 @@ def setup(tmp_path, compose):
     data = make_data(tmp_path / "data")
 
     def cfg(*extra):
-        return compose(["data=parquet", f"data.path={data}", "embed=hashing", "preset=best", "k=5", *extra,
-                        f"cache_dir={tmp_path / 'cache'}"])
+        return compose(
+            [
+                "data=parquet",
+                f"data.path={data}",
+                "embed=hashing",
+                "preset=best",
+                "k=5",
+                *extra,
+                f"cache_dir={tmp_path / 'cache'}",
+            ]
+        )
 
     return data, cfg
 
 
 def _parts(tmp_path):
-    return {p: p.read_bytes() for p in sorted((tmp_path / "cache" / "recall").glob("scope=*/data.parquet"))}
+    return {
+        p: p.read_bytes()
+        for p in sorted((tmp_path / "cache" / "recall").glob("scope=*/data.parquet"))
+    }
 
 
 def _cached(tmp_path):
@@ -87,8 +118,11 @@ def test_changed_node_invalidates_only_its_scope(setup, tmp_path):
     assert len(res["rewritten"]) == 2 and "all" in res["rewritten"]
     after = _parts(tmp_path)
     assert [p for p in before if before[p] != after[p]] == sorted(
-        p for p in before if p.parent.name.split("=")[1] in res["rewritten"])
-    runner.run(cfg("report=false"), tmp_path / "plain")  # the merged cache equals a run on the new data
+        p for p in before if p.parent.name.split("=")[1] in res["rewritten"]
+    )
+    runner.run(
+        cfg("report=false"), tmp_path / "plain"
+    )  # the merged cache equals a run on the new data
     plain = pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"])
     assert _cached(tmp_path).equals(plain)
 
@@ -111,7 +145,9 @@ def test_in_run_signals_and_knn_no_longer_invalidate_every_scope(setup, tmp_path
     res = precompute.precompute(cfg(*extra))
     assert (res["hits"], res["misses"]) == (4, 4)
     runner.run(cfg(*extra, "report=false"), tmp_path / "plain")
-    assert _cached(tmp_path).equals(pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"]))
+    assert _cached(tmp_path).equals(
+        pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"])
+    )
 
 
 def test_config_now_is_part_of_the_recipe(setup, tmp_path):
@@ -133,8 +169,19 @@ def test_removed_query_drops_its_entry(setup, tmp_path):
 
 def test_cli_last_line(setup, tmp_path):
     data, _cfg = setup
-    args = [sys.executable, "-m", "pipeline.cli", "precompute", "data=parquet", f"data.path={data}", "embed=hashing",
-            "device=cpu", "k=5", f"cache_dir={tmp_path / 'cache'}", f"out_dir={tmp_path / 'o'}"]
+    args = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "precompute",
+        "data=parquet",
+        f"data.path={data}",
+        "embed=hashing",
+        "device=cpu",
+        "k=5",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"out_dir={tmp_path / 'o'}",
+    ]
     out = subprocess.run(args, capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "cache: 0 hits, 8 misses"
     out = subprocess.run(args, capture_output=True, text=True, check=True)

@@ -12,6 +12,7 @@ Graph (ids sort as n0 < n1 < … < n9, so node index = the digit):
     d4: n8 "lemon" ─0.2─ n9 "mango"
 A viewer-less query sees N = 8 nodes (n4 archived, n5 invisible).
 """
+
 import datetime as dt
 import hashlib
 import math
@@ -29,28 +30,50 @@ Q = {"apple": "q0", "banana": "q1", "lemon": "q2", "the": "q3", "bob": "q4", "sc
 
 
 def _dataset(**extra_node_cols) -> Dataset:
-    nodes = pl.DataFrame({
-        "node_id": [f"n{i}" for i in range(10)],
-        "text": ["apple", "apple banana", "cherry apple banana", "grape", "apple", "apple", "kiwi", "the melon",
-                 "lemon", "mango"],
-        "doc_id": ["d1", "d1", "d1", "d2", "d3", "d3", "d2", "d2", "d4", "d4"],
-        "seq": [0, 1, 2, 0, 0, 1, 1, 2, 0, 1],
-        "importance": [8.0, None, 2.0, None, None, None, None, None, None, None],
-        "created_at": [NOW - dt.timedelta(days=1), NOW - dt.timedelta(days=30)] + [None] * 8,
-        "archived": [False] * 4 + [True] + [False] * 5,
-        "visibility": [None] * 5 + [["bob"]] + [None] * 4,
-        **extra_node_cols,
-    }, schema_overrides={"importance": pl.Float32, "created_at": TS})
-    edges = pl.DataFrame({"src": ["n3"], "dst": ["n0"], "weight": [1.0]}, schema_overrides={"weight": pl.Float32})
-    queries = pl.DataFrame({"query_id": list(Q.values()),
-                            "text": ["apple", "banana", "lemon", "the", "apple", "apple"],
-                            "viewer": [None, None, None, None, "bob", None],
-                            "doc_scope": [None] * 5 + [["d1"]],
-                            "now": [NOW] * 6}, schema_overrides={"now": TS})
+    nodes = pl.DataFrame(
+        {
+            "node_id": [f"n{i}" for i in range(10)],
+            "text": [
+                "apple",
+                "apple banana",
+                "cherry apple banana",
+                "grape",
+                "apple",
+                "apple",
+                "kiwi",
+                "the melon",
+                "lemon",
+                "mango",
+            ],
+            "doc_id": ["d1", "d1", "d1", "d2", "d3", "d3", "d2", "d2", "d4", "d4"],
+            "seq": [0, 1, 2, 0, 0, 1, 1, 2, 0, 1],
+            "importance": [8.0, None, 2.0, None, None, None, None, None, None, None],
+            "created_at": [NOW - dt.timedelta(days=1), NOW - dt.timedelta(days=30)] + [None] * 8,
+            "archived": [False] * 4 + [True] + [False] * 5,
+            "visibility": [None] * 5 + [["bob"]] + [None] * 4,
+            **extra_node_cols,
+        },
+        schema_overrides={"importance": pl.Float32, "created_at": TS},
+    )
+    edges = pl.DataFrame(
+        {"src": ["n3"], "dst": ["n0"], "weight": [1.0]}, schema_overrides={"weight": pl.Float32}
+    )
+    queries = pl.DataFrame(
+        {
+            "query_id": list(Q.values()),
+            "text": ["apple", "banana", "lemon", "the", "apple", "apple"],
+            "viewer": [None, None, None, None, "bob", None],
+            "doc_scope": [None] * 5 + [["d1"]],
+            "now": [NOW] * 6,
+        },
+        schema_overrides={"now": TS},
+    )
     return Dataset("tiny", nodes, queries, edges)
 
 
-def _run(compose, tmp_path, preset: str, *overrides: str, ds: Dataset | None = None) -> pl.DataFrame:
+def _run(
+    compose, tmp_path, preset: str, *overrides: str, ds: Dataset | None = None
+) -> pl.DataFrame:
     cfg = compose([f"preset={preset}", "embed=hashing", "k=10", "report=false", *overrides])
     out = tmp_path / preset
     runner.run(cfg, out, dataset=ds or _dataset())
@@ -65,16 +88,30 @@ def _score(rec: pl.DataFrame, key: str, node: str, col: str = "score") -> float:
     return _q(rec, key).filter(pl.col("node_id") == node)[col].item()
 
 
-def bm25(tf: float, n: int, df: int, dl: float, avgdl: float, k1: float, b: float, idf: str) -> float:
+def bm25(
+    tf: float, n: int, df: int, dl: float, avgdl: float, k1: float, b: float, idf: str
+) -> float:
     """BM25 of one term, written out: lucene (bm25s) or SQLite FTS5 (OKS)."""
     if idf == "lucene":
         return math.log(1 + (n - df + 0.5) / (df + 0.5)) * tf / (tf + k1 * (1 - b + b * dl / avgdl))
-    return max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+    return (
+        max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)
+        * tf
+        * (k1 + 1)
+        / (tf + k1 * (1 - b + b * dl / avgdl))
+    )
 
 
 def test_hashing_features_of_the_tiny_words_do_not_collide():
-    feats = "apple banana cherry grape kiwi the melon lemon mango".split() + ["apple banana", "cherry apple", "the melon"]
-    buckets = {int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "little") % 384 for f in feats}
+    feats = "apple banana cherry grape kiwi the melon lemon mango".split() + [
+        "apple banana",
+        "cherry apple",
+        "the melon",
+    ]
+    buckets = {
+        int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "little") % 384
+        for f in feats
+    }
     assert len(buckets) == len(feats)
 
 
@@ -100,7 +137,9 @@ def test_bm25_preset_lucene_scores(compose, tmp_path):
     # ln(1 + 5.5/3.5) / (1 + 1.5·(0.25 + 0.75·dl/1.375)) for dl = 1, 2, 3
     assert want == pytest.approx([0.430635, 0.313633, 0.246625], abs=1e-6)
     q = _q(rec, "apple")
-    assert q["node_id"].to_list() == ["n0", "n1", "n2"] and q["score"].to_list() == pytest.approx(want, rel=1e-5)
+    assert q["node_id"].to_list() == ["n0", "n1", "n2"] and q["score"].to_list() == pytest.approx(
+        want, rel=1e-5
+    )
     assert _q(rec, "the").height == 0  # a stopword-only query finds nothing
 
 
@@ -111,7 +150,9 @@ def test_oks_preset_fts5_scores(compose, tmp_path):
     want = [bm25(1, 8, 2, dl, 1.5, 1.2, 0.75, "fts5") for dl in (2, 3)]
     assert want == pytest.approx([0.840850, 0.678104], abs=1e-6)
     q = _q(rec, "banana")
-    assert q["node_id"].to_list() == ["n1", "n2"] and q["score"].to_list() == pytest.approx(want, rel=1e-5)
+    assert q["node_id"].to_list() == ["n1", "n2"] and q["score"].to_list() == pytest.approx(
+        want, rel=1e-5
+    )
     # df(apple) = 3 of 8: ln(5.5/3.5) > 0, no floor; "the" is a term here (n7)
     assert _q(rec, "the")["node_id"].to_list() == ["n7"]
 
@@ -147,7 +188,9 @@ def test_hipporag_preset_seed_without_edges_keeps_its_mass(compose, tmp_path):
     assert q["node_id"].to_list()[0] == "n8"
     assert _score(rec, "lemon", "n8", "graph") == pytest.approx(1.0, abs=1e-5)
     assert _score(rec, "lemon", "n8") == pytest.approx(0.001 + 1.0, abs=1e-5)
-    assert _score(rec, "lemon", "n9", "graph") == 0.0  # a dense candidate (cosine 0) that PPR never reaches
+    assert (
+        _score(rec, "lemon", "n9", "graph") == 0.0
+    )  # a dense candidate (cosine 0) that PPR never reaches
 
 
 def test_hipporag_preset_ppr_through_entity_nodes(compose, tmp_path):
@@ -157,13 +200,15 @@ def test_hipporag_preset_ppr_through_entity_nodes(compose, tmp_path):
     The expected PPR solves x = (1 − d)·r + d·Pᵀx over the six nodes (P = row-normalised weights)."""
     import numpy as np
 
-    nodes = pl.DataFrame({"node_id": ["a", "b", "c"], "text": ["Alice met Bob.", "Bob likes tea.", "Carol sings."]})
+    nodes = pl.DataFrame(
+        {"node_id": ["a", "b", "c"], "text": ["Alice met Bob.", "Bob likes tea.", "Carol sings."]}
+    )
     queries = pl.DataFrame({"query_id": ["q"], "text": ["Bob"]})
     rec = _run(compose, tmp_path, "hipporag", ds=Dataset("ents", nodes, queries, None))
     dense = dict(zip(rec["node_id"], rec["dense"]))
     order = ["a", "b", "c", "alice", "bob", "carol"]
     w = np.zeros((6, 6))
-    for u, e, x in [("a", "alice", 1), ("a", "bob", .5), ("b", "bob", .5), ("c", "carol", 1)]:
+    for u, e, x in [("a", "alice", 1), ("a", "bob", 0.5), ("b", "bob", 0.5), ("c", "carol", 1)]:
         i, j = order.index(u), order.index(e)
         w[i, j] = w[j, i] = x
     r = np.array([max(dense.get(u, 0.0), 0.0) for u in "abc"] + [0, 0, 0])
@@ -208,10 +253,12 @@ def test_bme_preset_hybrid_scores(compose, tmp_path):
 def test_bme_preset_with_scope_and_story_columns(compose, tmp_path):
     """n3 is Ann's POV memory, every other node objective without a region (global); n0 lies in the
     active story segment 4, n1 in segment 9 (future → dropped), the rest are undated."""
-    ds = _dataset(scope_layer=["objective"] * 3 + ["pov"] + ["objective"] * 6,
-                  scope_owner_type=[None] * 3 + ["character"] + [None] * 6,
-                  scope_owner=[None] * 3 + ["Ann"] + [None] * 6,
-                  story_time=[4, 9] + [None] * 8)
+    ds = _dataset(
+        scope_layer=["objective"] * 3 + ["pov"] + ["objective"] * 6,
+        scope_owner_type=[None] * 3 + ["character"] + [None] * 6,
+        scope_owner=[None] * 3 + ["Ann"] + [None] * 6,
+        story_time=[4, 9] + [None] * 8,
+    )
     ds.queries = ds.queries.with_columns(active_owners=pl.lit(["ann"]), story_segment=pl.lit(4))
     rec = _run(compose, tmp_path, "bme", "select=topk", ds=ds)
     q = _q(rec, "apple")
@@ -219,16 +266,29 @@ def test_bme_preset_with_scope_and_story_columns(compose, tmp_path):
     # n3: characterPov 1.25 × undated 0.88; n0: objectiveGlobal 0.75 × current 1.15
     assert _score(rec, "apple", "n3") == pytest.approx(n3 * 1.25 * 0.88, abs=1e-5)
     assert _score(rec, "apple", "n0") == pytest.approx(n0 * 0.75 * 1.15, abs=1e-5)
-    assert (_score(rec, "apple", "n3", "bme_scope"), _score(rec, "apple", "n0", "bme_story_time")) == (1.25, 1.15)
+    assert (
+        _score(rec, "apple", "n3", "bme_scope"),
+        _score(rec, "apple", "n0", "bme_story_time"),
+    ) == (1.25, 1.15)
     # lexicographic: scope priority 5 (n3) first although its score is lower; then among the global
     # nodes story priority current (n0) before undated; n1 is future without a future cue → dropped
     assert q["node_id"].to_list()[:2] == ["n3", "n0"] and "n1" not in q["node_id"].to_list()
-    assert q["scope_priority"].to_list()[:2] == [5, 1] and q["story_priority"].to_list()[:2] == [3, 5]
+    assert q["scope_priority"].to_list()[:2] == [5, 1] and q["story_priority"].to_list()[:2] == [
+        3,
+        5,
+    ]
 
 
 def test_bme_preset_cooccurrence_boost(compose, tmp_path):
-    rec = _run(compose, tmp_path, "bme", "select=topk", "cooccur.enabled=true",
-               "cooccur.require_title=false", "cooccur.exclude_types=[]")
+    rec = _run(
+        compose,
+        tmp_path,
+        "bme",
+        "select=topk",
+        "cooccur.enabled=true",
+        "cooccur.require_title=false",
+        "cooccur.exclude_types=[]",
+    )
     # d1 = one batch {n0, n1, n2}: every pair counted once. Anchors (no titles → no exact anchors):
     # the positive dense hits n0 (1), n1 (1/√3), n2 (1/√5). n0 gets ln2·0.1·(1/√3 + 1/√5) on top of
     # its graph energy 1; n3 (d2) is in no batch with an anchor → no bonus.
@@ -240,6 +300,7 @@ def test_bme_preset_cooccurrence_boost(compose, tmp_path):
 
 # ---- BME fidelity rows (docs/presets.md, "bme" table) ----
 
+
 def test_bme_preset_constants_match_the_spec(compose):
     cfg = compose(["preset=bme"])
     # vector prefilter: top 20 per query text, cosine > 0, merged by max, max(2·20, 24) = 40 kept
@@ -250,9 +311,18 @@ def test_bme_preset_constants_match_the_spec(compose):
     cap = InjectParams(format="bme", max_nodes=cfg.inject.max_nodes).get("max_nodes")
     assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 30, 3, 12)
     # createEdge strength 0.8; temporal link 0.2; cross recall off (BME retriever's fallback)
-    assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.cross_recall.enabled) == (0.8, 0.2, False)
+    assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.cross_recall.enabled) == (
+        0.8,
+        0.2,
+        False,
+    )
     assert (cfg.anchors.energy, cfg.cross_recall.mult) == (2.0, 1.5)
-    assert (cfg.diffuse.steps, cfg.diffuse.decay, cfg.diffuse.alpha, cfg.diffuse.top_k) == (2, 0.6, 0.15, 100)
+    assert (cfg.diffuse.steps, cfg.diffuse.decay, cfg.diffuse.alpha, cfg.diffuse.top_k) == (
+        2,
+        0.6,
+        0.15,
+        100,
+    )
 
 
 def test_bme_vector_hits_only_positive_and_diffusion_only_nodes_get_vector_0(compose, tmp_path):
@@ -277,7 +347,9 @@ def test_bme_edge_without_weight_weighs_0_8(compose, tmp_path):
     ds = _dataset()
     ds.edges = ds.edges.with_columns(weight=pl.lit(None, dtype=pl.Float32))
     rec = _run(compose, tmp_path, "bme", ds=ds)
-    assert _score(rec, "apple", "n3", "graph") == pytest.approx(1.0 * 0.8 * 0.6 * 0.85, abs=1e-6)  # 0.408
+    assert _score(rec, "apple", "n3", "graph") == pytest.approx(
+        1.0 * 0.8 * 0.6 * 0.85, abs=1e-6
+    )  # 0.408
     one = _run(compose, tmp_path / "w1", "bme", "graph.default_weight=1.0", ds=ds)
     assert _score(one, "apple", "n3", "graph") == pytest.approx(0.51, abs=1e-6)
 
@@ -286,18 +358,34 @@ def test_bme_cross_recall_walks_stored_edges_to_events_only():
     from pipeline.stages import anchors
 
     # Ann (character) ─0.5 stored─ b (event); Ann ─0.2 temporal chain─ c (event); Ann ─0.9 stored─ d (character)
-    nodes = pl.DataFrame({"node_id": ["a", "b", "c", "d"], "text": ["x"] * 4, "title": ["Ann", "B", "C", "D"],
-                          "type": ["character", "event", "event", "character"]})
+    nodes = pl.DataFrame(
+        {
+            "node_id": ["a", "b", "c", "d"],
+            "text": ["x"] * 4,
+            "title": ["Ann", "B", "C", "D"],
+            "type": ["character", "event", "event", "character"],
+        }
+    )
     queries = pl.DataFrame({"query_id": ["q"], "text": ["where is Ann"]})
-    edges = pl.DataFrame({"src": [0, 0, 0], "dst": [1, 2, 3], "weight": [0.5, 0.2, 0.9], "inhibit": [False] * 3,
-                          "relation": ["edge", "temporal", "edge"]})
+    edges = pl.DataFrame(
+        {
+            "src": [0, 0, 0],
+            "dst": [1, 2, 3],
+            "weight": [0.5, 0.2, 0.9],
+            "inhibit": [False] * 3,
+            "relation": ["edge", "temporal", "edge"],
+        }
+    )
     found = anchors.find(nodes, queries)
     assert found.select("node_idx", "energy").rows() == [(0, 2.0)]
     # only b: c is reached over the temporal chain, d is no event; energy 1.5 · 0.5
-    assert anchors.cross(found, edges, nodes, queries).select("node_idx", "energy").rows() == [(1, 0.75)]
+    assert anchors.cross(found, edges, nodes, queries).select("node_idx", "energy").rows() == [
+        (1, 0.75)
+    ]
 
 
 # ---- ReMe fidelity rows: `reme` = search_step (the code), `reme_design` = the design document ----
+
 
 def test_reme_candidates_min_200_or_5_per_result(compose):
     for k, want in ((10, 50), (40, 200), (50, 200)):
@@ -305,7 +393,12 @@ def test_reme_candidates_min_200_or_5_per_result(compose):
             cfg = compose([f"preset={preset}", f"k={k}"])
             assert (cfg.dense.candidates, cfg.lexical.candidates) == (want, want)
     cfg = compose(["preset=reme"])
-    assert (cfg.lexical.k1, cfg.lexical.b, cfg.lexical.idf, cfg.lexical.dedupe_query_terms) == (1.5, 0.75, "reme", True)
+    assert (cfg.lexical.k1, cfg.lexical.b, cfg.lexical.idf, cfg.lexical.dedupe_query_terms) == (
+        1.5,
+        0.75,
+        "reme",
+        True,
+    )
     assert (cfg.fuse.k, cfg.fuse.weights.dense, cfg.fuse.weights.lexical) == (60, 0.7, 0.3)
 
 
@@ -313,9 +406,13 @@ def test_reme_bm25_only_keeps_raw_scores_with_the_k1_plus_1_factor(compose, tmp_
     # ReMe's default config has no embedding store: BM25 alone, raw scores, tf·(k1+1)/(tf + k1·norm)
     rec = _run(compose, tmp_path, "reme", "channels=[lexical]")
     want = [2.5 * bm25(1, 8, 3, dl, 11 / 8, 1.5, 0.75, "lucene") for dl in (1, 2, 3)]
-    assert want == pytest.approx([1.076588, 0.784081, 0.616562], abs=1e-6)  # 2.5 × the bm25 preset values
+    assert want == pytest.approx(
+        [1.076588, 0.784081, 0.616562], abs=1e-6
+    )  # 2.5 × the bm25 preset values
     q = _q(rec, "apple")
-    assert q["node_id"].to_list() == ["n0", "n1", "n2"] and q["score"].to_list() == pytest.approx(want, rel=1e-5)
+    assert q["node_id"].to_list() == ["n0", "n1", "n2"] and q["score"].to_list() == pytest.approx(
+        want, rel=1e-5
+    )
 
 
 def _reme_design(compose, tmp_path, ds):
@@ -331,7 +428,9 @@ def test_reme_design_factors_per_path_merge_and_k_in_paths(compose, tmp_path):
     n0 = 1 / 61 * (1 + 0.15 * math.log(2)) * 1.2 * math.exp(-1 / 60)
     n1, n2 = 1 / 62 * 1.2 * math.exp(-0.5), 1 / 63 * 1.2
     n3, n6 = 0.7 / 64 * 1.2, 0.7 / 65
-    assert (n0, n1, n2, n3, n6) == pytest.approx((0.021358, 0.011739, 0.019048, 0.013125, 0.010769), abs=1e-6)
+    assert (n0, n1, n2, n3, n6) == pytest.approx(
+        (0.021358, 0.011739, 0.019048, 0.013125, 0.010769), abs=1e-6
+    )
     rec = _reme_design(compose, tmp_path, _dataset())
     q = _q(rec, "apple")
     # per path ≤ 2 chunks (d1: n0, n2; n1 is its third), paths by their best chunk, k = 2 paths (d1, d2)
@@ -340,23 +439,54 @@ def test_reme_design_factors_per_path_merge_and_k_in_paths(compose, tmp_path):
     # n2 last updated 200 days ago: recency_score = e^(−200/60) = 0.036 < 0.15 → archived, not recalled
     ds = _dataset(updated_at=[None, None, NOW - dt.timedelta(days=200)] + [None] * 7)
     ds.nodes = ds.nodes.with_columns(pl.col("updated_at").cast(TS))
-    assert _q(_reme_design(compose, tmp_path / "arch", ds), "apple")["node_id"].to_list() == ["n0", "n1", "n3", "n6"]
+    assert _q(_reme_design(compose, tmp_path / "arch", ds), "apple")["node_id"].to_list() == [
+        "n0",
+        "n1",
+        "n3",
+        "n6",
+    ]
 
 
 # ---- OKS fidelity rows ----
 
+
 def test_oks_preset_constants_match_the_spec(compose):
     cfg = compose(["preset=oks"])
-    assert (cfg.lexical.k1, cfg.lexical.b, cfg.lexical.idf, cfg.lexical.stopwords) == (1.2, 0.75, "fts5", None)
+    assert (cfg.lexical.k1, cfg.lexical.b, cfg.lexical.idf, cfg.lexical.stopwords) == (
+        1.2,
+        0.75,
+        "fts5",
+        None,
+    )
     assert dict(cfg.lexical.field_weights) == {"title": 5.0, "tags": 3.0, "body": 1.0, "code": 0.5}
-    assert list(cfg.channels) == ["lexical"] and dict(cfg.score.terms) == {"fused": 1.0, "graph": 0.0, "residual": 0.0}
+    assert list(cfg.channels) == ["lexical"] and dict(cfg.score.terms) == {
+        "fused": 1.0,
+        "graph": 0.0,
+        "residual": 0.0,
+    }
 
 
 def test_oks_fts5_idf_floor_for_terms_in_half_the_rows(compose, tmp_path):
     # "apple" in 5 of N = 8 visible rows if n6, n7 also say apple: ln((8 − 5 + 0.5)/(5 + 0.5)) < 0 → 1e-6
     ds = _dataset()
-    ds.nodes = ds.nodes.with_columns(text=pl.Series(["apple", "apple banana", "cherry apple banana", "grape", "apple",
-                                                     "apple", "kiwi apple", "the apple", "lemon", "mango"]))
+    ds.nodes = ds.nodes.with_columns(
+        text=pl.Series(
+            [
+                "apple",
+                "apple banana",
+                "cherry apple banana",
+                "grape",
+                "apple",
+                "apple",
+                "kiwi apple",
+                "the apple",
+                "lemon",
+                "mango",
+            ]
+        )
+    )
     rec = _run(compose, tmp_path, "oks", ds=ds)
     # visible lengths 1 2 3 1 2 2 1 1 → avgdl 13/8; n0: 1e-6 · 2.2 / (1 + 1.2·(0.25 + 0.75·1/1.625))
-    assert _score(rec, "apple", "n0") == pytest.approx(1e-6 * 2.2 / (1 + 1.2 * (0.25 + 0.75 / 1.625)), rel=1e-4)
+    assert _score(rec, "apple", "n0") == pytest.approx(
+        1e-6 * 2.2 / (1 + 1.2 * (0.25 + 0.75 / 1.625)), rel=1e-4
+    )

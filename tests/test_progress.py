@@ -1,4 +1,5 @@
 """Progress bars: on for a terminal or RECALL_PROGRESS=1, off for pipes and RECALL_PROGRESS=0."""
+
 import io
 import sys
 

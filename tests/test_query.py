@@ -1,4 +1,5 @@
 """Query plan: BME's context blend weights, intent split, query_rewrite; multi-part dense merge."""
+
 import numpy as np
 import polars as pl
 import pytest
@@ -8,8 +9,13 @@ from pipeline.stages.query import intent_segments, plan
 
 
 def test_blend_weights_renormalised_over_present_parts():
-    q = pl.DataFrame({"query_id": ["a", "b", "c"], "text": ["where is the farm", "budget?", "x  y"],
-                      "context": [["old user turn", "assistant said this"], ["only assistant"], None]})
+    q = pl.DataFrame(
+        {
+            "query_id": ["a", "b", "c"],
+            "text": ["where is the farm", "budget?", "x  y"],
+            "context": [["old user turn", "assistant said this"], ["only assistant"], None],
+        }
+    )
     p = plan(q, blend=True)
     a = p.filter(pl.col("query_idx") == 0)
     assert a["part"].to_list() == ["current", "assistant", "previous_user"]
@@ -23,23 +29,47 @@ def test_blend_weights_renormalised_over_present_parts():
 
 def test_intent_split_english_and_chinese_connectives():
     assert intent_segments("book the flight, also check the hotel by the way call mom") == [
-        "book the flight", "check the hotel", "call mom"]
-    assert intent_segments("规则一，然后规则二。另外规则三") == ["规则一", "规则二", "规则三"]  # BME's own example
+        "book the flight",
+        "check the hotel",
+        "call mom",
+    ]
+    assert intent_segments("规则一，然后规则二。另外规则三") == [
+        "规则一",
+        "规则二",
+        "规则三",
+    ]  # BME's own example
     assert intent_segments("a single intent") == []
-    p = plan(pl.DataFrame({"query_id": ["a"], "text": ["book the flight; check the hotel"]}), intent_split=True)
-    assert p["part"].to_list() == ["current", "segment", "segment"] and p["weight"].to_list() == [1.0, 1.0, 1.0]
+    p = plan(
+        pl.DataFrame({"query_id": ["a"], "text": ["book the flight; check the hotel"]}),
+        intent_split=True,
+    )
+    assert p["part"].to_list() == ["current", "segment", "segment"] and p["weight"].to_list() == [
+        1.0,
+        1.0,
+        1.0,
+    ]
 
 
 def test_query_rewrite_replaces_the_dense_text():
-    q = pl.DataFrame({"query_id": ["a", "b"], "text": ["orig a", "orig b"], "query_rewrite": ["better a", None]})
+    q = pl.DataFrame(
+        {"query_id": ["a", "b"], "text": ["orig a", "orig b"], "query_rewrite": ["better a", None]}
+    )
     assert plan(q)["text"].to_list() == ["better a", "orig b"]
 
 
 def test_dense_pairs_take_max_of_weighted_cosine():
     xb = np.eye(3, dtype=np.float32)
-    xp = np.array([[1, 0, 0], [0, 1, 0], [0.6, 0.8, 0]], dtype=np.float32)  # query 0 has parts 0, 1; query 1 has 2
-    got = dense_pairs(xp, np.array([0, 0, 1]), np.array([0.7, 0.3, 1.0]), xb, np.array([0, 0, 1, 1]),
-                      np.array([0, 1, 0, 1]))
+    xp = np.array(
+        [[1, 0, 0], [0, 1, 0], [0.6, 0.8, 0]], dtype=np.float32
+    )  # query 0 has parts 0, 1; query 1 has 2
+    got = dense_pairs(
+        xp,
+        np.array([0, 0, 1]),
+        np.array([0.7, 0.3, 1.0]),
+        xb,
+        np.array([0, 0, 1, 1]),
+        np.array([0, 1, 0, 1]),
+    )
     assert got.tolist() == pytest.approx([0.7, 0.3, 0.6, 0.8])
 
 
@@ -54,9 +84,23 @@ def test_bme_prefilter_per_part_top_n_positive_then_merged_by_max():
     queries = pl.DataFrame({"query_id": ["q"], "text": ["t"]})
 
     def hits(**kw):
-        out = generate(nodes, queries, ["dense"], xb, xp, DenseParams.defaults(**kw), LexicalParams.defaults(),
-                       part_q=np.array([0, 0]), part_w=np.array([0.7, 0.3]))
-        return dict(zip(out.sort("dense_rank")["node_idx"].to_list(), out.sort("dense_rank")["dense"].to_list()))
+        out = generate(
+            nodes,
+            queries,
+            ["dense"],
+            xb,
+            xp,
+            DenseParams.defaults(**kw),
+            LexicalParams.defaults(),
+            part_q=np.array([0, 0]),
+            part_w=np.array([0.7, 0.3]),
+        )
+        return dict(
+            zip(
+                out.sort("dense_rank")["node_idx"].to_list(),
+                out.sort("dense_rank")["dense"].to_list(),
+            )
+        )
 
     # cosine > 0 only: A → e0; B → e2 (0.8), e1 (0.6); × weight and max-merged: 0.7, 0.24, 0.18
     assert hits(candidates=3, min_score=0.0) == pytest.approx({0: 0.7, 2: 0.24, 1: 0.18})
@@ -71,14 +115,33 @@ def test_bme_prefilter_per_part_top_n_positive_then_merged_by_max():
 def test_anchors_are_case_sensitive_titles_visible_to_the_viewer_and_cross_recall_events():
     from pipeline.stages import anchors
 
-    nodes = pl.DataFrame({"node_id": list("abcde"), "text": ["t"] * 5,
-                          "title": ["Alice Chen", "farm", "Secret", "Launch party", None],
-                          "type": ["person", "project", "fact", "event", "event"],
-                          "visibility": [None, None, ["bob"], None, None]})
-    queries = pl.DataFrame({"query_id": ["q0", "q1"], "text": ["Did Alice Chen see the Farm and the Secret?", "x"]})
+    nodes = pl.DataFrame(
+        {
+            "node_id": list("abcde"),
+            "text": ["t"] * 5,
+            "title": ["Alice Chen", "farm", "Secret", "Launch party", None],
+            "type": ["person", "project", "fact", "event", "event"],
+            "visibility": [None, None, ["bob"], None, None],
+        }
+    )
+    queries = pl.DataFrame(
+        {"query_id": ["q0", "q1"], "text": ["Did Alice Chen see the Farm and the Secret?", "x"]}
+    )
     found = anchors.find(nodes, queries)
-    assert found.rows() == [(0, 0, 2.0)]  # "Farm" ≠ "farm"; "Secret" is invisible without viewer bob
-    edges = pl.DataFrame({"src": [0, 4, 1], "dst": [3, 0, 3], "weight": [0.5, 0.8, 1.0], "inhibit": [False, False, False]},
-                         schema_overrides={"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32})
+    assert found.rows() == [
+        (0, 0, 2.0)
+    ]  # "Farm" ≠ "farm"; "Secret" is invisible without viewer bob
+    edges = pl.DataFrame(
+        {
+            "src": [0, 4, 1],
+            "dst": [3, 0, 3],
+            "weight": [0.5, 0.8, 1.0],
+            "inhibit": [False, False, False],
+        },
+        schema_overrides={"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32},
+    )
     got = anchors.cross(found, edges, nodes, queries)
-    assert got.rows() == [(0, 3, pytest.approx(0.75)), (0, 4, pytest.approx(1.2))]  # 1.5 × weight, both directions
+    assert got.rows() == [
+        (0, 3, pytest.approx(0.75)),
+        (0, 4, pytest.approx(1.2)),
+    ]  # 1.5 × weight, both directions

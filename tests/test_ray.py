@@ -1,5 +1,6 @@
 """``executor=ray``: query shards on a local 2-CPU Ray cluster give the same recall bytes and metrics
 as the local executor; scopes stay whole in one shard; a missing Ray is a ConfigError naming the fix."""
+
 import os
 import sys
 
@@ -24,8 +25,17 @@ def ray_cluster():
 def _both(compose, tmp_path, overrides, shards):
     out = {}
     for ex in ("local", "ray"):
-        cfg = compose([*overrides, "embed=hashing", "report=false", f"executor={ex}", f"ray.shards={shards}",
-                       "ray.num_workers=2", f"out_dir={tmp_path / ex}"])
+        cfg = compose(
+            [
+                *overrides,
+                "embed=hashing",
+                "report=false",
+                f"executor={ex}",
+                f"ray.shards={shards}",
+                "ray.num_workers=2",
+                f"out_dir={tmp_path / ex}",
+            ]
+        )
         out[ex] = runner.run(cfg, tmp_path / ex)
     return out
 
@@ -58,17 +68,35 @@ def test_sample_ppr_ray_equals_local(ray_cluster, compose, tmp_path):
 
 def test_doc_scope_ray_equals_local(ray_cluster, compose, tmp_path):
     # whole scopes per shard: every scope's index and diffusion batch is the local one, so bytes match
-    data = make_data(tmp_path / "data")  # 3 conversations + queries without doc_scope, explicit edges
-    res = _both(compose, tmp_path, ["data=parquet", f"data.path={data}", "preset=best", "diffuse=ppr", "k=5",
-                                    f"cache_dir={tmp_path / 'cache'}"], shards=3)
+    data = make_data(
+        tmp_path / "data"
+    )  # 3 conversations + queries without doc_scope, explicit edges
+    res = _both(
+        compose,
+        tmp_path,
+        [
+            "data=parquet",
+            f"data.path={data}",
+            "preset=best",
+            "diffuse=ppr",
+            "k=5",
+            f"cache_dir={tmp_path / 'cache'}",
+        ],
+        shards=3,
+    )
     _assert_same(tmp_path, res)
-    assert res["ray"]["manifest"]["executor"]["shard_queries"] == [4, 4]  # scopes c1+c2, c3+whole corpus
+    assert res["ray"]["manifest"]["executor"]["shard_queries"] == [
+        4,
+        4,
+    ]  # scopes c1+c2, c3+whole corpus
 
 
 def test_shards_keep_scopes_whole():
     scopes = [["c1"], ["c2"], ["c1"], None, ["c3"], ["c2"], ["c1"], []]
-    q = pl.DataFrame({"query_id": [f"q{i}" for i in range(8)], "doc_scope": scopes},
-                     schema={"query_id": pl.String, "doc_scope": pl.List(pl.String)})
+    q = pl.DataFrame(
+        {"query_id": [f"q{i}" for i in range(8)], "doc_scope": scopes},
+        schema={"query_id": pl.String, "doc_scope": pl.List(pl.String)},
+    )
     shards = executor.shard_queries(q, 3)
     assert [s.tolist() for s in shards] == [[0, 2, 6], [1, 3, 5], [4, 7]]
     seen = np.sort(np.concatenate(shards))
@@ -106,14 +134,19 @@ def test_worker_builds_corpus_work_once(ray_cluster, compose, tmp_path, monkeypa
     calls = Counter()
     for mod, name in ((vectors, "embed_nodes"), (graph, "build")):
         fn = getattr(mod, name)
-        monkeypatch.setattr(mod, name, lambda *a, _fn=fn, _n=name, **k: calls.update([_n]) or _fn(*a, **k))
+        monkeypatch.setattr(
+            mod, name, lambda *a, _fn=fn, _n=name, **k: calls.update([_n]) or _fn(*a, **k)
+        )
     shipped = Dataset(ds.name, ds.nodes, ds.queries, ds.edges, None, ds.fingerprints, Counter())
-    worker = executor.ShardWorker(executor.shard_config(cfg),
-                                  [ray_cluster.put(shipped)], os.getcwd())
+    worker = executor.ShardWorker(
+        executor.shard_config(cfg), [ray_cluster.put(shipped)], os.getcwd()
+    )
     assert calls == {"embed_nodes": 1}
     out = worker({"shard": np.array([0, 1]), "qidx": [np.arange(0, 10), np.arange(10, 20)]})
     nodes, queries = ingest.drop_empty(ds)
-    tables = {tuple(rows) for _k, rows, _q, _t in run_groups(nodes, queries[:20])}  # distinct visible sets
+    tables = {
+        tuple(rows) for _k, rows, _q, _t in run_groups(nodes, queries[:20])
+    }  # distinct visible sets
     assert calls == {"embed_nodes": 1, "build": len(tables)} and len(out["result"]) == 2
     worker({"shard": np.array([2]), "qidx": [np.arange(0, 20)]})
     assert calls == {"embed_nodes": 1, "build": len(tables)}  # a third shard reuses them all

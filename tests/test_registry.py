@@ -4,6 +4,7 @@ Each trick below would create ``marker`` if it were called (``os.system``/``subp
 the builtin ``open`` creates it); through every command that reads a config or a manifest it must
 end in exit 2, one ``error:`` line, no traceback, and no marker.
 """
+
 import json
 
 import polars as pl
@@ -17,8 +18,15 @@ from pipeline.errors import ConfigError
 def _tricks(marker) -> dict[str, dict]:
     return {
         "os.system": {"_target_": "pipeline.io.os.system", "command": f"touch {marker}"},
-        "__builtins__": {"_target_": "pipeline.io.__builtins__.open", "file": str(marker), "mode": "w"},
-        "subprocess.run": {"_target_": "pipeline.tune.subprocess.run", "args": ["touch", str(marker)]},
+        "__builtins__": {
+            "_target_": "pipeline.io.__builtins__.open",
+            "file": str(marker),
+            "mode": "w",
+        },
+        "subprocess.run": {
+            "_target_": "pipeline.tune.subprocess.run",
+            "args": ["touch", str(marker)],
+        },
         "old dotted path": {"_target_": "pipeline.adapters.sample.load"},
         "unknown name": {"_target_": "samples"},
         "not a string": {"_target_": ["sample"]},
@@ -33,8 +41,12 @@ def _run_dir(root, spec: dict):
     run.mkdir()
     cfg = {"device": "cpu", "data": spec, "signals": {"path": None}, "inject": {"max_nodes": 5}}
     (run / "manifest.json").write_text(json.dumps({"config": cfg}))
-    pl.DataFrame({"query_id": ["q1"], "rank": [1], "node_id": ["n1"], "score": [1.0]}).write_parquet(run / "recall.parquet")
-    pl.DataFrame({"node_id": ["n1"]}).write_parquet(run / "signals.parquet")  # feedback then reloads the data
+    pl.DataFrame(
+        {"query_id": ["q1"], "rank": [1], "node_id": ["n1"], "score": [1.0]}
+    ).write_parquet(run / "recall.parquet")
+    pl.DataFrame({"node_id": ["n1"]}).write_parquet(
+        run / "signals.parquet"
+    )  # feedback then reloads the data
     return run
 
 
@@ -43,7 +55,11 @@ def _refused(code, capsys, marker, where: str):
     assert code == 2
     assert "Traceback" not in err
     lines = [x for x in err.splitlines() if x.startswith("error:")]
-    assert len(lines) == 1 and lines[0].startswith(f"error: {where}") and "choose from ['beir'," in lines[0]
+    assert (
+        len(lines) == 1
+        and lines[0].startswith(f"error: {where}")
+        and "choose from ['beir'," in lines[0]
+    )
     assert not marker.exists()
 
 
@@ -55,15 +71,30 @@ def test_manifest_targets_are_refused(tmp_path, capsys, command, trick):
     _refused(main([command, str(run)]), capsys, marker, f"{run / 'manifest.json'}: config.data")
 
 
-@pytest.mark.parametrize("trick", ["os.system", "__builtins__", "subprocess.run", "old dotted path"])
+@pytest.mark.parametrize(
+    "trick", ["os.system", "__builtins__", "subprocess.run", "old dotted path"]
+)
 def test_run_yaml_targets_are_refused(tmp_path, capsys, trick):
     """``recall run --config-dir <dir> --config-name <yaml>``: a user YAML over the package config."""
     marker = tmp_path / "marker"
     spec = _tricks(marker)[trick]
-    (tmp_path / "evil.yaml").write_text(json.dumps({"defaults": ["config", "_self_"], "data": spec}))
+    (tmp_path / "evil.yaml").write_text(
+        json.dumps({"defaults": ["config", "_self_"], "data": spec})
+    )
     with pytest.raises(SystemExit) as exc:
-        main(["run", "--config-dir", str(tmp_path), "--config-name", "evil", "device=cpu", "embed=hashing",
-              f"out_dir={tmp_path / 'out'}", f"cache_dir={tmp_path / 'cache'}"])
+        main(
+            [
+                "run",
+                "--config-dir",
+                str(tmp_path),
+                "--config-name",
+                "evil",
+                "device=cpu",
+                "embed=hashing",
+                f"out_dir={tmp_path / 'out'}",
+                f"cache_dir={tmp_path / 'cache'}",
+            ]
+        )
     _refused(exc.value.code, capsys, marker, "data._target_=")
     assert not (tmp_path / "out" / "manifest.json").exists()
 
@@ -72,7 +103,9 @@ def test_error_names_the_key_and_lists_the_names():
     with pytest.raises(ConfigError) as exc:
         registry.call({"_target_": "pipeline.io.os.system", "command": "true"}, "embed.encoder")
     msg = str(exc.value)
-    assert msg.startswith("embed.encoder._target_='pipeline.io.os.system' is not a registered target")
+    assert msg.startswith(
+        "embed.encoder._target_='pipeline.io.os.system' is not a registered target"
+    )
     assert f"choose from {sorted(registry.TARGETS)}" in msg
 
 
@@ -84,7 +117,10 @@ def test_missing_target_and_non_mapping_are_config_errors():
 
 
 def test_registered_name_with_a_key_it_does_not_take_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"^data: got an unexpected keyword argument 'command' for target 'sample'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^data: got an unexpected keyword argument 'command' for target 'sample'",
+    ):
         registry.call({"_target_": "sample", "command": "touch x"}, "data")
 
 

@@ -1,4 +1,5 @@
 """Crash safety (SIGKILL at stage boundaries and mid-write), no network at run time, safe loading."""
+
 import json
 import re
 import socket
@@ -14,9 +15,25 @@ def _run(out, cache, fault=None):
     env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
     if fault:
         env["RECALL_FAULT_AT"] = fault
-    return subprocess.run([sys.executable, "-m", "pipeline", "run", "embed=hashing", "preset=best", "report=false",
-                           *tiny_ws_overrides(), f"out_dir={out}", f"cache_dir={cache}"],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "run",
+            "embed=hashing",
+            "preset=best",
+            "report=false",
+            *tiny_ws_overrides(),
+            f"out_dir={out}",
+            f"cache_dir={cache}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -27,22 +44,41 @@ def clean_run(tmp_path_factory):
     return out / "run" / "recall.parquet"
 
 
-STAGES = ["ingest", "embed", "channels", "fuse", "graph", "diffuse", "score", "select", "export", "evaluate"]
+STAGES = [
+    "ingest",
+    "embed",
+    "channels",
+    "fuse",
+    "graph",
+    "diffuse",
+    "score",
+    "select",
+    "export",
+    "evaluate",
+]
 
 
-@pytest.mark.parametrize("fault", [f"stage:{s}" for s in STAGES] + ["write:recall.parquet", "write:manifest.json"])
+@pytest.mark.parametrize(
+    "fault", [f"stage:{s}" for s in STAGES] + ["write:recall.parquet", "write:manifest.json"]
+)
 def test_killed_run_leaves_no_finished_marker_and_rerun_matches(tmp_path, clean_run, fault):
     out = tmp_path / "crash"
-    killed = _run(out, tmp_path / "c", fault)  # its own cache: only this run's finished stages are in it
+    killed = _run(
+        out, tmp_path / "c", fault
+    )  # its own cache: only this run's finished stages are in it
     assert killed.returncode == -9  # SIGKILL
     assert not (out / "manifest.json").exists()  # nothing looks finished
     if fault == "write:recall.parquet":
-        assert not (out / "recall.parquet").exists()  # the half-written temp file never took the name
+        assert not (
+            out / "recall.parquet"
+        ).exists()  # the half-written temp file never took the name
     again = _run(out, tmp_path / "c")
     assert again.returncode == 0, again.stderr[-2000:]
     assert (out / "recall.parquet").read_bytes() == clean_run.read_bytes()
     manifest = json.loads((out / "manifest.json").read_text())
-    after_channels = fault.startswith("write:") or STAGES.index(fault.split(":")[1]) > STAGES.index("channels")
+    after_channels = fault.startswith("write:") or STAGES.index(fault.split(":")[1]) > STAGES.index(
+        "channels"
+    )
     assert ("channels" in manifest["reused_stages"]) == after_channels  # finished stages are reused
 
 
@@ -54,7 +90,9 @@ def test_pipeline_runs_with_network_blocked(compose, tmp_path, monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
-    cfg = compose(["preset=best", "report=false", "k=5"])  # MiniLM: must load from the local package
+    cfg = compose(
+        ["preset=best", "report=false", "k=5"]
+    )  # MiniLM: must load from the local package
     res = runner.run(cfg, tmp_path / "offline")
     assert res["metrics"]["n_queries"] == 30
 

@@ -1,5 +1,6 @@
 """Reports: TREC files (round trip, malformed lines, trec_eval parity with metrics.json), run comparison
 with paired t-tests, plots and the markdown/HTML reports."""
+
 import json
 import math
 import warnings
@@ -25,7 +26,17 @@ from pipeline.report import (
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-METRICS = ["recall@1", "recall@2", "recall@5", "recall@10", "recall@25", "recall@50", "ndcg@10", "mrr", "p@5"]
+METRICS = [
+    "recall@1",
+    "recall@2",
+    "recall@5",
+    "recall@10",
+    "recall@25",
+    "recall@50",
+    "ndcg@10",
+    "mrr",
+    "p@5",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,21 +49,33 @@ def sample_runs(tmp_path_factory, cache_dir):
     out = {}
     for preset in ("bm25", "dense"):
         with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-            cfg = hcompose("config", overrides=["device=cpu", f"out_dir={root / preset}", f"cache_dir={cache_dir}",
-                                                f"data_dir={SHARED_DATA}", "embed=hashing", f"preset={preset}"])
+            cfg = hcompose(
+                "config",
+                overrides=[
+                    "device=cpu",
+                    f"out_dir={root / preset}",
+                    f"cache_dir={cache_dir}",
+                    f"data_dir={SHARED_DATA}",
+                    "embed=hashing",
+                    f"preset={preset}",
+                ],
+            )
         runner.run(cfg, root / preset, dataset=None)
         out[preset] = root / preset
     return out
 
 
 def _recall() -> pl.DataFrame:
-    return pl.DataFrame({
-        "query_id": ["q1", "q1", "q1", "q1", "q2"],
-        "rank": [1, 2, 3, 4, 1],
-        "node_id": ["a.md#x", "b.md#y", "a.md#z", "c.md", "b.md#y"],
-        "doc_id": ["a.md", "b.md", "a.md", "c.md", "b.md"],
-        "score": [3.5, 2.25, 2.0, 0.125, 1e-20],
-    }, schema_overrides={"rank": pl.Int32})
+    return pl.DataFrame(
+        {
+            "query_id": ["q1", "q1", "q1", "q1", "q2"],
+            "rank": [1, 2, 3, 4, 1],
+            "node_id": ["a.md#x", "b.md#y", "a.md#z", "c.md", "b.md#y"],
+            "doc_id": ["a.md", "b.md", "a.md", "c.md", "b.md"],
+            "score": [3.5, 2.25, 2.0, 0.125, 1e-20],
+        },
+        schema_overrides={"rank": pl.Int32},
+    )
 
 
 def _metrics_json(run_dir) -> dict:
@@ -73,10 +96,16 @@ def test_trec_run_round_trip_node_level(tmp_path):
 
 def test_trec_run_doc_level_keeps_first_unit_and_reranks(tmp_path):
     path = write_run(_recall(), tmp_path / "run.txt", tag="mine", level="doc_id")
-    assert path.read_text().splitlines() == ["q1 Q0 a.md 1 3.5 mine", "q1 Q0 b.md 2 2.25 mine",
-                                             "q1 Q0 c.md 3 0.125 mine", "q2 Q0 b.md 1 1e-20 mine"]
+    assert path.read_text().splitlines() == [
+        "q1 Q0 a.md 1 3.5 mine",
+        "q1 Q0 b.md 2 2.25 mine",
+        "q1 Q0 c.md 3 0.125 mine",
+        "q2 Q0 b.md 1 1e-20 mine",
+    ]
     back = read_run(path, level="doc_id")
-    assert back["doc_id"].to_list() == ["a.md", "b.md", "c.md", "b.md"] and back["rank"].to_list() == [1, 2, 3, 1]
+    assert back["doc_id"].to_list() == ["a.md", "b.md", "c.md", "b.md"] and back[
+        "rank"
+    ].to_list() == [1, 2, 3, 1]
 
 
 def test_trec_tied_scores_warn_and_rank_mode_keeps_order(tmp_path):
@@ -91,22 +120,32 @@ def test_trec_tied_scores_warn_and_rank_mode_keeps_order(tmp_path):
 
 
 def test_trec_qrels_round_trip(tmp_path):
-    qrels = pl.DataFrame({"query_id": ["q2", "q1", "q1"], "doc_id": ["b.md", "a.md", "c.md"], "relevance": [1, 2, 0]})
+    qrels = pl.DataFrame(
+        {"query_id": ["q2", "q1", "q1"], "doc_id": ["b.md", "a.md", "c.md"], "relevance": [1, 2, 0]}
+    )
     path = write_qrels(qrels, tmp_path / "qrels.txt")
     assert path.read_text().splitlines() == ["q1 0 a.md 2", "q1 0 c.md 0", "q2 0 b.md 1"]
     back = read_qrels(path, level="doc_id")
     assert back.columns == ["query_id", "doc_id", "relevance"]
-    assert back.sort("query_id", "doc_id").equals(qrels.sort("query_id", "doc_id").cast({"relevance": pl.Int32}))
+    assert back.sort("query_id", "doc_id").equals(
+        qrels.sort("query_id", "doc_id").cast({"relevance": pl.Int32})
+    )
 
 
-@pytest.mark.parametrize("text, match", [
-    ("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.4\n", r"row 2: 5 fields .* expected 6; fix: write each line as 'q_id Q0"),
-    ("q1 Q0 a one 0.5 t\n", r"row 1, field 'rank': rank 'one' is not an integer"),
-    ("q1 Q0 a 1 high t\n", r"row 1, field 'score': score 'high' is not a number"),
-    ("q1 Q0 a 0 0.5 t\n", r"rank 0 is below 1"),
-    ("q1 Q0 a 1 0.5 t\nq1 Q0 a 2 0.4 t\n", r"row 2: doc 'a' appears twice for query 'q1'"),
-    ("\n\n", r"the file has no lines"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (
+            "q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.4\n",
+            r"row 2: 5 fields .* expected 6; fix: write each line as 'q_id Q0",
+        ),
+        ("q1 Q0 a one 0.5 t\n", r"row 1, field 'rank': rank 'one' is not an integer"),
+        ("q1 Q0 a 1 high t\n", r"row 1, field 'score': score 'high' is not a number"),
+        ("q1 Q0 a 0 0.5 t\n", r"rank 0 is below 1"),
+        ("q1 Q0 a 1 0.5 t\nq1 Q0 a 2 0.4 t\n", r"row 2: doc 'a' appears twice for query 'q1'"),
+        ("\n\n", r"the file has no lines"),
+    ],
+)
 def test_read_run_malformed_line_names_file_line_and_fix(tmp_path, text, match):
     path = tmp_path / "bad.txt"
     path.write_text(text)
@@ -140,7 +179,9 @@ def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_pat
     from pipeline.cli import main
     from pipeline.stages.evaluate import trec_key
 
-    ds = common.call_target(json.loads((sample_runs["dense"] / "manifest.json").read_text())["config"]["data"])
+    ds = common.call_target(
+        json.loads((sample_runs["dense"] / "manifest.json").read_text())["config"]["data"]
+    )
     assert ds.qrels_level == "doc_id"
     with (write_qrels(ds.qrels, tmp_path / "qrels.txt")).open() as fh:
         qrels = pytrec_eval.parse_qrel(fh)
@@ -150,7 +191,9 @@ def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_pat
         assert main(["export-trec", str(sample_runs[preset]), str(path), "--level", "doc_id"]) == 0
         with path.open() as fh:
             run = pytrec_eval.parse_run(fh)
-        res = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,2,5,10,25,50", "ndcg_cut.10", "recip_rank", "P.5"})
+        res = pytrec_eval.RelevanceEvaluator(
+            qrels, {"recall.1,2,5,10,25,50", "ndcg_cut.10", "recip_rank", "P.5"}
+        )
         per_q = res.evaluate(run)
         judged = {q for q, d in qrels.items() if any(r > 0 for r in d.values())}
         expected = _metrics_json(sample_runs[preset])
@@ -162,15 +205,23 @@ def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_pat
 
 
 def test_import_run_reproduces_metrics_and_compares_with_native_run(sample_runs, tmp_path):
-    ds = common.call_target(json.loads((sample_runs["bm25"] / "manifest.json").read_text())["config"]["data"])
+    ds = common.call_target(
+        json.loads((sample_runs["bm25"] / "manifest.json").read_text())["config"]["data"]
+    )
     recall = pl.read_parquet(sample_runs["bm25"] / "recall.parquet")
     run_file = write_run(recall, tmp_path / "bm25.txt", tag="bm25", level="doc_id", score="rank")
     qrels_file = write_qrels(ds.qrels, tmp_path / "qrels.txt")
     out = import_run(run_file, tmp_path / "imported", qrels_file, level="doc_id")
     got, want = _metrics_json(out), _metrics_json(sample_runs["bm25"])
-    assert all(got[m] == pytest.approx(want[m], abs=1e-12) for m in METRICS) and got["n_queries"] == 30
-    res = compare([sample_runs["bm25"], out])  # native run reloads the dataset, imported one reads qrels.txt
-    assert res.table.filter(pl.col("run") == "imported")["ndcg@10"][0] == pytest.approx(want["ndcg@10"], abs=1e-12)
+    assert (
+        all(got[m] == pytest.approx(want[m], abs=1e-12) for m in METRICS) and got["n_queries"] == 30
+    )
+    res = compare(
+        [sample_runs["bm25"], out]
+    )  # native run reloads the dataset, imported one reads qrels.txt
+    assert res.table.filter(pl.col("run") == "imported")["ndcg@10"][0] == pytest.approx(
+        want["ndcg@10"], abs=1e-12
+    )
     assert res.table.filter(pl.col("run") == "imported")["ndcg@10_p"][0] == 1.0
 
 
@@ -195,9 +246,13 @@ def test_compare_two_runs_matches_metrics_json(sample_runs):
     base, other = res.table.row(0, named=True), res.table.row(1, named=True)
     assert base["ndcg@10_p"] is None and 0.0 <= other["ndcg@10_p"] <= 1.0
     text = format_table(res)
-    assert "| bm25 (baseline) | 30 |" in text and "### multi-hop" in text and "paired t-test" in text
+    assert (
+        "| bm25 (baseline) | 30 |" in text and "### multi-hop" in text and "paired t-test" in text
+    )
     assert compare_dir(sample_runs["bm25"].parent).runs == ["bm25", "dense"]
-    assert compare([sample_runs["bm25"], sample_runs["dense"]], baseline="dense").baseline == "dense"
+    assert (
+        compare([sample_runs["bm25"], sample_runs["dense"]], baseline="dense").baseline == "dense"
+    )
 
 
 def _hand_run(tmp_path, name: str, rel_rank: dict[str, int]):
@@ -207,12 +262,23 @@ def _hand_run(tmp_path, name: str, rel_rank: dict[str, int]):
         docs = [f"{q}-filler{i}" for i in range(9)]
         docs.insert(r - 1, f"{q}-rel")
         rows += [(q, i + 1, d, d, 1.0 / (i + 1)) for i, d in enumerate(docs)]
-    recall = pl.DataFrame(rows, schema={"query_id": pl.String, "rank": pl.Int32, "node_id": pl.String,
-                                        "doc_id": pl.String, "score": pl.Float64}, orient="row")
+    recall = pl.DataFrame(
+        rows,
+        schema={
+            "query_id": pl.String,
+            "rank": pl.Int32,
+            "node_id": pl.String,
+            "doc_id": pl.String,
+            "score": pl.Float64,
+        },
+        orient="row",
+    )
     d = tmp_path / name
     d.mkdir()
     recall.write_parquet(d / "recall.parquet")
-    (d / "manifest.json").write_text(json.dumps({"config": {"data": {"name": "hand"}}, "timings_s": {}}))
+    (d / "manifest.json").write_text(
+        json.dumps({"config": {"data": {"name": "hand"}}, "timings_s": {}})
+    )
     return d
 
 
@@ -220,21 +286,33 @@ def test_compare_marks_clear_improvement_significant(tmp_path):
     from scipy.stats import ttest_rel
 
     qids = [f"q{i:02d}" for i in range(20)]
-    qrels = pl.DataFrame({"query_id": qids, "node_id": [f"{q}-rel" for q in qids], "relevance": [1] * 20})
+    qrels = pl.DataFrame(
+        {"query_id": qids, "node_id": [f"{q}-rel" for q in qids], "relevance": [1] * 20}
+    )
     queries = pl.DataFrame({"query_id": qids, "group": ["a"] * 10 + ["b"] * 10})
     bad_ranks = {q: (5 if i % 2 else 3) for i, q in enumerate(qids)}
     bad = _hand_run(tmp_path, "bad", bad_ranks)
     good = _hand_run(tmp_path, "good", {q: 1 for q in qids})
     same = _hand_run(tmp_path, "same", bad_ranks)
-    res = compare([bad, good, same], metrics=["mrr", "recall@1", "recall@10"], qrels=qrels, queries=queries)
+    res = compare(
+        [bad, good, same], metrics=["mrr", "recall@1", "recall@10"], qrels=qrels, queries=queries
+    )
     mrr = {r: v for r, v in res.table.select("run", "mrr").iter_rows()}
-    assert mrr == {"bad": pytest.approx((1 / 5 + 1 / 3) / 2), "good": 1.0, "same": pytest.approx((1 / 5 + 1 / 3) / 2)}
+    assert mrr == {
+        "bad": pytest.approx((1 / 5 + 1 / 3) / 2),
+        "good": 1.0,
+        "same": pytest.approx((1 / 5 + 1 / 3) / 2),
+    }
     a = [1.0] * 20
     b = [1 / bad_ranks[q] for q in qids]
-    assert res.table.filter(pl.col("run") == "good")["mrr_p"][0] == pytest.approx(ttest_rel(a, b).pvalue)
+    assert res.table.filter(pl.col("run") == "good")["mrr_p"][0] == pytest.approx(
+        ttest_rel(a, b).pvalue
+    )
     assert res.table.filter(pl.col("run") == "same")["mrr_p"][0] == 1.0
     assert res.table.filter(pl.col("run") == "good")["recall@1_p"][0] == 0.0  # +1 on every query
-    assert res.table.filter(pl.col("run") == "good")["recall@10_p"][0] == 1.0  # all runs find it in the top 10
+    assert (
+        res.table.filter(pl.col("run") == "good")["recall@10_p"][0] == 1.0
+    )  # all runs find it in the top 10
     text = format_table(res)
     assert "| good | 20 | 1.0000*† | 1.0000*† | 1.0000† |" in text
     assert "| same | 20 | 0.2667 | 0.0000 | 1.0000† |" in text
@@ -245,7 +323,9 @@ def test_compare_reads_per_query_parquet_without_recomputing(sample_runs, tmp_pa
     import importlib
     import shutil
 
-    compare_mod = importlib.import_module("pipeline.report.compare")  # the package exports a function of that name
+    compare_mod = importlib.import_module(
+        "pipeline.report.compare"
+    )  # the package exports a function of that name
 
     for name in ("bm25", "dense"):
         pq = pl.read_parquet(sample_runs[name] / "per_query.parquet")
@@ -269,20 +349,36 @@ def test_compare_reads_per_query_parquet_without_recomputing(sample_runs, tmp_pa
         compare([sample_runs["bm25"], old])
     monkeypatch.undo()
     again = compare([sample_runs["bm25"], old])
-    assert again.per_query.filter(pl.col("run") == "old").drop("run").sort("query_id").equals(stored.sort("query_id"))
+    assert (
+        again.per_query.filter(pl.col("run") == "old")
+        .drop("run")
+        .sort("query_id")
+        .equals(stored.sort("query_id"))
+    )
 
 
 def test_worst_queries_and_wins_losses_hand_made():
     from pipeline.report import wins_losses, worst_queries
 
-    pq = pl.DataFrame({"run": ["a"] * 3 + ["b"] * 3, "query_id": ["q1", "q2", "q3"] * 2,
-                       "mrr": [1.0, 0.5, 0.25, 0.5, 0.5, 1.0], "recall@1": [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]})
+    pq = pl.DataFrame(
+        {
+            "run": ["a"] * 3 + ["b"] * 3,
+            "query_id": ["q1", "q2", "q3"] * 2,
+            "mrr": [1.0, 0.5, 0.25, 0.5, 0.5, 1.0],
+            "recall@1": [1.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+        }
+    )
     worst = worst_queries(pq.filter(pl.col("run") == "a"), "mrr", 2)
     assert worst["query_id"].to_list() == ["q3", "q2"]
-    assert worst_queries(pq.filter(pl.col("run") == "b"), "mrr", 2)["query_id"].to_list() == ["q1", "q2"]  # tie: by id
+    assert worst_queries(pq.filter(pl.col("run") == "b"), "mrr", 2)["query_id"].to_list() == [
+        "q1",
+        "q2",
+    ]  # tie: by id
     wl = wins_losses(pq, "a", ["mrr", "recall@1"])
-    assert wl.to_dicts() == [{"run": "b", "metric": "mrr", "wins": 1, "losses": 1, "ties": 1},
-                             {"run": "b", "metric": "recall@1", "wins": 1, "losses": 1, "ties": 1}]
+    assert wl.to_dicts() == [
+        {"run": "b", "metric": "mrr", "wins": 1, "losses": 1, "ties": 1},
+        {"run": "b", "metric": "recall@1", "wins": 1, "losses": 1, "ties": 1},
+    ]
 
 
 def test_compare_errors_name_the_run_dir(tmp_path, sample_runs):
@@ -299,14 +395,22 @@ def test_compare_errors_name_the_run_dir(tmp_path, sample_runs):
 
 
 def test_plots_are_valid_deterministic_pngs(tmp_path):
-    nov = pl.DataFrame({"query_id": ["q1", "q2", "q3"], "novelty": [0.2, 0.5, 0.9],
-                        "residual_norm": [None, 0.4, 0.1], "novelty_gate": [False, True, True],
-                        "residual_gate": [False, True, False]})
+    nov = pl.DataFrame(
+        {
+            "query_id": ["q1", "q2", "q3"],
+            "novelty": [0.2, 0.5, 0.9],
+            "residual_norm": [None, 0.4, 0.1],
+            "novelty_gate": [False, True, True],
+            "residual_gate": [False, True, False],
+        }
+    )
     a = plots.novelty(nov, tmp_path / "a.png", 0.4, 0.3)
     b = plots.novelty(nov, tmp_path / "b.png", 0.4, 0.3)
     assert a.read_bytes()[:8] == PNG_MAGIC and a.read_bytes() == b.read_bytes()
     lat = plots.stage_latency({"ingest": 0.5, "embed": 2.0}, tmp_path / "lat.png")
-    curve = plots.recall_curve({"x": {"recall@1": 0.2, "recall@10": 0.7, "mrr": 0.4}}, tmp_path / "r.png")
+    curve = plots.recall_curve(
+        {"x": {"recall@1": 0.2, "recall@10": 0.7, "mrr": 0.4}}, tmp_path / "r.png"
+    )
     comps = plots.score_components(_recall().with_columns(dense=pl.lit(0.3)), tmp_path / "c.png")
     for p in (lat, curve, comps):
         assert p.read_bytes()[:8] == PNG_MAGIC and p.stat().st_size > 5000
@@ -322,7 +426,12 @@ def test_run_report_writes_md_html_and_pngs(sample_runs):
     assert f"| all | 30 | {metrics['recall@1']:.4f} | {metrics['recall@2']:.4f} |" in md
     assert f"| temporal | {metrics['by_group']['temporal']['n_queries']} |" in md
     pngs = [line.split("(")[1].rstrip(")") for line in md.splitlines() if line.startswith("![")]
-    assert set(pngs) == {"report-recall.png", "report-groups.png", "report-scores.png", "report-latency.png"}
+    assert set(pngs) == {
+        "report-recall.png",
+        "report-groups.png",
+        "report-scores.png",
+        "report-latency.png",
+    }
     for name in pngs:
         assert (run_dir / name).read_bytes()[:8] == PNG_MAGIC
     assert page.count("data:image/png;base64,") == 4 and 'src="report-' not in page
@@ -341,7 +450,9 @@ def test_compare_report_writes_table_and_figures(sample_runs, tmp_path):
     assert (tmp_path / "cmp" / "compare-groups.png").read_bytes()[:8] == PNG_MAGIC
     page = html_path.read_text()
     # overall + one per group + the wins/losses table
-    assert page.count("<table>") == 2 + len(res.groups) and page.count("data:image/png;base64,") == 2
+    assert (
+        page.count("<table>") == 2 + len(res.groups) and page.count("data:image/png;base64,") == 2
+    )
     assert not math.isnan(res.table["mrr"][1])
     a = res.per_query.filter(pl.col("run") == "bm25").sort("query_id")["mrr"]
     b = res.per_query.filter(pl.col("run") == "dense").sort("query_id")["mrr"]

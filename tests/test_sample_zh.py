@@ -1,5 +1,6 @@
 """The Chinese dev workspace (data=sample_zh): a faithful translation of the bundled sample, and
 the lexical channel no longer collapsing on it."""
+
 import json
 
 import polars as pl
@@ -24,9 +25,18 @@ def test_translation_keeps_every_id_judgment_link_and_field():
     assert zh.queries.drop("text", "context").equals(en.queries.drop("text", "context"))
     assert zh.queries["context"].list.len().to_list() == en.queries["context"].list.len().to_list()
     assert zh.qrels.equals(en.qrels)
-    edges = lambda ds: sorted(zip(_doc(ds.edges["src"]), _doc(ds.edges["dst"]), ds.edges["dst"].str.contains("#")))  # noqa: E731
-    assert edges(zh) == edges(en) and not zh.skipped  # same links, anchors resolved, nothing dropped
-    assert all(has_cjk(t) for t in zh.queries["text"]) and han_share(zh.nodes["text"].to_list()) > 0.4
+
+    def edges(ds):
+        return sorted(
+            zip(_doc(ds.edges["src"]), _doc(ds.edges["dst"]), ds.edges["dst"].str.contains("#"))
+        )
+
+    assert (
+        edges(zh) == edges(en) and not zh.skipped
+    )  # same links, anchors resolved, nothing dropped
+    assert (
+        all(has_cjk(t) for t in zh.queries["text"]) and han_share(zh.nodes["text"].to_list()) > 0.4
+    )
 
 
 def test_unknown_bundled_name_is_a_config_error():
@@ -34,36 +44,69 @@ def test_unknown_bundled_name_is_a_config_error():
         sample.load(name="sample_fr")
 
 
-@pytest.mark.parametrize("preset, tokenizer, floor", [("bm25", "auto", 0.65), ("oks", "jieba", 0.65)])
-def test_lexical_presets_on_sample_zh_are_well_above_the_collapse(compose, tmp_path, preset, tokenizer, floor):
+@pytest.mark.parametrize(
+    "preset, tokenizer, floor", [("bm25", "auto", 0.65), ("oks", "jieba", 0.65)]
+)
+def test_lexical_presets_on_sample_zh_are_well_above_the_collapse(
+    compose, tmp_path, preset, tokenizer, floor
+):
     # with bm25s's default splitting both scored R@5 0.367 here; measured now 0.706 / 0.750 (docs/results.md)
     cfg = compose(["data=sample_zh", f"preset={preset}", "report=false"])
     res = runner.run(cfg, tmp_path / "run")
     assert res["metrics"]["recall@5"] >= floor
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["config"]["lexical"]["tokenizer"] == tokenizer and manifest["versions"]["rjieba"]
+    assert (
+        manifest["config"]["lexical"]["tokenizer"] == tokenizer and manifest["versions"]["rjieba"]
+    )
 
 
 def test_english_only_model_weight_follows_each_scopes_script_share():
     from pipeline.stages.fuse import fuse, script_scaled
 
-    nodes = pl.DataFrame({"doc_id": ["zh/a.md", "zh/b.md", "en/c.md"], "text": ["数据 ab", "库 12", "plain English notes"]})
-    queries = pl.DataFrame({"query_id": ["q0", "q1", "q2"], "text": ["x", "y", "z"],
-                            "doc_scope": [["zh"], ["en"], None]}, schema_overrides={"doc_scope": pl.List(pl.String)})
+    nodes = pl.DataFrame(
+        {
+            "doc_id": ["zh/a.md", "zh/b.md", "en/c.md"],
+            "text": ["数据 ab", "库 12", "plain English notes"],
+        }
+    )
+    queries = pl.DataFrame(
+        {
+            "query_id": ["q0", "q1", "q2"],
+            "text": ["x", "y", "z"],
+            "doc_scope": [["zh"], ["en"], None],
+        },
+        schema_overrides={"doc_scope": pl.List(pl.String)},
+    )
     params = {"method": "rrf", "k": 60, "weights": {"dense": 0.7, "lexical": 0.3}}
     got = script_scaled(params, True, nodes, queries)
     # zh scope: 3 Han of 5 letters (digits, spaces not letters); en scope: none; unscoped: 3 of 5 + 17
     assert got["channel_scale"]["dense"] == pytest.approx([2 / 5, 1.0, 1 - 3 / 22])
-    assert got["weights"] == params["weights"] and "channel_scale" not in params  # the config is not mutated
-    batch = script_scaled(params, True, nodes, queries.slice(1))  # another batch: the same per-query values
+    assert (
+        got["weights"] == params["weights"] and "channel_scale" not in params
+    )  # the config is not mutated
+    batch = script_scaled(
+        params, True, nodes, queries.slice(1)
+    )  # another batch: the same per-query values
     assert batch["channel_scale"]["dense"] == pytest.approx([1.0, 1 - 3 / 22])
     en_only = queries.filter(pl.col("query_id") == "q1")
     assert script_scaled(params, True, nodes, en_only) is params  # an English scope: unchanged
     assert script_scaled(params, False, nodes, queries) is params  # a multilingual model: unchanged
-    cand = pl.DataFrame({"query_idx": [0, 1, 2], "node_idx": [0, 2, 1], "dense_rank": [1, 1, 1], "lexical_rank": [1, 1, 2],
-                         "dense": [0.5, 0.5, 0.5], "lexical": [1.0, 1.0, 1.0]})
-    fused = fuse(cand, ["dense", "lexical"], "rrf", **{k: v for k, v in got.items() if k != "method"})["fused"]
-    assert fused.to_list() == pytest.approx([(0.7 * 0.4 + 0.3) / 61, 1.0 / 61, 0.7 * (1 - 3 / 22) / 61 + 0.3 / 62])
+    cand = pl.DataFrame(
+        {
+            "query_idx": [0, 1, 2],
+            "node_idx": [0, 2, 1],
+            "dense_rank": [1, 1, 1],
+            "lexical_rank": [1, 1, 2],
+            "dense": [0.5, 0.5, 0.5],
+            "lexical": [1.0, 1.0, 1.0],
+        }
+    )
+    fused = fuse(
+        cand, ["dense", "lexical"], "rrf", **{k: v for k, v in got.items() if k != "method"}
+    )["fused"]
+    assert fused.to_list() == pytest.approx(
+        [(0.7 * 0.4 + 0.3) / 61, 1.0 / 61, 0.7 * (1 - 3 / 22) / 61 + 0.3 / 62]
+    )
 
 
 def test_best_on_sample_zh_stays_near_its_english_recall(compose, tmp_path):

@@ -6,6 +6,7 @@
 - **Sealed**: a query none of whose visible nodes (scope ∩ visibility, before or after) was edited
   gets byte-identical recall rows — other scopes' and private notes never shape its ranking.
 """
+
 from __future__ import annotations
 
 import io
@@ -26,9 +27,16 @@ PRESETS = sorted(p.stem for p in (REPO / "conf" / "preset").glob("*.yaml"))
 METHODS = ("none", "pedsa", "ppr", "expand")
 # every preset, plus the parts that used to be corpus-wide: in-run signals used in the score,
 # kNN and mention edges; max_df raised so that entity hubs exist in a corpus of ~20 notes
-RECIPES = {p: [f"preset={p}"] for p in PRESETS} | {"reme+signals": [
-    "preset=reme", "signals=default", "score.factors=[reme_inbound,reme_community,reme_recency]",
-    "graph.knn_k=2", "graph.knn_threshold=0.3", "graph.mentions=true"]}
+RECIPES = {p: [f"preset={p}"] for p in PRESETS} | {
+    "reme+signals": [
+        "preset=reme",
+        "signals=default",
+        "score.factors=[reme_inbound,reme_community,reme_recency]",
+        "graph.knn_k=2",
+        "graph.knn_threshold=0.3",
+        "graph.mentions=true",
+    ]
+}
 COMMON = ["graph.hubs.max_df=0.5", "embed=hashing", "report=false", "k=5"]
 
 EDIT = st.one_of(
@@ -37,8 +45,12 @@ EDIT = st.one_of(
     st.tuples(st.just("remove"), st.integers(0, 40)),
     st.tuples(st.just("scope"), st.sampled_from(["d", "e"])),
 )
-SETTINGS = settings(max_examples=2, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=2,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def recall_rows(cfg, out: Path, data: dict) -> pl.DataFrame:
@@ -46,11 +58,15 @@ def recall_rows(cfg, out: Path, data: dict) -> pl.DataFrame:
     return pl.read_parquet(out / "recall.parquet").sort(["query_id", "rank"], maintain_order=True)
 
 
-@pytest.fixture(params=[(r, m) for r in RECIPES for m in METHODS], ids=lambda rm: f"{rm[0]}-{rm[1]}")
+@pytest.fixture(
+    params=[(r, m) for r in RECIPES for m in METHODS], ids=lambda rm: f"{rm[0]}-{rm[1]}"
+)
 def recipe(request, compose, tmp_path):
     """(config, a recall cache precomputed on the base corpus) for one recipe × diffuse method."""
     name, method = request.param
-    cfg = compose([*RECIPES[name], f"diffuse={method}", *COMMON, f"cache_dir={tmp_path / 'base-cache'}"])
+    cfg = compose(
+        [*RECIPES[name], f"diffuse={method}", *COMMON, f"cache_dir={tmp_path / 'base-cache'}"]
+    )
     precompute.precompute(cfg, dataset=dataset(base()))
     return cfg, tmp_path / "base-cache"
 
@@ -78,9 +94,13 @@ def visible_ids(data: dict, q: dict) -> set[str]:
     scope = q["doc_scope"]
     out = set()
     for n in data["nodes"]:
-        in_scope = scope is None or any(n["doc_id"] == s or n["doc_id"].startswith(s.rstrip("/") + "/") for s in scope)
+        in_scope = scope is None or any(
+            n["doc_id"] == s or n["doc_id"].startswith(s.rstrip("/") + "/") for s in scope
+        )
         vis = n["visibility"]
-        if in_scope and (vis is None or "*" in vis or (q["viewer"] is not None and q["viewer"] in vis)):
+        if in_scope and (
+            vis is None or "*" in vis or (q["viewer"] is not None and q["viewer"] in vis)
+        ):
             out.add(n["node_id"])
     return out
 
@@ -92,10 +112,16 @@ def ipc(frame: pl.DataFrame) -> bytes:
 
 
 @pytest.mark.parametrize("recipe_name", list(RECIPES))
-@settings(max_examples=3, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=3,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(edits=st.lists(EDIT, min_size=1, max_size=4))
-def test_edits_outside_a_query_view_leave_its_rows_byte_identical(compose, tmp_path_factory, recipe_name, edits):
+def test_edits_outside_a_query_view_leave_its_rows_byte_identical(
+    compose, tmp_path_factory, recipe_name, edits
+):
     cfg = compose([*RECIPES[recipe_name], *COMMON])
     tmp = tmp_path_factory.mktemp("sealed")
     before, after = base(), base()
@@ -105,8 +131,11 @@ def test_edits_outside_a_query_view_leave_its_rows_byte_identical(compose, tmp_p
     new = {n["node_id"]: n for n in after["nodes"]}
     touched = {i for i in old.keys() | new.keys() if old.get(i) != new.get(i)}
     r0, r1 = recall_rows(cfg, tmp / "before", before), recall_rows(cfg, tmp / "after", after)
-    sealed = [q["query_id"] for q in before["queries"]
-              if not touched & (visible_ids(before, q) | visible_ids(after, q))]
+    sealed = [
+        q["query_id"]
+        for q in before["queries"]
+        if not touched & (visible_ids(before, q) | visible_ids(after, q))
+    ]
     assume(sealed)  # edits that reach every query leave nothing to check
     for qid in sealed:
         a, b = (r.filter(pl.col("query_id") == qid) for r in (r0, r1))

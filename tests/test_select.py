@@ -1,4 +1,5 @@
 """Selection stage: top-k ties, DPP/MMR over the score-ordered pool equal the kernels per query."""
+
 import numpy as np
 import polars as pl
 import pytest
@@ -11,14 +12,20 @@ from pipeline.stages.select import SelectParams, select
 
 def _cand(seed=0, nq=5, n=40):
     rng = np.random.default_rng(seed)
-    rows = [(q, i, float(rng.random())) for q in range(nq) for i in rng.choice(n, size=rng.integers(3, 20), replace=False)]
+    rows = [
+        (q, i, float(rng.random()))
+        for q in range(nq)
+        for i in rng.choice(n, size=rng.integers(3, 20), replace=False)
+    ]
     df = pl.DataFrame(rows, schema=["query_idx", "node_idx", "score"], orient="row")
     xb = rng.normal(size=(n, 8)).astype(np.float32)
     return df, xb
 
 
 def test_topk_orders_by_score_then_node():
-    cand = pl.DataFrame({"query_idx": [0, 0, 0, 1], "node_idx": [5, 2, 9, 1], "score": [0.5, 0.5, 0.9, 0.1]})
+    cand = pl.DataFrame(
+        {"query_idx": [0, 0, 0, 1], "node_idx": [5, 2, 9, 1], "score": [0.5, 0.5, 0.9, 0.1]}
+    )
     out = select(cand, 2, SelectParams.defaults())
     assert out.select("query_idx", "node_idx", "rank").rows() == [(0, 9, 1), (0, 2, 2), (1, 1, 1)]
 
@@ -29,47 +36,78 @@ def test_diversified_selection_equals_kernel_on_each_pool(method):
     k = 4
     out = select(cand, k, SelectParams.defaults(method=method), xb)
     for q in range(5):
-        pool = cand.filter(pl.col("query_idx") == q).sort(["score", "node_idx"], descending=[True, False]).head(3 * k)
+        pool = (
+            cand.filter(pl.col("query_idx") == q)
+            .sort(["score", "node_idx"], descending=[True, False])
+            .head(3 * k)
+        )
         qual = torch.tensor(pool["score"].to_numpy())[None]
         emb = torch.tensor(xb[pool["node_idx"].to_numpy()])[None]
-        idx = (dpp_greedy(qual, emb, k)[0] if method == "dpp" else mmr_greedy(qual, emb, k))[0].numpy()
+        idx = (dpp_greedy(qual, emb, k)[0] if method == "dpp" else mmr_greedy(qual, emb, k))[
+            0
+        ].numpy()
         expect = [int(pool["node_idx"][int(i)]) for i in idx if i >= 0]
         if pool.height <= k:  # BME: a pool no larger than the target keeps its score order
             expect = pool["node_idx"].to_list()
         got = out.filter(pl.col("query_idx") == q).sort("rank")
-        assert got["node_idx"].to_list() == expect and got["rank"].to_list() == list(range(1, len(expect) + 1))
+        assert got["node_idx"].to_list() == expect and got["rank"].to_list() == list(
+            range(1, len(expect) + 1)
+        )
 
 
 def test_dpp_drops_a_duplicate_in_favour_of_a_distinct_item():
     xb = np.array([[1, 0], [1, 0], [0, 1]], dtype=np.float32)
     cand = pl.DataFrame({"query_idx": [0, 0, 0], "node_idx": [0, 1, 2], "score": [0.9, 0.85, 0.5]})
-    assert select(cand, 2, SelectParams.defaults(method="dpp", pool_mult=3), xb)["node_idx"].to_list() == [0, 2]
+    assert select(cand, 2, SelectParams.defaults(method="dpp", pool_mult=3), xb)[
+        "node_idx"
+    ].to_list() == [0, 2]
     assert select(cand, 2, SelectParams.defaults())["node_idx"].to_list() == [0, 1]
 
 
 def test_dpp_target_small_pool_and_score_order_fill():
     # nodes 0, 1 point one way, 2, 3 the other; scores 0.9 > 0.85 > 0.5 > 0.4
     xb = np.array([[1, 0], [1, 0], [0, 1], [0, 1]], dtype=np.float32)
-    cand = pl.DataFrame({"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.85, 0.5, 0.4]})
+    cand = pl.DataFrame(
+        {"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.85, 0.5, 0.4]}
+    )
     # pool of 4 ≤ target 4 → no DPP (BME's rule): score order
-    assert select(cand, 4, SelectParams.defaults(method="dpp"), xb)["node_idx"].to_list() == [0, 1, 2, 3]
+    assert select(cand, 4, SelectParams.defaults(method="dpp"), xb)["node_idx"].to_list() == [
+        0,
+        1,
+        2,
+        3,
+    ]
     # target 2, pool 2·2 = 4 > 2: DPP picks 0, then 2 (1 duplicates 0: gain 0); then the rest by score: 1, 3
     out = select(cand, 4, SelectParams.defaults(method="dpp", target=2, pool_mult=2), xb)
     assert out["node_idx"].to_list() == [0, 2, 1, 3] and out["rank"].to_list() == [1, 2, 3, 4]
     assert out["dpp_gain"].to_list()[:2] == pytest.approx([0.81 + 1e-8, 0.25 + 1e-8])
     # k below the target: the first k greedy picks (BME's LLM fallback: the first 12 of its 30)
-    assert select(cand, 1, SelectParams.defaults(method="dpp", target=2, pool_mult=2), xb)["node_idx"].to_list() == [0]
+    assert select(cand, 1, SelectParams.defaults(method="dpp", target=2, pool_mult=2), xb)[
+        "node_idx"
+    ].to_list() == [0]
 
 
 def test_k_counted_in_documents():
     # docs 0 1 0 2 for nodes 0..3 by score; two units per doc: doc 0 (nodes 0, 2), doc 1 (1), doc 2 (3)
-    cand = pl.DataFrame({"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.8, 0.7, 0.6]})
+    cand = pl.DataFrame(
+        {"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.8, 0.7, 0.6]}
+    )
     doc_idx = np.array([0, 1, 0, 2])
-    assert select(cand, 2, SelectParams.defaults(top_chunks_per_doc=2), doc_idx=doc_idx)["node_idx"].to_list() == [0, 2]
-    got = select(cand, 2, SelectParams.defaults(top_chunks_per_doc=2, k_in_docs=True), doc_idx=doc_idx)
+    assert select(cand, 2, SelectParams.defaults(top_chunks_per_doc=2), doc_idx=doc_idx)[
+        "node_idx"
+    ].to_list() == [0, 2]
+    got = select(
+        cand, 2, SelectParams.defaults(top_chunks_per_doc=2, k_in_docs=True), doc_idx=doc_idx
+    )
     assert got["node_idx"].to_list() == [0, 2, 1] and got["rank"].to_list() == [1, 2, 3]
     with pytest.raises(ConfigError, match="k_in_docs counts documents for select=topk only"):
-        select(cand, 2, SelectParams.defaults(method="dpp", top_chunks_per_doc=2, k_in_docs=True), np.eye(4), doc_idx=doc_idx)
+        select(
+            cand,
+            2,
+            SelectParams.defaults(method="dpp", top_chunks_per_doc=2, k_in_docs=True),
+            np.eye(4),
+            doc_idx=doc_idx,
+        )
 
 
 def test_dpp_without_embeddings_is_a_config_error():
@@ -80,7 +118,13 @@ def test_dpp_without_embeddings_is_a_config_error():
 
 def test_group_by_doc_keeps_best_units_per_document_in_document_order():
     # ranks 1..6 with docs A A A B C B: A keeps ranks 1, 2; B keeps 4, 6; C keeps 5 → order A A B B C
-    cand = pl.DataFrame({"query_idx": [0] * 6, "node_idx": [0, 1, 2, 3, 4, 5], "score": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]})
+    cand = pl.DataFrame(
+        {
+            "query_idx": [0] * 6,
+            "node_idx": [0, 1, 2, 3, 4, 5],
+            "score": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4],
+        }
+    )
     doc_idx = np.array([0, 0, 0, 1, 2, 1])
     out = select(cand, 10, SelectParams.defaults(top_chunks_per_doc=2), doc_idx=doc_idx)
     assert out["node_idx"].to_list() == [0, 1, 3, 5, 4] and out["rank"].to_list() == [1, 2, 3, 4, 5]
@@ -91,18 +135,43 @@ def test_group_by_doc_keeps_best_units_per_document_in_document_order():
 def test_injection_formats_hand_checked():
     from pipeline.stages.inject import render
 
-    nodes = pl.DataFrame({"node_id": ["a.md#x", "b.md#y"], "text": ["line one\nline | two", "short"],
-                          "title": ["Alpha", "Beta"], "type": ["fact", "lesson"], "start_line": [3, 7],
-                          "end_line": [5, 9], "tags": [["t1", "t2"], None]})
-    recall = pl.DataFrame({"query_id": ["q", "q"], "rank": [1, 2], "node_id": ["a.md#x", "b.md#y"],
-                           "doc_id": ["a.md", "b.md"], "score": [0.9, 0.5], "dense": [0.7, 0.4], "lexical": [2.0, 0.0]})
+    nodes = pl.DataFrame(
+        {
+            "node_id": ["a.md#x", "b.md#y"],
+            "text": ["line one\nline | two", "short"],
+            "title": ["Alpha", "Beta"],
+            "type": ["fact", "lesson"],
+            "start_line": [3, 7],
+            "end_line": [5, 9],
+            "tags": [["t1", "t2"], None],
+        }
+    )
+    recall = pl.DataFrame(
+        {
+            "query_id": ["q", "q"],
+            "rank": [1, 2],
+            "node_id": ["a.md#x", "b.md#y"],
+            "doc_id": ["a.md", "b.md"],
+            "score": [0.9, 0.5],
+            "dense": [0.7, 0.4],
+            "lexical": [2.0, 0.0],
+        }
+    )
     bme = render(recall, nodes, "bme")["text"][0]
     # no scope columns: every node is objective/global → BME's "[Memory - Objective / Global]" section
-    assert bme.splitlines()[:5] == ["[Memory - Objective / Global]", "fact:", "| title | text | tags |", "|---|---|---|",
-                                    "| Alpha | line one line \\| two | t1, t2 |"]
+    assert bme.splitlines()[:5] == [
+        "[Memory - Objective / Global]",
+        "fact:",
+        "| title | text | tags |",
+        "|---|---|---|",
+        "| Alpha | line one line \\| two | t1, t2 |",
+    ]
     assert "lesson:" in bme and "| Beta | short |" in bme
     reme = render(recall, nodes, "reme")["text"][0]
-    assert reme.splitlines()[0] == "========== a.md:3-5 [score=0.9000 dense=0.7000 lexical=2.0000] =========="
+    assert (
+        reme.splitlines()[0]
+        == "========== a.md:3-5 [score=0.9000 dense=0.7000 lexical=2.0000] =========="
+    )
     oks = render(recall, nodes, "oks", max_nodes=1)["text"][0]
     assert oks == "- [fact] Alpha (a.md#x) rel=0.90\n  line one line \\| two"
 
@@ -110,30 +179,55 @@ def test_injection_formats_hand_checked():
 def test_probabilistic_recall_is_seeded_and_respects_visibility():
     from pipeline.stages.probrecall import append
 
-    nodes = pl.DataFrame({"node_id": list("abcdef"), "text": ["t"] * 6,
-                          "importance": [9.0, 8.0, 7.0, 6.5, 2.0, 9.5], "type": ["fact", "rule", "fact", "fact", "fact", "fact"],
-                          "visibility": [None, None, None, None, None, ["zed"]]})
+    nodes = pl.DataFrame(
+        {
+            "node_id": list("abcdef"),
+            "text": ["t"] * 6,
+            "importance": [9.0, 8.0, 7.0, 6.5, 2.0, 9.5],
+            "type": ["fact", "rule", "fact", "fact", "fact", "fact"],
+            "visibility": [None, None, None, None, None, ["zed"]],
+        }
+    )
     queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(40)], "text": ["x"] * 40})
-    sel = pl.DataFrame({"query_idx": list(range(40)), "node_idx": [4] * 40, "rank": [1] * 40, "score": [1.0] * 40},
-                       schema_overrides={"rank": pl.Int32})
+    sel = pl.DataFrame(
+        {"query_idx": list(range(40)), "node_idx": [4] * 40, "rank": [1] * 40, "score": [1.0] * 40},
+        schema_overrides={"rank": pl.Int32},
+    )
     a = append(sel, nodes, queries, k=5, p=0.5, seed=1)
     b = append(sel, nodes, queries, k=5, p=0.5, seed=1)
     assert a.equals(b)  # same seed, same output
     extra = a.filter(pl.col("probabilistic"))
     # pool = importance ≥ 6, not a rule, visible (f is private): a (9), c (7), d (6.5) → node idx 0, 2, 3
     assert set(extra["node_idx"]) <= {0, 2, 3} and 10 < extra.height < 110  # ≈ 40 × 3 × 0.5 draws
-    assert append(sel, nodes, queries, k=1, p=0.5, seed=1).filter(pl.col("probabilistic")).height == 0  # full
+    assert (
+        append(sel, nodes, queries, k=1, p=0.5, seed=1).filter(pl.col("probabilistic")).height == 0
+    )  # full
     assert not append(sel, nodes, queries, k=5, p=0.5, seed=2).equals(a)
 
 
 def test_soul_boost_orders_only_the_injection_layer():
     from pipeline.stages.inject import render, soul_boost
 
-    assert (soul_boost("anti-pattern", "x"), soul_boost("concept", "Overview"), soul_boost(None, "t")) == (1.5, 0.3, 0.5)
-    nodes = pl.DataFrame({"node_id": ["a", "b"], "text": ["ta", "tb"], "title": ["A", "B"], "type": ["concept", "anti-pattern"]})
-    recall = pl.DataFrame({"query_id": ["q", "q"], "rank": [1, 2], "node_id": ["a", "b"], "score": [1.0, 0.5]})
+    assert (
+        soul_boost("anti-pattern", "x"),
+        soul_boost("concept", "Overview"),
+        soul_boost(None, "t"),
+    ) == (1.5, 0.3, 0.5)
+    nodes = pl.DataFrame(
+        {
+            "node_id": ["a", "b"],
+            "text": ["ta", "tb"],
+            "title": ["A", "B"],
+            "type": ["concept", "anti-pattern"],
+        }
+    )
+    recall = pl.DataFrame(
+        {"query_id": ["q", "q"], "rank": [1, 2], "node_id": ["a", "b"], "score": [1.0, 0.5]}
+    )
     # floor=0: the hook's 0.7 floor (a default of the oks format since issue 18) would drop b (0.5)
     plain = render(recall, nodes, "oks", floor=0.0)["text"][0]
-    boosted = render(recall, nodes, "oks", soul=True, floor=0.0)["text"][0]  # 1.0·0.6 < 0.5·1.5 → b first
+    boosted = render(recall, nodes, "oks", soul=True, floor=0.0)["text"][
+        0
+    ]  # 1.0·0.6 < 0.5·1.5 → b first
     assert plain.index("(a)") < plain.index("(b)") and boosted.index("(b)") < boosted.index("(a)")
     assert recall["rank"].to_list() == [1, 2]  # the recall layer is untouched

@@ -1,4 +1,5 @@
 """Maintenance signals: PageRank vs networkx, in-degree, Leiden, ReMe recency, OKS memory curve, load()."""
+
 import datetime as dt
 import logging
 import math
@@ -18,7 +19,9 @@ TS = pl.Datetime("us", "UTC")
 
 def _edges(rows):
     """rows: (src, dst, weight, inhibit)."""
-    return pl.DataFrame([(s, d, w, i, "edge") for s, d, w, i in rows], schema=EDGE_SCHEMA, orient="row")
+    return pl.DataFrame(
+        [(s, d, w, i, "edge") for s, d, w, i in rows], schema=EDGE_SCHEMA, orient="row"
+    )
 
 
 def _nodes(n, **cols):
@@ -30,8 +33,15 @@ def _days_ago(*days):
 
 
 def test_pagerank_matches_networkx_and_in_degree_skips_inhibitory():
-    rows = [(0, 1, 1.0, False), (0, 2, 2.0, False), (1, 2, 1.0, False), (2, 0, 1.0, False),
-            (2, 3, 0.5, False), (1, 2, 0.5, False), (3, 1, 5.0, True)]  # 3 is dangling; 3→1 is inhibitory
+    rows = [
+        (0, 1, 1.0, False),
+        (0, 2, 2.0, False),
+        (1, 2, 1.0, False),
+        (2, 0, 1.0, False),
+        (2, 3, 0.5, False),
+        (1, 2, 0.5, False),
+        (3, 1, 5.0, True),
+    ]  # 3 is dangling; 3→1 is inhibitory
     out = signals.compute(_nodes(4), _edges(rows), NOW, SignalsParams.defaults())
     g = nx.DiGraph()
     g.add_nodes_from(range(4))
@@ -51,15 +61,21 @@ def test_leiden_two_triangles_and_an_isolated_node():
     e = _edges([(s, d, 1.0, False) for s, d in tri])
     a = signals.compute(_nodes(7), e, NOW, SignalsParams.defaults(seed=13))["community"].to_list()
     b = signals.compute(_nodes(7), e, NOW, SignalsParams.defaults(seed=13))["community"].to_list()
-    assert a == b == [0, 0, 0, 1, 1, 1, 2]  # renumbered by smallest node index; isolated node 6 alone
+    assert (
+        a == b == [0, 0, 0, 1, 1, 1, 2]
+    )  # renumbered by smallest node index; isolated node 6 alone
     # direction and weight are ignored (undirected, unweighted)
     e2 = _edges([(d, s, 9.0, False) for s, d in tri])
     assert signals.compute(_nodes(7), e2, NOW, SignalsParams.defaults())["community"].to_list() == a
 
 
 def test_recency_hand_values_and_archived():
-    nodes = _nodes(5, updated_at=_days_ago(60, None, 120, 0, None), created_at=_days_ago(90, 60, 120, 0, None),
-                   access_count=pl.Series([0, 0, 0, 1, 0]))
+    nodes = _nodes(
+        5,
+        updated_at=_days_ago(60, None, 120, 0, None),
+        created_at=_days_ago(90, 60, 120, 0, None),
+        access_count=pl.Series([0, 0, 0, 1, 0]),
+    )
     out = signals.compute(nodes, _edges([(0, 3, 1.0, False)]), NOW, SignalsParams.defaults())
     rec = out["recency"].to_list()
     assert rec[0] == pytest.approx(math.exp(-1), abs=1e-12)  # 60 d, no hits, no inbound: 0.3679
@@ -77,32 +93,70 @@ def test_memory_curve_hand_cases_and_tiers():
         type=["concept", "strategy", "strategy", "note", "note", "concept", None, "concept"],
         importance=pl.Series([5.0, 5.0, 5.0, 5.0, 9.0, 7.0, None, 0.8], dtype=pl.Float32),
         created_at=_days_ago(1000, 10, 10.9, 0, 0, 5, None, 0),
-        status=["active", "active", "provisional", "provisional", "dropped", "provisional", None, "active"],
+        status=[
+            "active",
+            "active",
+            "provisional",
+            "provisional",
+            "dropped",
+            "provisional",
+            None,
+            "active",
+        ],
         pinned=[False, False, False, True, True, False, None, False],
         access_count=pl.Series([0, 0, 0, 3, 9, 0, None, 0]),
         archived=[False, False, False, False, False, False, None, False],
     )
     out = signals.compute(nodes, pl.DataFrame(schema=EDGE_SCHEMA), NOW, SignalsParams.defaults())
-    want = [0.5 * 1.2,  # concept never decays
-            0.5 * math.exp(-0.14) * 1.2,  # strategy, 10 days, active = 0.52157
-            0.5 * math.exp(-0.14),  # 10.9 days counts as 10 whole days; not active = 0.4347
-            0.5 + 0.5 * math.log(4) + 0.5,  # other type, day 0, 3 hits, pinned
-            0.0,  # dropped
-            0.7,  # importance 7 → OKS 0.7
-            0.5 * 1.2,  # all missing: importance 5 → OKS 0.5, 0 days, status active
-            0.08 * 1.2]  # 0.8 is 0.8 on 0–10 (no second guess at the scale): 0.096
+    want = [
+        0.5 * 1.2,  # concept never decays
+        0.5 * math.exp(-0.14) * 1.2,  # strategy, 10 days, active = 0.52157
+        0.5 * math.exp(-0.14),  # 10.9 days counts as 10 whole days; not active = 0.4347
+        0.5 + 0.5 * math.log(4) + 0.5,  # other type, day 0, 3 hits, pinned
+        0.0,  # dropped
+        0.7,  # importance 7 → OKS 0.7
+        0.5 * 1.2,  # all missing: importance 5 → OKS 0.5, 0 days, status active
+        0.08 * 1.2,
+    ]  # 0.8 is 0.8 on 0–10 (no second guess at the scale): 0.096
     np.testing.assert_allclose(out["memory_score"].to_numpy(), want, atol=1e-6)
-    assert out["tier"].to_list() == ["warm", "warm", "warm", "hot", "evictable", "hot", "warm", "evictable"]
+    assert out["tier"].to_list() == [
+        "warm",
+        "warm",
+        "warm",
+        "hot",
+        "evictable",
+        "hot",
+        "warm",
+        "evictable",
+    ]
     archived = nodes.with_columns(archived=pl.lit(True))
-    assert signals.compute(archived, pl.DataFrame(schema=EDGE_SCHEMA), NOW, SignalsParams.defaults())["memory_score"].sum() == 0
-    assert list(signals.tier(np.array([0.7, 0.6999, 0.4, 0.3999, 0.15, 0.1499, 0.0]))) == \
-        ["hot", "warm", "warm", "cold", "cold", "evictable", "evictable"]
+    assert (
+        signals.compute(archived, pl.DataFrame(schema=EDGE_SCHEMA), NOW, SignalsParams.defaults())[
+            "memory_score"
+        ].sum()
+        == 0
+    )
+    assert list(signals.tier(np.array([0.7, 0.6999, 0.4, 0.3999, 0.15, 0.1499, 0.0]))) == [
+        "hot",
+        "warm",
+        "warm",
+        "cold",
+        "cold",
+        "evictable",
+        "evictable",
+    ]
 
 
 def test_factors_are_one_where_missing():
-    np.testing.assert_allclose(signals.inbound_factor(pl.Series([0, 3, None])), [1.0, 1 + 0.15 * math.log(4), 1.0])
-    np.testing.assert_allclose(signals.same_community(pl.Series([0, 1, None]), [1, None]), [1.0, 1.2, 1.0])
-    np.testing.assert_allclose(signals.recency_decay([60.0, np.nan, -5.0]), [math.exp(-1), 1.0, 1.0])
+    np.testing.assert_allclose(
+        signals.inbound_factor(pl.Series([0, 3, None])), [1.0, 1 + 0.15 * math.log(4), 1.0]
+    )
+    np.testing.assert_allclose(
+        signals.same_community(pl.Series([0, 1, None]), [1, None]), [1.0, 1.2, 1.0]
+    )
+    np.testing.assert_allclose(
+        signals.recency_decay([60.0, np.nan, -5.0]), [math.exp(-1), 1.0, 1.0]
+    )
 
 
 @pytest.fixture
@@ -141,10 +195,14 @@ def test_load_missing_stale_and_version_mismatch(tmp_path, table, caplog):
 def test_resolve_disabled_in_run_and_from_path(tmp_path, table):
     nodes = _nodes(3)
     e = _edges([(0, 1, 1.0, False)])
-    assert signals.resolve(nodes, e, NOW, SignalsParams.defaults(enabled=False)) == (None, {
-        "status": "disabled", "computed_at": None, "age_days": None})
+    assert signals.resolve(nodes, e, NOW, SignalsParams.defaults(enabled=False)) == (
+        None,
+        {"status": "disabled", "computed_at": None, "age_days": None},
+    )
     got, fresh = signals.resolve(nodes, e, NOW, SignalsParams.defaults())
     assert fresh["status"] == "fresh" and got.height == 3
     signals.write(table, tmp_path / "s.parquet")
-    got, fresh = signals.resolve(nodes, e, NOW, SignalsParams.defaults(path=str(tmp_path / "s.parquet")))
+    got, fresh = signals.resolve(
+        nodes, e, NOW, SignalsParams.defaults(path=str(tmp_path / "s.parquet"))
+    )
     assert fresh["status"] == "fresh" and got.equals(table)

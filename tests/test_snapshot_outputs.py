@@ -1,6 +1,7 @@
 """scripts/snapshot_outputs.py: two snapshots of the same code are identical file for file; a
 changed file is reported and fails the comparison (issue 15 relies on it to show a refactor
 changed no result)."""
+
 import importlib.util
 from pathlib import Path
 
@@ -18,27 +19,47 @@ def test_same_code_gives_identical_snapshots_and_a_change_is_caught(tmp_path, ca
     snap = _load()
     a = snap.save(tmp_path / "a", ["sample"], ["dense"], "hashing")
     b = snap.save(tmp_path / "b", ["sample"], ["dense"], "hashing")
-    assert set(a) == {"runs/sample-dense/recall.parquet", "runs/sample-dense/metrics.json",
-                      *[k for k in a if k.startswith("precompute/recall/scope=")]}
+    assert set(a) == {
+        "runs/sample-dense/recall.parquet",
+        "runs/sample-dense/metrics.json",
+        *[k for k in a if k.startswith("precompute/recall/scope=")],
+    }
     assert any(k.startswith("precompute/recall/scope=") for k in a)
     assert a == b
     assert snap.compare(tmp_path / "a", tmp_path / "b") == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == f"identical: {len(a)}/{len(a)}"
-    (tmp_path / "b" / "hashes.json").write_text((tmp_path / "b" / "hashes.json").read_text()
-                                                .replace(a["runs/sample-dense/metrics.json"], "0" * 64))
+    (tmp_path / "b" / "hashes.json").write_text(
+        (tmp_path / "b" / "hashes.json")
+        .read_text()
+        .replace(a["runs/sample-dense/metrics.json"], "0" * 64)
+    )
     assert snap.compare(tmp_path / "a", tmp_path / "b") == 1
     out = capsys.readouterr().out
-    assert "DIFFERENT runs/sample-dense/metrics.json" in out and f"identical: {len(a) - 1}/{len(a)}" in out
+    assert (
+        "DIFFERENT runs/sample-dense/metrics.json" in out
+        and f"identical: {len(a) - 1}/{len(a)}" in out
+    )
 
 
 def test_a_partition_is_compared_without_its_recipe_key_but_with_every_other_column(tmp_path):
     import polars as pl
 
     snap = _load()
-    rows = {"query_id": ["q1", "q1"], "rank": [1, 2], "node_id": ["a", "b"], "score": [0.9, 0.5],
-            "query_hash": ["h", "h"], "scope_version": ["v", "v"], "recipe": ["r1", "r1"]}
+    rows = {
+        "query_id": ["q1", "q1"],
+        "rank": [1, 2],
+        "node_id": ["a", "b"],
+        "score": [0.9, 0.5],
+        "query_hash": ["h", "h"],
+        "scope_version": ["v", "v"],
+        "recipe": ["r1", "r1"],
+    }
     paths = {}
-    for name, change in (("a", {}), ("new_code", {"recipe": ["r2", "r2"]}), ("moved", {"score": [0.9, 0.4]})):
+    for name, change in (
+        ("a", {}),
+        ("new_code", {"recipe": ["r2", "r2"]}),
+        ("moved", {"score": [0.9, 0.4]}),
+    ):
         paths[name] = tmp_path / f"{name}.parquet"
         pl.DataFrame(rows | change).write_parquet(paths[name])
     assert snap.partition_sha256(paths["a"]) == snap.partition_sha256(paths["new_code"])

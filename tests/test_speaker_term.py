@@ -1,4 +1,5 @@
 """score.terms.speaker_named: a unit whose speaker the query names gets the term's weight (hand-checked)."""
+
 import datetime as dt
 
 import polars as pl
@@ -19,10 +20,19 @@ def test_speaker_in_matches_whole_words_only():
 
 
 def test_speaker_named_term_hand_computed():
-    nodes = pl.DataFrame({"node_id": ["a", "b", "c", "d"], "speaker": ["Caroline", "Melanie", None, "Caroline"]})
-    queries = pl.DataFrame({"query_id": ["q0", "q1"], "text": ["What did Caroline research?", "Where is it?"]})
-    cand = pl.DataFrame({"query_idx": [0, 0, 0, 0, 1, 1], "node_idx": [0, 1, 2, 3, 0, 1],
-                         "fused": [0.1, 0.5, 0.3, 0.2, 0.4, 0.6]})
+    nodes = pl.DataFrame(
+        {"node_id": ["a", "b", "c", "d"], "speaker": ["Caroline", "Melanie", None, "Caroline"]}
+    )
+    queries = pl.DataFrame(
+        {"query_id": ["q0", "q1"], "text": ["What did Caroline research?", "Where is it?"]}
+    )
+    cand = pl.DataFrame(
+        {
+            "query_idx": [0, 0, 0, 0, 1, 1],
+            "node_idx": [0, 1, 2, 3, 0, 1],
+            "fused": [0.1, 0.5, 0.3, 0.2, 0.4, 0.6],
+        }
+    )
     terms = {"fused": 1.0, "speaker_named": 2.0}
     df = score.attach(cand, nodes, queries, None, list(terms), NOW)
     out = score.compute(df, terms, [], normalize=False)
@@ -44,16 +54,36 @@ def _reached(boost: float, question: str = "What did Caroline paint?") -> set[in
     """Nodes 0 (Caroline) – 2 and 1 (Melanie) – 3 linked; fused 0.5 on node 0, 0.6 on node 1; one seed."""
     from pipeline.stages import diffuse
 
-    nodes = pl.DataFrame({"node_id": ["n0", "n1", "n2", "n3"], "text": ["a", "b", "c", "d"],
-                          "speaker": ["Caroline", "Melanie", "Caroline", "Melanie"]})
+    nodes = pl.DataFrame(
+        {
+            "node_id": ["n0", "n1", "n2", "n3"],
+            "text": ["a", "b", "c", "d"],
+            "speaker": ["Caroline", "Melanie", "Caroline", "Melanie"],
+        }
+    )
     queries = pl.DataFrame({"query_id": ["q"], "text": [question]})
-    edges = pl.DataFrame({"src": [0, 1], "dst": [2, 3], "weight": [1.0, 1.0], "inhibit": [False, False],
-                          "relation": ["edge", "edge"]},
-                         schema_overrides={"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32})
-    cand = pl.DataFrame({"query_idx": [0, 0], "node_idx": [0, 1], "fused": [0.5, 0.6]},
-                        schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "fused": pl.Float32})
-    p = diffuse.DiffusionParams.defaults(method="pedsa", seed_k=1, steps=2, min_energy=0.0, top_k=10, speaker_seed_boost=boost)
-    return set(diffuse.run(cand, nodes, queries, edges, p).filter(pl.col("graph") > 0)["node_idx"].to_list())
+    edges = pl.DataFrame(
+        {
+            "src": [0, 1],
+            "dst": [2, 3],
+            "weight": [1.0, 1.0],
+            "inhibit": [False, False],
+            "relation": ["edge", "edge"],
+        },
+        schema_overrides={"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32},
+    )
+    cand = pl.DataFrame(
+        {"query_idx": [0, 0], "node_idx": [0, 1], "fused": [0.5, 0.6]},
+        schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "fused": pl.Float32},
+    )
+    p = diffuse.DiffusionParams.defaults(
+        method="pedsa", seed_k=1, steps=2, min_energy=0.0, top_k=10, speaker_seed_boost=boost
+    )
+    return set(
+        diffuse.run(cand, nodes, queries, edges, p)
+        .filter(pl.col("graph") > 0)["node_idx"]
+        .to_list()
+    )
 
 
 def test_speaker_seed_boost_moves_the_seed_to_the_named_speaker():

@@ -1,4 +1,5 @@
 """select.spread_gap: repeated documents pushed down the ranking (hand-checked orders and properties)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,13 @@ from pipeline.stages.spread import spread
 def _ranked(docs_in_rank_order: list[int], query: int = 0) -> tuple[pl.DataFrame, np.ndarray]:
     """One query whose node i (rank i+1) belongs to document docs[i]."""
     n = len(docs_in_rank_order)
-    frame = pl.DataFrame({"query_idx": [query] * n, "node_idx": list(range(n)),
-                          "rank": pl.Series(range(1, n + 1), dtype=pl.Int32)})
+    frame = pl.DataFrame(
+        {
+            "query_idx": [query] * n,
+            "node_idx": list(range(n)),
+            "rank": pl.Series(range(1, n + 1), dtype=pl.Int32),
+        }
+    )
     return frame, np.array(docs_in_rank_order)
 
 
@@ -61,13 +67,17 @@ def test_properties(docs_list, gap):
     for d in set(docs_list):  # a document's own units keep their order
         mine = [n for n in out if docs[n] == d]
         assert mine == sorted(mine)
-    big = spread(r, docs, len(docs_list) + 1)["node_idx"].to_list()  # round robin: every doc's j-th before any (j+1)-th
+    big = spread(r, docs, len(docs_list) + 1)[
+        "node_idx"
+    ].to_list()  # round robin: every doc's j-th before any (j+1)-th
     nth = [sum(docs[m] == docs[n] for m in big[:i]) for i, n in enumerate(big)]
     assert nth == sorted(nth)
 
 
 def test_select_topk_applies_the_gap_before_the_cut():
-    cand = pl.DataFrame({"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.8, 0.7, 0.1]})
+    cand = pl.DataFrame(
+        {"query_idx": [0] * 4, "node_idx": [0, 1, 2, 3], "score": [0.9, 0.8, 0.7, 0.1]}
+    )
     docs = np.array([0, 0, 0, 1])
     plain = select(cand, 2, SelectParams.defaults(), doc_idx=docs)
     spread_out = select(cand, 2, SelectParams.defaults(spread_gap=5), doc_idx=docs)

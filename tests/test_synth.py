@@ -1,4 +1,5 @@
 """Synthetic corpus: deterministic per seed, valid contract tables, unit embeddings."""
+
 import numpy as np
 
 from pipeline.schema import conform

@@ -1,5 +1,6 @@
 """Script-aware BM25 tokenisation (lexical.tokenizer): hand-checked splits of Chinese, mixed and
 English text, jieba parity with the Python jieba, BM25 on a tiny Chinese corpus computed by hand."""
+
 import math
 
 import pytest
@@ -24,52 +25,117 @@ def test_english_tokenizer_keeps_a_run_of_chinese_as_one_word():
 def test_cjk_char_is_one_token_per_han_character_and_bigrams_on_request():
     assert _words("数据库备份", "cjk_char") == ["数", "据", "库", "备", "份"]
     assert _words("数据库备份", "cjk_char", cjk_bigrams=True) == [
-        "数", "据", "库", "备", "份", "数据", "据库", "库备", "备份"]
+        "数",
+        "据",
+        "库",
+        "备",
+        "份",
+        "数据",
+        "据库",
+        "库备",
+        "备份",
+    ]
 
 
 def test_jieba_cuts_words_in_search_mode_and_drops_short_ones():
     # search mode also emits the dictionary words inside a longer word (数据库 → 数据, 据库, 数据库)
     assert _words("数据库备份", "jieba") == ["数据", "据库", "数据库", "备份"]
     assert _words("我的数据库", "jieba") == ["我", "的", "数据", "据库", "数据库"]
-    assert _words("我的数据库", "jieba", cjk_min_len=2) == ["数据", "据库", "数据库"]  # OKS: < 2 chars dropped
+    assert _words("我的数据库", "jieba", cjk_min_len=2) == [
+        "数据",
+        "据库",
+        "数据库",
+    ]  # OKS: < 2 chars dropped
 
 
 def test_mixed_text_stems_and_stops_only_the_english_words():
     text = "在Kubernetes集群上部署the running services"
-    assert _words(text, "auto", stemmer="english") == ["在", "kubernet", "集", "群", "上", "部", "署", "集群", "群上",
-                                                         "上部", "部署", "run", "servic"]
-    assert _words(text, "jieba", stemmer="english") == ["在", "kubernet", "集群", "上", "部署", "run", "servic"]
-    assert _words(text, "cjk_char", stopwords=None) == ["在", "kubernetes", "集", "群", "上", "部", "署", "the",
-                                                        "running", "services"]
+    assert _words(text, "auto", stemmer="english") == [
+        "在",
+        "kubernet",
+        "集",
+        "群",
+        "上",
+        "部",
+        "署",
+        "集群",
+        "群上",
+        "上部",
+        "部署",
+        "run",
+        "servic",
+    ]
+    assert _words(text, "jieba", stemmer="english") == [
+        "在",
+        "kubernet",
+        "集群",
+        "上",
+        "部署",
+        "run",
+        "servic",
+    ]
+    assert _words(text, "cjk_char", stopwords=None) == [
+        "在",
+        "kubernetes",
+        "集",
+        "群",
+        "上",
+        "部",
+        "署",
+        "the",
+        "running",
+        "services",
+    ]
     # the old splitter glued the Latin word to the Chinese around it
-    assert _words(text, "english", stopwords=None) == ["在kubernetes集群上部署the", "running", "services"]
+    assert _words(text, "english", stopwords=None) == [
+        "在kubernetes集群上部署the",
+        "running",
+        "services",
+    ]
 
 
-MIXED = st.text(st.one_of(st.characters(min_codepoint=0x4E00, max_codepoint=0x4E3F),
-                          st.characters(blacklist_categories=("Cs",))), max_size=60)
+MIXED = st.text(
+    st.one_of(
+        st.characters(min_codepoint=0x4E00, max_codepoint=0x4E3F),
+        st.characters(blacklist_categories=("Cs",)),
+    ),
+    max_size=60,
+)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(MIXED)
 def test_auto_splits_the_non_han_text_exactly_like_english(text):
     got = tokenize.splitter("auto")(text)
-    assert [w for w in got if not tokenize.has_cjk(w)] == tokenize.splitter("english")(tokenize._HAN_RUN.sub(" ", text))
-    assert all(tokenize._HAN_RUN.fullmatch(w) for w in got if tokenize.has_cjk(w))  # Han words are Han only
+    assert [w for w in got if not tokenize.has_cjk(w)] == tokenize.splitter("english")(
+        tokenize._HAN_RUN.sub(" ", text)
+    )
+    assert all(
+        tokenize._HAN_RUN.fullmatch(w) for w in got if tokenize.has_cjk(w)
+    )  # Han words are Han only
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(st.text(st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF), min_size=1, max_size=30))
 def test_cjk_char_and_auto_on_pure_han_give_every_character_then_every_pair(text):
-    want = list(text) + [text[i:i + 2] for i in range(len(text) - 1)]
-    assert tokenize.splitter("cjk_char", cjk_bigrams=True)(text) == want == tokenize.splitter("auto")(text)
+    want = list(text) + [text[i : i + 2] for i in range(len(text) - 1)]
+    assert (
+        tokenize.splitter("cjk_char", cjk_bigrams=True)(text)
+        == want
+        == tokenize.splitter("auto")(text)
+    )
     assert tokenize.splitter("cjk_char")(text) == list(text)
 
 
 def test_rjieba_matches_python_jieba_search_mode():
     jieba = pytest.importorskip("jieba")
     jieba.setLogLevel(60)
-    for text in ["中华人民共和国的数据库备份策略", "周五下午启动的回填无人看管地跑了一整个周末",
-                 "把模型改成先聚合分段数据后，峰值内存降低了", "每周二里斯本时间交接"]:
+    for text in [
+        "中华人民共和国的数据库备份策略",
+        "周五下午启动的回填无人看管地跑了一整个周末",
+        "把模型改成先聚合分段数据后，峰值内存降低了",
+        "每周二里斯本时间交接",
+    ]:
         runs = tokenize._HAN_RUN.findall(text)
         want = [w for run in runs for w in jieba.cut_for_search(run)]
         assert tokenize.splitter("jieba")(text) == want
@@ -81,7 +147,9 @@ def test_unknown_tokenizer_is_a_config_error():
 
 
 def test_han_share_counts_han_among_letters():
-    assert tokenize.han_share(["数据 ab", "库 12"]) == pytest.approx(3 / 5)  # digits and spaces are not letters
+    assert tokenize.han_share(["数据 ab", "库 12"]) == pytest.approx(
+        3 / 5
+    )  # digits and spaces are not letters
     assert tokenize.han_share(["plain English"]) == 0.0 and tokenize.han_share([""]) == 0.0
 
 
@@ -97,7 +165,9 @@ def test_bm25_on_a_tiny_chinese_corpus_by_hand():
     assert got == pytest.approx([2 * one(5), 0.0, 2 * one(4)], rel=1e-6)
     old = lexical.make_tokenizer(None, None, "english")
     old_tokens = lexical.tokenize_fields(old, {"body": docs})
-    assert lexical.tokenize_queries(old, ["备份"], old_tokens.vocab).nnz == 0  # the collapse: no shared term
+    assert (
+        lexical.tokenize_queries(old, ["备份"], old_tokens.vocab).nnz == 0
+    )  # the collapse: no shared term
 
 
 def test_bm25_fts5_with_jieba_on_a_tiny_chinese_corpus_by_hand():
@@ -109,14 +179,27 @@ def test_bm25_fts5_with_jieba_on_a_tiny_chinese_corpus_by_hand():
     # d0 = 数据 据库 数据库 备份 (4), d1 = 备份, d2 = 策略, d3 = 文档 → avgdl 7/4; query = 数据 据库 数据库,
     # each in 1 of 4 docs: idf ln(3.5/1.5); tf 1: (k1+1)/(1 + k1·(0.25 + 0.75·4/1.75))
     idf = math.log(3.5 / 1.5)
-    assert got == pytest.approx([3 * idf * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 4 / 1.75)), 0, 0, 0], rel=1e-6)
+    assert got == pytest.approx(
+        [3 * idf * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 4 / 1.75)), 0, 0, 0], rel=1e-6
+    )
 
 
 def test_stopword_lists_join_by_plus_and_unknown_names_are_config_errors():
     en, zh = lexical.stopword_list("en"), lexical.stopword_list("en+zh")
-    assert "the" in en and "的" not in en and zh[:len(en)] == en and "的" in zh and len(set(zh)) == len(zh)
+    assert (
+        "the" in en
+        and "的" not in en
+        and zh[: len(en)] == en
+        and "的" in zh
+        and len(set(zh)) == len(zh)
+    )
     assert lexical.stopword_list(None) == [] == lexical.stopword_list("none")
-    assert _words("这是我的备份策略", "cjk_char", stopwords="en+zh") == ["备", "份", "策", "略"]  # 这 是 我 的: stopwords
+    assert _words("这是我的备份策略", "cjk_char", stopwords="en+zh") == [
+        "备",
+        "份",
+        "策",
+        "略",
+    ]  # 这 是 我 的: stopwords
     with pytest.raises(ConfigError, match="lexical.stopwords='en\\+xx': no stopword list 'xx'"):
         lexical.stopword_list("en+xx")
 
@@ -125,7 +208,10 @@ def test_cjk_set_counts_each_term_of_a_chinese_text_once_as_oks_does():
     docs = ["备份，备份，策略", "backup backup plan"]
     tok = lexical.make_tokenizer(None, None, "jieba", cjk_min_len=2)
     tokens = lexical.tokenize_fields(tok, {"body": docs}, cjk_set=True)
-    assert tokens.fields["body"].toarray().sum(axis=1).tolist() == [2.0, 3.0]  # 备份 策略 | backup ×2, plan
+    assert tokens.fields["body"].toarray().sum(axis=1).tolist() == [
+        2.0,
+        3.0,
+    ]  # 备份 策略 | backup ×2, plan
     s = lexical.bm25_matrix(tokens, {"body": 1.0})
     q = lexical.tokenize_queries(tok, ["备份 备份", "backup backup"], tokens.vocab, cjk_set=True)
     assert q.toarray().sum(axis=1).tolist() == [1.0, 2.0]  # the English query keeps its repeat

@@ -1,5 +1,6 @@
 """Every top-k of ``ops/topk.py``: tie rules by hand, and parity with a sort-based reference on
 inputs that reach every code path (ties, per-column k, k = 0, long rows, float32 and float64)."""
+
 import numpy as np
 import pytest
 
@@ -32,7 +33,9 @@ def test_topk_abs_mask_ties_by_row_order():
 
 def test_topk_abs_mask_per_column_k():
     x = np.array([[0.9, 0.1], [0.5, 0.8], [0.7, 0.3]])
-    np.testing.assert_array_equal(topk_abs_mask(x, np.array([2, 0])), [[True, False], [False, False], [True, False]])
+    np.testing.assert_array_equal(
+        topk_abs_mask(x, np.array([2, 0])), [[True, False], [False, False], [True, False]]
+    )
 
 
 def test_topk_abs_mask_k_zero_keeps_nothing():
@@ -41,8 +44,12 @@ def test_topk_abs_mask_k_zero_keeps_nothing():
     assert not topk_abs_mask(x, np.int64(0)).any()
     assert not topk_abs_mask(x, -1).any()
     # |x| per column: 0.5, 0.7, 0.1 and 0.2, 0, 0.3
-    np.testing.assert_array_equal(topk_abs_mask(x, 1), [[False, False], [True, False], [False, True]])
-    np.testing.assert_array_equal(topk_abs_mask(x, np.array([0, 1])), [[False, False], [False, False], [False, True]])
+    np.testing.assert_array_equal(
+        topk_abs_mask(x, 1), [[False, False], [True, False], [False, True]]
+    )
+    np.testing.assert_array_equal(
+        topk_abs_mask(x, np.array([0, 1])), [[False, False], [False, False], [False, True]]
+    )
     np.testing.assert_array_equal(topk_abs_mask(x, 3), [[True, True], [True, False], [True, True]])
 
 

@@ -1,4 +1,5 @@
 """`recall tune`: a seeded Optuna sweep writes a preset that reproduces its best trial; query halves."""
+
 from __future__ import annotations
 
 import subprocess
@@ -19,17 +20,33 @@ def test_query_halves_partition_the_queries_stably():
     a, b = query_half(q, "a"), query_half(q, "b")
     assert a.height + b.height == 200 and set(a["query_id"]).isdisjoint(set(b["query_id"]))
     assert 70 < a.height < 130  # a hash split, roughly half
-    assert query_half(q.reverse(), "a")["query_id"].sort().to_list() == a["query_id"].sort().to_list()
+    assert (
+        query_half(q.reverse(), "a")["query_id"].sort().to_list() == a["query_id"].sort().to_list()
+    )
 
 
 def test_preset_text_sets_dotted_keys_and_group_choices(compose):
-    text = preset_text("best", {"diffuse": "ppr", "fuse.weights.dense": 0.5, "graph.hubs.entities": True,
-                                "score.terms.graph": 12.3456789012},
-                       "best_x", ["header line"])
+    text = preset_text(
+        "best",
+        {
+            "diffuse": "ppr",
+            "fuse.weights.dense": 0.5,
+            "graph.hubs.entities": True,
+            "score.terms.graph": 12.3456789012,
+        },
+        "best_x",
+        ["header line"],
+    )
     assert text.startswith("# @package _global_\n# header line\n")
     doc = yaml.safe_load(text)
-    assert doc["defaults"] == ["best", "_self_", {"override /diffuse": "ppr"}]  # only what the search chose
-    assert doc["fuse"] == {"weights": {"dense": 0.5}} and doc["score"] == {"terms": {"graph": 12.3457}}
+    assert doc["defaults"] == [
+        "best",
+        "_self_",
+        {"override /diffuse": "ppr"},
+    ]  # only what the search chose
+    assert doc["fuse"] == {"weights": {"dense": 0.5}} and doc["score"] == {
+        "terms": {"graph": 12.3457}
+    }
     name = f"tunetext_{uuid.uuid4().hex[:8]}"
     path = REPO / "conf" / "preset" / f"{name}.yaml"
     try:
@@ -37,15 +54,38 @@ def test_preset_text_sets_dotted_keys_and_group_choices(compose):
         cfg = compose([f"preset={name}"])
     finally:
         path.unlink()
-    assert dict(cfg.fuse.weights) == {"dense": 0.5, "lexical": 0.4}  # lexical from conf/preset/best.yaml
-    assert cfg.graph.hubs.entities is True and cfg.preset_name == "best_x" and cfg.diffuse.method == "ppr"
+    assert dict(cfg.fuse.weights) == {
+        "dense": 0.5,
+        "lexical": 0.4,
+    }  # lexical from conf/preset/best.yaml
+    assert (
+        cfg.graph.hubs.entities is True
+        and cfg.preset_name == "best_x"
+        and cfg.diffuse.method == "ppr"
+    )
     assert cfg.score.terms.graph == 12.3457 and cfg.diffuse.seed_k == 30  # seed_k from best
 
 
 def _tune(name: str, out) -> tuple[str, dict]:
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "tune", "data=sample", "preset=best", "embed=hashing",
-                           "tune.trials=3", "tune.seed=5", f"tune.name={name}", f"out_dir={out}", f"cache_dir={out}/cache"],
-                          capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "tune",
+            "data=sample",
+            "preset=best",
+            "embed=hashing",
+            "tune.trials=3",
+            "tune.seed=5",
+            f"tune.name={name}",
+            f"out_dir={out}",
+            f"cache_dir={out}/cache",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout, yaml.safe_load((out / "optimization_results.yaml").read_text())
 
@@ -58,7 +98,9 @@ def test_tune_writes_a_preset_that_reproduces_its_best_trial(tmp_path):
         best = float(res["best_value"])
         lines = out.strip().splitlines()
         assert lines[0] == f"best recall@5 on half a: {best:.4f} (trials in {tmp_path / 't1'})"
-        assert lines[1].startswith(f"rerun: half a {best:.4f}, held-out half b ")  # the preset reproduces the trial
+        assert lines[1].startswith(
+            f"rerun: half a {best:.4f}, held-out half b "
+        )  # the preset reproduces the trial
         assert lines[2].startswith("base preset best: half a ")
         text = path.read_text()
         assert "3 TPE trials, seed 5" in text and f"recall@5 = {best:.4f} on half a" in text

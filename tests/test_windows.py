@@ -5,6 +5,7 @@ One tiny graph: node 0 (titled "Falcon") is the seed / anchor; edge 0–1 closed
 is live, so every stage reaches node 2 and neither node 1 nor node 3; with the window ignored
 (``now=None``) they reach all three. Expected node ids are read off the graph by hand.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,22 +20,46 @@ TS = pl.Datetime("us", "UTC")
 
 
 def tiny():
-    nodes = pl.DataFrame({"node_id": ["n0", "n1", "n2", "n3"], "text": ["Falcon plan", "old", "current", "later"],
-                          "title": ["Falcon", None, None, None], "type": ["fact", "event", "event", "event"]})
+    nodes = pl.DataFrame(
+        {
+            "node_id": ["n0", "n1", "n2", "n3"],
+            "text": ["Falcon plan", "old", "current", "later"],
+            "title": ["Falcon", None, None, None],
+            "type": ["fact", "event", "event", "event"],
+        }
+    )
     queries = pl.DataFrame({"query_id": ["q"], "text": ["what about Falcon"]})
-    edges = pl.DataFrame({
-        "src": [0, 0, 0], "dst": [1, 2, 3], "weight": [1.0, 1.0, 1.0], "inhibit": [False, False, False],
-        "relation": ["edge"] * 3,
-        "valid_from": [None, dt.datetime(2025, 1, 1, tzinfo=UTC), dt.datetime(2025, 2, 1, tzinfo=UTC)],
-        "valid_to": [dt.datetime(2025, 1, 10, tzinfo=UTC), None, None],
-    }, schema_overrides={"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "valid_from": TS, "valid_to": TS})
+    edges = pl.DataFrame(
+        {
+            "src": [0, 0, 0],
+            "dst": [1, 2, 3],
+            "weight": [1.0, 1.0, 1.0],
+            "inhibit": [False, False, False],
+            "relation": ["edge"] * 3,
+            "valid_from": [
+                None,
+                dt.datetime(2025, 1, 1, tzinfo=UTC),
+                dt.datetime(2025, 2, 1, tzinfo=UTC),
+            ],
+            "valid_to": [dt.datetime(2025, 1, 10, tzinfo=UTC), None, None],
+        },
+        schema_overrides={
+            "src": pl.Int64,
+            "dst": pl.Int64,
+            "weight": pl.Float32,
+            "valid_from": TS,
+            "valid_to": TS,
+        },
+    )
     return nodes, queries, edges
 
 
 def reached(method: str, now) -> set[int]:
     nodes, queries, edges = tiny()
-    cand = pl.DataFrame({"query_idx": [0], "node_idx": [0], "fused": [1.0]},
-                        schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "fused": pl.Float32})
+    cand = pl.DataFrame(
+        {"query_idx": [0], "node_idx": [0], "fused": [1.0]},
+        schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "fused": pl.Float32},
+    )
     p = diffuse.DiffusionParams.defaults(method=method, seed_k=1, steps=2, min_energy=0.0, top_k=10)
     out = diffuse.run(cand, nodes, queries, edges, p, now=now)
     return set(out.filter(pl.col("graph") > 0)["node_idx"].to_list()) - {0}
@@ -60,7 +85,11 @@ def test_directed_topn_keeps_only_live_edges():
     out, inn = graph.directed_topn(edges, 4, None, 10, NOW)
     assert sorted(zip(*out.nonzero())) == [(0, 2)]
     assert sorted(zip(*inn.nonzero())) == [(2, 0)]
-    assert sorted(zip(*graph.directed_topn(edges, 4, None, 10)[0].nonzero())) == [(0, 1), (0, 2), (0, 3)]
+    assert sorted(zip(*graph.directed_topn(edges, 4, None, 10)[0].nonzero())) == [
+        (0, 1),
+        (0, 2),
+        (0, 3),
+    ]
 
 
 def test_adjacency_keeps_only_live_edges():
@@ -93,10 +122,21 @@ def test_a_run_uses_the_reference_time_for_windows(compose, tmp_path):
 
     nodes, queries, edges = tiny()
     ids = nodes["node_id"]
-    raw = edges.with_columns(src=ids.gather(edges["src"]), dst=ids.gather(edges["dst"])).drop("inhibit", "relation")
+    raw = edges.with_columns(src=ids.gather(edges["src"]), dst=ids.gather(edges["dst"])).drop(
+        "inhibit", "relation"
+    )
     queries = queries.with_columns(now=pl.lit(NOW, TS))
-    cfg = compose(["preset=bm25", "diffuse=ppr", "score.terms={fused: 1.0, graph: 1.0}", "graph.temporal=false",
-                   "embed=hashing", "report=false", "k=4"])
+    cfg = compose(
+        [
+            "preset=bm25",
+            "diffuse=ppr",
+            "score.terms={fused: 1.0, graph: 1.0}",
+            "graph.temporal=false",
+            "embed=hashing",
+            "report=false",
+            "k=4",
+        ]
+    )
 
     def recalled(e):
         runner.run(cfg, tmp_path / "run", dataset=Dataset("w", nodes, queries, e))

@@ -1,4 +1,5 @@
 """Workspace adapter on the tiny fixture, the bundled sample, and refusals."""
+
 import os
 
 import pytest
@@ -9,21 +10,37 @@ from pipeline.errors import DataError
 
 
 def _tiny():
-    return workspace.load(str(TINY_WS / "notes"), queries=str(TINY_WS / "queries.jsonl"),
-                          qrels=str(TINY_WS / "qrels.tsv"))
+    return workspace.load(
+        str(TINY_WS / "notes"),
+        queries=str(TINY_WS / "queries.jsonl"),
+        qrels=str(TINY_WS / "qrels.tsv"),
+    )
 
 
 def test_sections_line_spans_front_matter_and_code():
     ds = _tiny()
     n = {r["node_id"]: r for r in ds.nodes.iter_rows(named=True)}
-    assert sorted(n) == ["people/alice.md#alice-chen", "people/alice.md#contact", "projects/farm.md#budget",
-                         "projects/farm.md#budget-2", "projects/farm.md#intro", "secret.md#salary"]
+    assert sorted(n) == [
+        "people/alice.md#alice-chen",
+        "people/alice.md#contact",
+        "projects/farm.md#budget",
+        "projects/farm.md#budget-2",
+        "projects/farm.md#intro",
+        "secret.md#salary",
+    ]
     alice = n["people/alice.md#alice-chen"]
     assert (alice["start_line"], alice["end_line"], alice["doc_id"]) == (9, 11, "people/alice.md")
     assert alice["title"] == "Alice Chen" and alice["tags"] == ["people", "platform"]
-    assert alice["importance"] == 7.0 and alice["type"] == "person" and alice["created_at"].year == 2026
+    assert (
+        alice["importance"] == 7.0
+        and alice["type"] == "person"
+        and alice["created_at"].year == 2026
+    )
     budget = n["projects/farm.md#budget"]
-    assert budget["text"] == "Budget\nThe farm costs 4,000 dollars a month." and budget["code"] == "make farm-report"
+    assert (
+        budget["text"] == "Budget\nThe farm costs 4,000 dollars a month."
+        and budget["code"] == "make farm-report"
+    )
     assert budget["tags"] == ["farm", "ci"] and budget["archived"] is True  # comma-string tags
     assert n["secret.md#salary"]["visibility"] == ["alice"]
 
@@ -31,8 +48,10 @@ def test_sections_line_spans_front_matter_and_code():
 def test_wikilinks_with_anchor_alias_and_broken_ones():
     ds = _tiny()
     edges = set(zip(ds.edges["src"], ds.edges["dst"]))
-    assert edges == {("people/alice.md#contact", "projects/farm.md#budget"),
-                     ("projects/farm.md#intro", "people/alice.md#alice-chen")}
+    assert edges == {
+        ("people/alice.md#contact", "projects/farm.md#budget"),
+        ("projects/farm.md#intro", "people/alice.md#alice-chen"),
+    }
     assert ds.skipped["wikilink_broken"] == 1
 
 
@@ -59,7 +78,9 @@ def test_link_escaping_root_is_skipped(tmp_path):
 
 def test_malformed_front_matter_names_file_and_line(tmp_path):
     (tmp_path / "bad.md").write_text("---\nname: [unclosed\n---\n# X\ny\n")
-    with pytest.raises(DataError, match=r"bad.md, row line \d+, field 'front matter'.*not valid YAML"):
+    with pytest.raises(
+        DataError, match=r"bad.md, row line \d+, field 'front matter'.*not valid YAML"
+    ):
         workspace.load(str(tmp_path))
     (tmp_path / "bad.md").write_text("---\nimportance: high\n---\n# X\ny\n")
     with pytest.raises(DataError, match=r"bad.md, field 'importance'.*not a number"):

@@ -5,6 +5,7 @@ chunks and seedless blocks produce exactly those. These tests run the numpy twin
 ``numpy.bincount`` replaced by one that keeps CuPy's contract, so an unguarded call fails here, and
 compare the outputs with hand computations.
 """
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -49,7 +50,11 @@ def test_bincount_guard_empty_and_one_element():
 
 
 def test_segment_ids_one_row_no_rows_and_empty_rows():
-    assert segment_ids(np, np.array([0, 3]), 3).tolist() == [0, 0, 0]  # one row: indptr[1:-1] is empty
+    assert segment_ids(np, np.array([0, 3]), 3).tolist() == [
+        0,
+        0,
+        0,
+    ]  # one row: indptr[1:-1] is empty
     assert segment_ids(np, np.array([0]), 0).tolist() == []  # no rows
     assert segment_ids(np, np.array([0, 0]), 0).tolist() == []  # one empty row
     assert segment_ids(np, np.array([0, 0, 2, 2, 3]), 3).tolist() == [1, 1, 3]  # empty rows 0 and 2
@@ -69,7 +74,9 @@ def test_pedsa_seed_without_edges_and_seedless_block():
     e0[2, 0] = 0.7  # query 0: an isolated seed (the step's product is empty); query 1: no seed
     out = pedsa(_path_graph(), None, e0)
     np.testing.assert_allclose(out, [[0, 0], [0, 0], [0.7, 0]], rtol=1e-6)
-    out = pedsa(_path_graph(), None, sp.csr_matrix((3, 1), dtype=np.float32))  # sparse, no seeds at all
+    out = pedsa(
+        _path_graph(), None, sp.csr_matrix((3, 1), dtype=np.float32)
+    )  # sparse, no seeds at all
     assert out.shape == (3, 1) and out.nnz == 0
 
 

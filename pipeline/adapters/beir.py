@@ -4,6 +4,7 @@ Only queries judged in the split are kept. Qrels are node-level; score-0 rows st
 ``max_docs`` shrinks the corpus to the judged docs of the kept queries plus the first ``max_docs``
 docs in corpus order (for quick slices).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -29,8 +30,9 @@ def _corpus_file(root: Path) -> Path:
 def _field(obj: dict, key: str, where: str, row: int, *, default: str | None = None) -> str:
     value = obj.get(key, default)
     if value is None or isinstance(value, (dict, list, bool)):
-        raise DataError(where, "missing or not a string", f"give every line a '{key}'", row=row,
-                        field=key)
+        raise DataError(
+            where, "missing or not a string", f"give every line a '{key}'", row=row, field=key
+        )
     return str(value)
 
 
@@ -40,8 +42,13 @@ def _read_qrels(path: Path) -> list[tuple[str, str, int]]:
     header = [h.strip() for h in lines[0].split("\t")] if lines else []
     lacking = [c for c in _QREL_COLS if c not in header]
     if lacking:
-        raise DataError(where, f"header {header} lacks {lacking}",
-                        "start the file with 'query-id\\tcorpus-id\\tscore'", row="line 1", field=lacking[0])
+        raise DataError(
+            where,
+            f"header {header} lacks {lacking}",
+            "start the file with 'query-id\\tcorpus-id\\tscore'",
+            row="line 1",
+            field=lacking[0],
+        )
     at = [header.index(c) for c in _QREL_COLS]
     out = []
     for i, line in enumerate(lines[1:], start=2):
@@ -50,24 +57,42 @@ def _read_qrels(path: Path) -> list[tuple[str, str, int]]:
         cells = line.split("\t")
         for col, j in zip(_QREL_COLS, at):
             if j >= len(cells) or not cells[j].strip():
-                raise DataError(where, f"no '{col}' value", "write query-id, corpus-id and score, tab-separated",
-                                row=f"line {i}", field=col)
+                raise DataError(
+                    where,
+                    f"no '{col}' value",
+                    "write query-id, corpus-id and score, tab-separated",
+                    row=f"line {i}",
+                    field=col,
+                )
         qid, did, score = (cells[j].strip() for j in at)
         try:
             rel = int(float(score))
         except ValueError:
-            raise DataError(where, f"score {score!r} is not a number", "use an integer score",
-                            row=f"line {i}", field="score") from None
+            raise DataError(
+                where,
+                f"score {score!r} is not a number",
+                "use an integer score",
+                row=f"line {i}",
+                field="score",
+            ) from None
         out.append((qid, did, rel))
     return out
 
 
-def load(path: str, *, name: str = "beir", split: str = "test", limit_queries: int | None = None,
-         max_docs: int | None = None) -> Dataset:
+def load(
+    path: str,
+    *,
+    name: str = "beir",
+    split: str = "test",
+    limit_queries: int | None = None,
+    max_docs: int | None = None,
+) -> Dataset:
     """Load a BEIR folder (``corpus.jsonl[.gz]``, ``queries.jsonl``, ``qrels/<split>.tsv``)."""
     root = Path(path)
     if not root.is_dir():
-        raise DataError(str(root), "BEIR folder not found", "point data.path at a BEIR dataset folder")
+        raise DataError(
+            str(root), "BEIR folder not found", "point data.path at a BEIR dataset folder"
+        )
     corpus_p = _corpus_file(root)
     queries_p = require_file(root / "queries.jsonl", "BEIR queries.jsonl")
     qrels_p = require_file(root / "qrels" / f"{split}.tsv", f"BEIR qrels for split '{split}'")
@@ -76,14 +101,28 @@ def load(path: str, *, name: str = "beir", split: str = "test", limit_queries: i
     for i, doc in enumerate(read_jsonl(corpus_p)):
         did, title = _field(doc, "_id", cw, i), _field(doc, "title", cw, i, default="")
         body = _field(doc, "text", cw, i)
-        nodes.append({"node_id": did, "text": f"{title}\n{body}" if title else body, "title": title,
-                      "doc_id": did})
-    texts = {_field(q, "_id", qw, i): _field(q, "text", qw, i) for i, q in enumerate(read_jsonl(queries_p))}
+        nodes.append(
+            {
+                "node_id": did,
+                "text": f"{title}\n{body}" if title else body,
+                "title": title,
+                "doc_id": did,
+            }
+        )
+    texts = {
+        _field(q, "_id", qw, i): _field(q, "text", qw, i)
+        for i, q in enumerate(read_jsonl(queries_p))
+    }
     judged = _read_qrels(qrels_p)
     for i, (qid, _, _) in enumerate(judged):
         if qid not in texts:
-            raise DataError(rw, f"query-id {qid!r} is not in {qw}", "add the query or drop its qrels",
-                            row=f"line {i + 2}", field="query-id")
+            raise DataError(
+                rw,
+                f"query-id {qid!r} is not in {qw}",
+                "add the query or drop its qrels",
+                row=f"line {i + 2}",
+                field="query-id",
+            )
     in_split = {qid for qid, _, _ in judged}
     queries = [{"query_id": q, "text": t} for q, t in texts.items() if q in in_split]
     seen: set[tuple[str, str]] = set()
@@ -92,19 +131,45 @@ def load(path: str, *, name: str = "beir", split: str = "test", limit_queries: i
         if (qid, did) not in seen:
             seen.add((qid, did))
             qrels.append({"query_id": qid, "node_id": did, "relevance": rel})
-    node_df = schema.conform(pl.DataFrame(nodes, schema={"node_id": pl.String, "text": pl.String,
-                                                         "title": pl.String, "doc_id": pl.String}), "nodes", cw)
-    query_df = schema.conform(pl.DataFrame(queries, schema={"query_id": pl.String, "text": pl.String}),
-                              "queries", qw)
-    qrel_df = schema.conform(pl.DataFrame(qrels, schema={"query_id": pl.String, "node_id": pl.String,
-                                                         "relevance": pl.Int32}), "qrels", rw)
+    node_df = schema.conform(
+        pl.DataFrame(
+            nodes,
+            schema={
+                "node_id": pl.String,
+                "text": pl.String,
+                "title": pl.String,
+                "doc_id": pl.String,
+            },
+        ),
+        "nodes",
+        cw,
+    )
+    query_df = schema.conform(
+        pl.DataFrame(queries, schema={"query_id": pl.String, "text": pl.String}), "queries", qw
+    )
+    qrel_df = schema.conform(
+        pl.DataFrame(
+            qrels, schema={"query_id": pl.String, "node_id": pl.String, "relevance": pl.Int32}
+        ),
+        "qrels",
+        rw,
+    )
     skipped: Counter = Counter()
     missing = qrel_df.filter(~pl.col("node_id").is_in(node_df["node_id"].implode())).height
     if missing:
         skipped["qrel_doc_missing"] = missing
     fps = {str(p): sha256_file(p) for p in (corpus_p, queries_p, qrels_p)}
-    ds = slice_queries(Dataset(name=name, nodes=node_df, queries=query_df, qrels=qrel_df, fingerprints=fps,
-                               skipped=skipped), limit_queries)
+    ds = slice_queries(
+        Dataset(
+            name=name,
+            nodes=node_df,
+            queries=query_df,
+            qrels=qrel_df,
+            fingerprints=fps,
+            skipped=skipped,
+        ),
+        limit_queries,
+    )
     if max_docs is not None:
         keep = pl.int_range(pl.len()) < int(max_docs)
         ds.nodes = ds.nodes.filter(keep | pl.col("node_id").is_in(ds.qrels["node_id"].implode()))

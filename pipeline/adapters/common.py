@@ -1,4 +1,5 @@
 """Small helpers shared by the adapters: file reading, fingerprints, query slicing."""
+
 from __future__ import annotations
 
 import gzip
@@ -25,7 +26,9 @@ def require_file(path: str | Path, what: str) -> Path:
     """``path`` as a Path when it is a file, else a DataError that names ``what`` was missing."""
     p = Path(path)
     if not p.is_file():
-        raise DataError(str(p), f"{what} not found", "check data.path (e.g. data.path=../shared/data/...)")
+        raise DataError(
+            str(p), f"{what} not found", "check data.path (e.g. data.path=../shared/data/...)"
+        )
     return p
 
 
@@ -36,7 +39,9 @@ def read_text(path: str | Path) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DataError(str(p), f"not valid UTF-8 at byte {exc.start}", "re-save the file as UTF-8") from None
+        raise DataError(
+            str(p), f"not valid UTF-8 at byte {exc.start}", "re-save the file as UTF-8"
+        ) from None
 
 
 def read_json(path: str | Path):
@@ -45,8 +50,9 @@ def read_json(path: str | Path):
     try:
         return json.loads(read_text(p))
     except json.JSONDecodeError as exc:
-        raise DataError(str(p), f"invalid JSON ({exc.msg})", "fix the JSON syntax",
-                        row=f"line {exc.lineno}") from None
+        raise DataError(
+            str(p), f"invalid JSON ({exc.msg})", "fix the JSON syntax", row=f"line {exc.lineno}"
+        ) from None
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
@@ -59,9 +65,13 @@ def read_jsonl(path: str | Path) -> list[dict]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(str(p), f"invalid JSON ({exc.msg})", "fix that line", row=f"line {i + 1}") from None
+            raise DataError(
+                str(p), f"invalid JSON ({exc.msg})", "fix that line", row=f"line {i + 1}"
+            ) from None
         if not isinstance(obj, dict):
-            raise DataError(str(p), "expected a JSON object", "write one object per line", row=f"line {i + 1}")
+            raise DataError(
+                str(p), "expected a JSON object", "write one object per line", row=f"line {i + 1}"
+            )
         rows.append(obj)
     return rows
 

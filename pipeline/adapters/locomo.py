@@ -4,6 +4,7 @@ Input is a LoCoMo JSON(.gz) file: a list of conversations with ``sample_id``, ``
 (``session_N`` turn lists and ``session_N_date_time``) and ``qa``. Malformed evidence strings
 (``'D8:6; D9:17'``, ``'D30:05'``, ``'D:11:26'``, ``'D'``) are split and normalised.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -26,7 +27,9 @@ def _when(value: object, where: str, row: str, field: str) -> dt.datetime | None
     if value is None:
         return None
     try:
-        return dt.datetime.strptime(str(value).strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.timezone.utc)
+        return dt.datetime.strptime(str(value).strip(), "%I:%M %p on %d %B, %Y").replace(
+            tzinfo=dt.timezone.utc
+        )
     except ValueError:
         return schema.parse_timestamp(value, where, row, field)
 
@@ -49,24 +52,34 @@ def evidence_ids(evidence: list[str], skipped: Counter) -> list[str]:
 
 def _need(obj: dict, key: str, kind: type, where: str, row: str):
     if not isinstance(obj, dict) or not isinstance(obj.get(key), kind):
-        raise DataError(where, f"missing or not a {kind.__name__}", f"give it a '{key}'", row=row, field=key)
+        raise DataError(
+            where, f"missing or not a {kind.__name__}", f"give it a '{key}'", row=row, field=key
+        )
     return obj[key]
 
 
 def _conversation_ids(data: object, where: str, conversations: list[str] | None) -> list[str]:
     """Each conversation's ``sample_id``; every id in ``conversations`` must be among them."""
     if not isinstance(data, list):
-        raise DataError(where, "expected a JSON list of conversations", "pass locomo10.json or a slice of it")
+        raise DataError(
+            where, "expected a JSON list of conversations", "pass locomo10.json or a slice of it"
+        )
     ids = [_need(c, "sample_id", str, where, f"[{i}]") for i, c in enumerate(data)]
     if conversations is not None:
         missing = sorted(set(conversations) - set(ids))
         if missing:
-            raise DataError(where, f"no conversation {missing} (have {ids})", "fix data.conversations",
-                            field="sample_id")
+            raise DataError(
+                where,
+                f"no conversation {missing} (have {ids})",
+                "fix data.conversations",
+                field="sample_id",
+            )
     return ids
 
 
-def _turns(conv: dict, sid: str, where: str, nodes: list[dict], edges: list[dict]) -> tuple[dt.datetime | None, set]:
+def _turns(
+    conv: dict, sid: str, where: str, nodes: list[dict], edges: list[dict]
+) -> tuple[dt.datetime | None, set]:
     """Append the conversation's turns (in session order) to ``nodes`` and the ``next_turn`` chain to
     ``edges``; returns (the last session's time, the ``dia_id``s seen)."""
     turns = _need(conv, "conversation", dict, where, sid)
@@ -83,8 +96,17 @@ def _turns(conv: dict, sid: str, where: str, nodes: list[dict], edges: list[dict
             if turn.get("blip_caption"):
                 text += f" [shares image: {turn['blip_caption']}]"
             node_id = f"{sid}:{dia}"
-            nodes.append({"node_id": node_id, "text": text, "doc_id": f"{sid}/session_{n}",
-                          "speaker": speaker, "seq": seq, "created_at": when, "title": None})
+            nodes.append(
+                {
+                    "node_id": node_id,
+                    "text": text,
+                    "doc_id": f"{sid}/session_{n}",
+                    "speaker": speaker,
+                    "seq": seq,
+                    "created_at": when,
+                    "title": None,
+                }
+            )
             if prev is not None:
                 edges.append({"src": prev, "dst": node_id, "relation": "next_turn", "weight": 1.0})
             prev, seq, last_when = node_id, seq + 1, when
@@ -92,8 +114,16 @@ def _turns(conv: dict, sid: str, where: str, nodes: list[dict], edges: list[dict
     return last_when, dias
 
 
-def _questions(conv: dict, sid: str, where: str, last_when: dt.datetime | None, dias: set, skipped: Counter,
-               queries: list[dict], qrels: list[dict]) -> None:
+def _questions(
+    conv: dict,
+    sid: str,
+    where: str,
+    last_when: dt.datetime | None,
+    dias: set,
+    skipped: Counter,
+    queries: list[dict],
+    qrels: list[dict],
+) -> None:
     """Append the conversation's QA questions (asked at ``last_when``) to ``queries`` and their
     evidence turns to ``qrels``; evidence naming no turn of the conversation is counted in ``skipped``."""
     for i, qa in enumerate(conv.get("qa") or []):
@@ -101,34 +131,72 @@ def _questions(conv: dict, sid: str, where: str, last_when: dt.datetime | None, 
         question = _need(qa, "question", str, where, qrow)
         evidence = _need(qa, "evidence", list, where, qrow)
         cat = qa.get("category")
-        queries.append({"query_id": qid, "text": question, "group": None if cat is None else str(cat),
-                        "doc_scope": [sid], "now": last_when})
+        queries.append(
+            {
+                "query_id": qid,
+                "text": question,
+                "group": None if cat is None else str(cat),
+                "doc_scope": [sid],
+                "now": last_when,
+            }
+        )
         for dia in evidence_ids(evidence, skipped):
             if dia not in dias:
                 skipped["evidence_turn_missing"] += 1
             qrels.append({"query_id": qid, "node_id": f"{sid}:{dia}", "relevance": 1})
 
 
-def _frames(nodes: list[dict], edges: list[dict], queries: list[dict], qrels: list[dict],
-            where: str) -> dict[str, pl.DataFrame]:
+def _frames(
+    nodes: list[dict], edges: list[dict], queries: list[dict], qrels: list[dict], where: str
+) -> dict[str, pl.DataFrame]:
     """The four tables, typed and conformed to the schema."""
     ts = schema.TS
     frames = {
-        "nodes": pl.DataFrame(nodes, schema={"node_id": pl.String, "text": pl.String, "doc_id": pl.String,
-                                             "speaker": pl.String, "seq": pl.Int64, "created_at": ts,
-                                             "title": pl.String}),
-        "edges": pl.DataFrame(edges, schema={"src": pl.String, "dst": pl.String, "relation": pl.String,
-                                             "weight": pl.Float32}),
-        "queries": pl.DataFrame(queries, schema={"query_id": pl.String, "text": pl.String, "group": pl.String,
-                                                 "doc_scope": pl.List(pl.String), "now": ts}),
-        "qrels": pl.DataFrame(qrels, schema={"query_id": pl.String, "node_id": pl.String,
-                                             "relevance": pl.Int32}),
+        "nodes": pl.DataFrame(
+            nodes,
+            schema={
+                "node_id": pl.String,
+                "text": pl.String,
+                "doc_id": pl.String,
+                "speaker": pl.String,
+                "seq": pl.Int64,
+                "created_at": ts,
+                "title": pl.String,
+            },
+        ),
+        "edges": pl.DataFrame(
+            edges,
+            schema={
+                "src": pl.String,
+                "dst": pl.String,
+                "relation": pl.String,
+                "weight": pl.Float32,
+            },
+        ),
+        "queries": pl.DataFrame(
+            queries,
+            schema={
+                "query_id": pl.String,
+                "text": pl.String,
+                "group": pl.String,
+                "doc_scope": pl.List(pl.String),
+                "now": ts,
+            },
+        ),
+        "qrels": pl.DataFrame(
+            qrels, schema={"query_id": pl.String, "node_id": pl.String, "relevance": pl.Int32}
+        ),
     }
     return {t: schema.conform(df, t, where=where) for t, df in frames.items()}
 
 
-def load(path: str, *, name: str = "locomo", conversations: list[str] | None = None,
-         limit_queries: int | None = None) -> Dataset:
+def load(
+    path: str,
+    *,
+    name: str = "locomo",
+    conversations: list[str] | None = None,
+    limit_queries: int | None = None,
+) -> Dataset:
     """Load a LoCoMo file; ``conversations`` keeps only those ``sample_id``s."""
     p = require_file(path, "LoCoMo file")
     where = str(p)
@@ -145,6 +213,13 @@ def load(path: str, *, name: str = "locomo", conversations: list[str] | None = N
         last_when, dias = _turns(conv, sid, where, nodes, edges)
         _questions(conv, sid, where, last_when, dias, skipped, queries, qrels)
     frames = _frames(nodes, edges, queries, qrels, where)
-    ds = Dataset(name=name, nodes=frames["nodes"], queries=frames["queries"], edges=frames["edges"],
-                 qrels=frames["qrels"], fingerprints={where: sha256_file(p)}, skipped=skipped)
+    ds = Dataset(
+        name=name,
+        nodes=frames["nodes"],
+        queries=frames["queries"],
+        edges=frames["edges"],
+        qrels=frames["qrels"],
+        fingerprints={where: sha256_file(p)},
+        skipped=skipped,
+    )
     return slice_queries(ds, limit_queries)

@@ -1,4 +1,5 @@
 """Parse one markdown note: YAML front matter, heading sections with line spans, [[wikilinks]]."""
+
 from __future__ import annotations
 
 import re
@@ -16,6 +17,7 @@ WIKILINK = re.compile(r"\[\[([^\[\]|#]*)(?:#([^\[\]|]*))?(?:\|([^\[\]]*))?\]\]")
 @dataclass
 class Section:
     """One heading's section of a markdown note: its slug, line span, prose, code and outgoing links."""
+
     slug: str
     heading: str
     start_line: int  # 1-based, inclusive, in the original file
@@ -40,19 +42,34 @@ def split_front_matter(text: str, where: str) -> tuple[dict, list[str], int]:
         if lines[end].strip() in ("---", "..."):
             break
     else:
-        raise DataError(where, "front matter opened with '---' is never closed",
-                        "close it with a '---' line", row="line 1", field="front matter")
+        raise DataError(
+            where,
+            "front matter opened with '---' is never closed",
+            "close it with a '---' line",
+            row="line 1",
+            field="front matter",
+        )
     try:
         meta = yaml.safe_load("\n".join(lines[1:end])) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         row = f"line {mark.line + 2}" if mark is not None else "line 1"
-        raise DataError(where, f"front matter is not valid YAML ({getattr(exc, 'problem', exc)})",
-                        "fix the YAML between the '---' lines", row=row, field="front matter") from None
+        raise DataError(
+            where,
+            f"front matter is not valid YAML ({getattr(exc, 'problem', exc)})",
+            "fix the YAML between the '---' lines",
+            row=row,
+            field="front matter",
+        ) from None
     if not isinstance(meta, dict):
-        raise DataError(where, f"front matter is a {type(meta).__name__}, not a mapping",
-                        "write 'key: value' lines", row="line 2", field="front matter")
-    return meta, lines[end + 1:], end + 1
+        raise DataError(
+            where,
+            f"front matter is a {type(meta).__name__}, not a mapping",
+            "write 'key: value' lines",
+            row="line 2",
+            field="front matter",
+        )
+    return meta, lines[end + 1 :], end + 1
 
 
 def parse_sections(body: list[str], offset: int, title: str) -> list[Section]:
@@ -68,10 +85,21 @@ def parse_sections(body: list[str], offset: int, title: str) -> list[Section]:
         if cur["heading"] is None and not prose and not cur["code"]:
             return
         text = (f"{cur['heading']}\n{prose}" if cur["heading"] else prose).strip()
-        links = [(m.group(1).strip(), (m.group(2) or "").strip() or None)
-                 for m in WIKILINK.finditer("\n".join(cur["prose"]))]
-        sections.append(Section(cur["slug"], cur["heading"] or title, cur["start"], end_line, text,
-                                "\n".join(cur["code"]).strip(), links))
+        links = [
+            (m.group(1).strip(), (m.group(2) or "").strip() or None)
+            for m in WIKILINK.finditer("\n".join(cur["prose"]))
+        ]
+        sections.append(
+            Section(
+                cur["slug"],
+                cur["heading"] or title,
+                cur["start"],
+                end_line,
+                text,
+                "\n".join(cur["code"]).strip(),
+                links,
+            )
+        )
 
     for i, line in enumerate(body):
         lineno = offset + i + 1
@@ -83,8 +111,13 @@ def parse_sections(body: list[str], offset: int, title: str) -> list[Section]:
         m = None if in_fence else HEADING.match(line)
         if m:
             close(lineno - 1)
-            cur = {"slug": slugify(m.group(2)), "heading": m.group(2).strip(), "start": lineno,
-                   "prose": [], "code": []}
+            cur = {
+                "slug": slugify(m.group(2)),
+                "heading": m.group(2).strip(),
+                "start": lineno,
+                "prose": [],
+                "code": [],
+            }
             continue
         if cur is None:
             if not line.strip():

@@ -4,6 +4,7 @@
 (a list of ``{title, text}``) defaults to the sibling ``*_corpus.json[.gz]``. A supporting paragraph is
 matched to the corpus on (title, text); one that matches no passage is a :class:`DataError`.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,11 @@ def corpus_path(questions: str | Path) -> Path:
     """``musique_train.json.gz`` -> ``musique_train_corpus.json.gz``; ``sample.json`` -> ``sample_corpus.json``."""
     p = Path(questions)
     if ".json" not in p.name:
-        raise DataError(str(p), "cannot derive the corpus file name (no '.json' in the name)",
-                        "pass data.corpus=<corpus file>")
+        raise DataError(
+            str(p),
+            "cannot derive the corpus file name (no '.json' in the name)",
+            "pass data.corpus=<corpus file>",
+        )
     return p.with_name(p.name.replace(".json", "_corpus.json", 1))
 
 
@@ -32,17 +36,22 @@ def _text(obj: object, keys: tuple[str, ...], where: str, row: str) -> str:
     for key in keys:
         if isinstance(obj, dict) and isinstance(obj.get(key), str):
             return obj[key]
-    raise DataError(where, "missing or not a string", f"give it a '{keys[0]}'", row=row, field=keys[0])
+    raise DataError(
+        where, "missing or not a string", f"give it a '{keys[0]}'", row=row, field=keys[0]
+    )
 
 
 def _list(data: object, where: str, what: str) -> list:
     if not isinstance(data, list):
-        raise DataError(where, f"expected a JSON list of {what}", f"pass a HippoRAG/MuSiQue {what} file")
+        raise DataError(
+            where, f"expected a JSON list of {what}", f"pass a HippoRAG/MuSiQue {what} file"
+        )
     return data
 
 
-def load(path: str, *, name: str = "musique", limit_queries: int | None = None,
-         corpus: str | None = None) -> Dataset:
+def load(
+    path: str, *, name: str = "musique", limit_queries: int | None = None, corpus: str | None = None
+) -> Dataset:
     """Load MuSiQue-style questions and their passage corpus; ``limit_queries`` keeps the whole corpus."""
     qp = require_file(path, "MuSiQue questions file")
     cp = require_file(corpus if corpus is not None else corpus_path(qp), "MuSiQue corpus file")
@@ -50,36 +59,78 @@ def load(path: str, *, name: str = "musique", limit_queries: int | None = None,
     nodes, index = [], {}
     for i, passage in enumerate(_list(read_json(cp), cw, "passages")):
         title, text = _text(passage, ("title",), cw, str(i)), _text(passage, ("text",), cw, str(i))
-        nodes.append({"node_id": str(i), "title": title, "text": f"{title}\n{text}", "doc_id": str(i)})
+        nodes.append(
+            {"node_id": str(i), "title": title, "text": f"{title}\n{text}", "doc_id": str(i)}
+        )
         index.setdefault((title, text), str(i))
     queries, qrels = [], []
     for i, item in enumerate(_list(read_json(qp), qw, "questions")):
         qid = _text(item, ("id", "_id"), qw, str(i))
         hops = _HOPS.match(qid)
-        queries.append({"query_id": qid, "text": _text(item, ("question",), qw, str(i)),
-                        "group": hops.group(1) if hops else None})
+        queries.append(
+            {
+                "query_id": qid,
+                "text": _text(item, ("question",), qw, str(i)),
+                "group": hops.group(1) if hops else None,
+            }
+        )
         paragraphs = item.get("paragraphs") or []
         if not isinstance(paragraphs, list):
-            raise DataError(qw, "not a list", "write paragraphs as a list", row=str(i), field="paragraphs")
+            raise DataError(
+                qw, "not a list", "write paragraphs as a list", row=str(i), field="paragraphs"
+            )
         seen: set[str] = set()
         for j, para in enumerate(paragraphs):
             if not (isinstance(para, dict) and para.get("is_supporting")):
                 continue
             row = f"{i} ({qid}) paragraphs[{j}]"
-            key = (_text(para, ("title",), qw, row), _text(para, ("paragraph_text", "text"), qw, row))
+            key = (
+                _text(para, ("title",), qw, row),
+                _text(para, ("paragraph_text", "text"), qw, row),
+            )
             if key not in index:
-                raise DataError(qw, f"supporting paragraph {key[0]!r} matches no passage in {cw}",
-                                "use the corpus file built for these questions (data.corpus)",
-                                row=row, field="paragraph_text")
+                raise DataError(
+                    qw,
+                    f"supporting paragraph {key[0]!r} matches no passage in {cw}",
+                    "use the corpus file built for these questions (data.corpus)",
+                    row=row,
+                    field="paragraph_text",
+                )
             if index[key] not in seen:
                 seen.add(index[key])
                 qrels.append({"query_id": qid, "node_id": index[key], "relevance": 1})
-    node_df = schema.conform(pl.DataFrame(nodes, schema={"node_id": pl.String, "title": pl.String,
-                                                         "text": pl.String, "doc_id": pl.String}), "nodes", cw)
-    query_df = schema.conform(pl.DataFrame(queries, schema={"query_id": pl.String, "text": pl.String,
-                                                            "group": pl.String}), "queries", qw)
-    qrel_df = schema.conform(pl.DataFrame(qrels, schema={"query_id": pl.String, "node_id": pl.String,
-                                                         "relevance": pl.Int32}), "qrels", qw)
-    ds = Dataset(name=name, nodes=node_df, queries=query_df, qrels=qrel_df,
-                 fingerprints={qw: sha256_file(qp), cw: sha256_file(cp)})
+    node_df = schema.conform(
+        pl.DataFrame(
+            nodes,
+            schema={
+                "node_id": pl.String,
+                "title": pl.String,
+                "text": pl.String,
+                "doc_id": pl.String,
+            },
+        ),
+        "nodes",
+        cw,
+    )
+    query_df = schema.conform(
+        pl.DataFrame(
+            queries, schema={"query_id": pl.String, "text": pl.String, "group": pl.String}
+        ),
+        "queries",
+        qw,
+    )
+    qrel_df = schema.conform(
+        pl.DataFrame(
+            qrels, schema={"query_id": pl.String, "node_id": pl.String, "relevance": pl.Int32}
+        ),
+        "qrels",
+        qw,
+    )
+    ds = Dataset(
+        name=name,
+        nodes=node_df,
+        queries=query_df,
+        qrels=qrel_df,
+        fingerprints={qw: sha256_file(qp), cw: sha256_file(cp)},
+    )
     return slice_queries(ds, limit_queries)

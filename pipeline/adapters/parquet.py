@@ -4,6 +4,7 @@
 optional. Every table is validated (``pipeline.schema.conform``); dangling and self-loop edges are
 dropped and counted in ``skipped``.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -21,18 +22,28 @@ def _read(path: Path, table: str) -> pl.DataFrame:
     try:
         df = pl.read_parquet(path)
     except Exception as exc:  # polars/arrow raise several types for unreadable files
-        raise DataError(str(path), f"cannot be read as Parquet ({str(exc).splitlines()[0][:200]})",
-                        f"write the {table} table with polars/pyarrow write_parquet") from None
+        raise DataError(
+            str(path),
+            f"cannot be read as Parquet ({str(exc).splitlines()[0][:200]})",
+            f"write the {table} table with polars/pyarrow write_parquet",
+        ) from None
     return conform(df, table, str(path))
 
 
-def load(path: str, *, name: str = "parquet", limit_queries: int | None = None,
-         importance_scale: str = "auto") -> Dataset:
+def load(
+    path: str,
+    *,
+    name: str = "parquet",
+    limit_queries: int | None = None,
+    importance_scale: str = "auto",
+) -> Dataset:
     """A Dataset from a folder of nodes.parquet and optional edges/queries/qrels Parquet tables."""
     root = Path(path)
     nodes_path = root / "nodes.parquet"
     if not nodes_path.is_file():
-        raise DataError(str(nodes_path), "not found", "point data.path at a folder with nodes.parquet")
+        raise DataError(
+            str(nodes_path), "not found", "point data.path at a folder with nodes.parquet"
+        )
     skipped: Counter = Counter()
     nodes, note = importance_to_10(_read(nodes_path, "nodes"), importance_scale, str(nodes_path))
     files = [nodes_path]
@@ -43,7 +54,9 @@ def load(path: str, *, name: str = "parquet", limit_queries: int | None = None,
         ids = nodes["node_id"].implode()
         dangling = ~(pl.col("src").is_in(ids) & pl.col("dst").is_in(ids))
         skipped["edge_dangling"] += edges.filter(dangling).height
-        skipped["edge_self_loop"] += edges.filter(~dangling & (pl.col("src") == pl.col("dst"))).height
+        skipped["edge_self_loop"] += edges.filter(
+            ~dangling & (pl.col("src") == pl.col("dst"))
+        ).height
         edges = edges.filter(~dangling & (pl.col("src") != pl.col("dst")))
     if (root / "queries.parquet").is_file():
         queries = _read(root / "queries.parquet", "queries")
@@ -53,7 +66,14 @@ def load(path: str, *, name: str = "parquet", limit_queries: int | None = None,
         files.append(root / "qrels.parquet")
     if queries is None:
         queries = pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
-    ds = Dataset(name=name, nodes=nodes, queries=queries, edges=edges, qrels=qrels,
-                 fingerprints={str(f): sha256_file(f) for f in files}, skipped=skipped,
-                 notes={"importance": note} if note else {})
+    ds = Dataset(
+        name=name,
+        nodes=nodes,
+        queries=queries,
+        edges=edges,
+        qrels=qrels,
+        fingerprints={str(f): sha256_file(f) for f in files},
+        skipped=skipped,
+        notes={"importance": note} if note else {},
+    )
     return slice_queries(ds, limit_queries)

@@ -5,6 +5,7 @@ relative path), with front matter (name, description, tags, type, importance, cr
 archived, pinned, visibility) copied onto every section. Symlinks are refused; wikilinks that leave
 the root or point nowhere are skipped and counted.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,12 @@ def _list(value, where: str, field: str) -> list[str] | None:
         return [v.strip() for v in value.split(",") if v.strip()]
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
-    raise DataError(where, f"'{field}' is a {type(value).__name__}", "write a list or a comma-separated string",
-                    field=field)
+    raise DataError(
+        where,
+        f"'{field}' is a {type(value).__name__}",
+        "write a list or a comma-separated string",
+        field=field,
+    )
 
 
 def _number(value, where: str, field: str) -> float | None:
@@ -38,7 +43,9 @@ def _number(value, where: str, field: str) -> float | None:
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise DataError(where, f"'{field}' value {value!r} is not a number", f"write {field}: 5", field=field) from None
+        raise DataError(
+            where, f"'{field}' value {value!r} is not a number", f"write {field}: 5", field=field
+        ) from None
     if x != x or x in (float("inf"), float("-inf")):
         raise DataError(where, f"'{field}' is not finite", f"write a finite {field}", field=field)
     return x
@@ -51,7 +58,9 @@ def _bool(value, where: str, field: str) -> bool | None:
         return True
     if str(value).lower() in ("false", "no", "0"):
         return False
-    raise DataError(where, f"'{field}' value {value!r} is not true/false", f"write {field}: true", field=field)
+    raise DataError(
+        where, f"'{field}' value {value!r} is not true/false", f"write {field}: true", field=field
+    )
 
 
 def list_notes(root: Path) -> list[Path]:
@@ -61,8 +70,11 @@ def list_notes(root: Path) -> list[Path]:
         for name in sorted(dirnames + filenames):
             p = Path(dirpath) / name
             if p.is_symlink():
-                raise DataError(str(p), "is a symbolic link; the workspace adapter refuses symlinks",
-                                "replace it with the real file or folder")
+                raise DataError(
+                    str(p),
+                    "is a symbolic link; the workspace adapter refuses symlinks",
+                    "replace it with the real file or folder",
+                )
         found += [Path(dirpath) / f for f in filenames if f.endswith(".md")]
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
@@ -73,13 +85,16 @@ def _note_rows(root: Path, path: Path, skipped: Counter) -> tuple[list[dict], li
     meta, body, used = split_front_matter(read_text(path), where)
     title = str(meta.get("name") or meta.get("title") or path.stem)
     common = {
-        "doc_id": rel, "title": title,
+        "doc_id": rel,
+        "title": title,
         "description": None if meta.get("description") is None else str(meta["description"]),
-        "tags": _list(meta.get("tags"), where, "tags"), "type": None if meta.get("type") is None else str(meta["type"]),
+        "tags": _list(meta.get("tags"), where, "tags"),
+        "type": None if meta.get("type") is None else str(meta["type"]),
         "importance": _number(meta.get("importance"), where, "importance"),
         "created_at": parse_timestamp(meta.get("created"), where, None, "created"),
         "status": None if meta.get("status") is None else str(meta["status"]),
-        "archived": _bool(meta.get("archived"), where, "archived"), "pinned": _bool(meta.get("pinned"), where, "pinned"),
+        "archived": _bool(meta.get("archived"), where, "archived"),
+        "pinned": _bool(meta.get("pinned"), where, "pinned"),
         "visibility": _list(meta.get("visibility"), where, "visibility"),
     }
     rows, links = [], []
@@ -91,14 +106,28 @@ def _note_rows(root: Path, path: Path, skipped: Counter) -> tuple[list[dict], li
             skipped["empty_section"] += 1
             continue
         node_id = f"{rel}#{s.slug}"
-        rows.append({"node_id": node_id, "text": s.text, "code": s.code or None, "seq": seq,
-                     "start_line": s.start_line, "end_line": s.end_line, **common})
+        rows.append(
+            {
+                "node_id": node_id,
+                "text": s.text,
+                "code": s.code or None,
+                "seq": seq,
+                "start_line": s.start_line,
+                "end_line": s.end_line,
+                **common,
+            }
+        )
         links += [(node_id, rel, target, anchor) for target, anchor in s.links]
     return rows, links
 
 
-def _resolve_links(links, node_ids: set[str], first_node: dict[str, str], stems: dict[str, list[str]],
-                   skipped: Counter) -> list[dict]:
+def _resolve_links(
+    links,
+    node_ids: set[str],
+    first_node: dict[str, str],
+    stems: dict[str, list[str]],
+    skipped: Counter,
+) -> list[dict]:
     edges = []
     for src, rel, target, anchor in links:
         if not target:  # [[#anchor]]: a link inside the same note
@@ -131,19 +160,52 @@ def load_queries(path: str | Path) -> pl.DataFrame:
     rows = read_jsonl(require_file(path, "queries file"))
     out = []
     for i, r in enumerate(rows):
-        row = {k: r.get(k) for k in ("query_id", "text", "context", "viewer", "doc_scope", "group", "query_rewrite")}
+        row = {
+            k: r.get(k)
+            for k in (
+                "query_id",
+                "text",
+                "context",
+                "viewer",
+                "doc_scope",
+                "group",
+                "query_rewrite",
+            )
+        }
         row["query_id"] = None if row["query_id"] is None else str(row["query_id"])
         row["now"] = parse_timestamp(r.get("now"), where, i, "now")
         for key in ("context", "doc_scope"):
             if row[key] is not None and not isinstance(row[key], list):
-                raise DataError(where, f"'{key}' must be a list of strings", f'write "{key}": ["..."]', row=i, field=key)
+                raise DataError(
+                    where,
+                    f"'{key}' must be a list of strings",
+                    f'write "{key}": ["..."]',
+                    row=i,
+                    field=key,
+                )
         out.append(row)
-    schema = {"query_id": pl.String, "text": pl.String, "context": pl.List(pl.String), "viewer": pl.String,
-              "doc_scope": pl.List(pl.String), "group": pl.String, "query_rewrite": pl.String,
-              "now": pl.Datetime("us", "UTC")}
+    schema = {
+        "query_id": pl.String,
+        "text": pl.String,
+        "context": pl.List(pl.String),
+        "viewer": pl.String,
+        "doc_scope": pl.List(pl.String),
+        "group": pl.String,
+        "query_rewrite": pl.String,
+        "now": pl.Datetime("us", "UTC"),
+    }
     df = pl.DataFrame(out, schema=schema)
-    return conform(df.drop([c for c in df.columns if df[c].null_count() == df.height and c not in ("query_id", "text")]),
-                   "queries", where)
+    return conform(
+        df.drop(
+            [
+                c
+                for c in df.columns
+                if df[c].null_count() == df.height and c not in ("query_id", "text")
+            ]
+        ),
+        "queries",
+        where,
+    )
 
 
 def load_qrels(path: str | Path) -> pl.DataFrame:
@@ -152,16 +214,27 @@ def load_qrels(path: str | Path) -> pl.DataFrame:
     try:
         df = pl.read_csv(path, separator="\t", infer_schema=False)
     except Exception as exc:
-        raise DataError(where, f"cannot read as TSV ({str(exc).splitlines()[0]})", "write tab-separated columns") from None
+        raise DataError(
+            where, f"cannot read as TSV ({str(exc).splitlines()[0]})", "write tab-separated columns"
+        ) from None
     return conform(df, "qrels", where)
 
 
-def load(path: str, *, name: str = "workspace", queries: str | None = None, qrels: str | None = None,
-         limit_queries: int | None = None, importance_scale: str = "auto") -> Dataset:
+def load(
+    path: str,
+    *,
+    name: str = "workspace",
+    queries: str | None = None,
+    qrels: str | None = None,
+    limit_queries: int | None = None,
+    importance_scale: str = "auto",
+) -> Dataset:
     """A Dataset from a folder of markdown notes: a node per heading section, wikilink edges, queries/qrels."""
     root = Path(path)
     if not root.is_dir():
-        raise DataError(str(root), "workspace folder not found", "point data.path at a folder of .md notes")
+        raise DataError(
+            str(root), "workspace folder not found", "point data.path at a folder of .md notes"
+        )
     if root.is_symlink():
         raise DataError(str(root), "workspace root is a symbolic link", "pass the real folder")
     skipped: Counter = Counter()
@@ -172,7 +245,9 @@ def load(path: str, *, name: str = "workspace", queries: str | None = None, qrel
         rows += r
         links += l
     if not rows:
-        raise DataError(str(root), "no markdown notes with text found", "add .md files to the workspace")
+        raise DataError(
+            str(root), "no markdown notes with text found", "add .md files to the workspace"
+        )
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
     nodes, note = importance_to_10(nodes, importance_scale, str(root))  # OKS front matter is 0–1
     first_node = {}
@@ -182,14 +257,37 @@ def load(path: str, *, name: str = "workspace", queries: str | None = None, qrel
     for doc in first_node:
         stems.setdefault(posixpath.basename(doc)[:-3], []).append(doc)
     edge_rows = _resolve_links(links, set(nodes["node_id"]), first_node, stems, skipped)
-    edges = conform(pl.DataFrame(edge_rows, schema={"src": pl.String, "dst": pl.String, "relation": pl.String,
-                                                    "weight": pl.Float32}), "edges", str(root))
+    edges = conform(
+        pl.DataFrame(
+            edge_rows,
+            schema={
+                "src": pl.String,
+                "dst": pl.String,
+                "relation": pl.String,
+                "weight": pl.Float32,
+            },
+        ),
+        "edges",
+        str(root),
+    )
     fingerprints = {str(f): sha256_file(f) for f in files}
-    q = load_queries(queries) if queries else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    q = (
+        load_queries(queries)
+        if queries
+        else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    )
     qr = load_qrels(qrels) if qrels else None
     for extra in (queries, qrels):
         if extra:
             fingerprints[str(extra)] = sha256_file(extra)
-    ds = Dataset(name=name, nodes=nodes, edges=edges, queries=q, qrels=qr, fingerprints=fingerprints, skipped=skipped,
-                 notes={"importance": note} if note else {})
+    ds = Dataset(
+        name=name,
+        nodes=nodes,
+        edges=edges,
+        queries=q,
+        qrels=qr,
+        fingerprints=fingerprints,
+        skipped=skipped,
+        notes={"importance": note} if note else {},
+    )
     return slice_queries(ds, limit_queries)

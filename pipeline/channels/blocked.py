@@ -5,6 +5,7 @@ content hash of the texts), and the exact inner-product search streams it in blo
 rows, keeping a running top-k per query — only one block and the (nq, k) heaps are in memory.
 Ties are broken by node index. Same results as a FAISS flat scan up to float rounding and ties.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,8 +18,9 @@ from pipeline import io
 from pipeline.ops.topk import topk_by_row
 
 
-def search(xb: np.ndarray, xq: np.ndarray, k: int, block: int = 65536,
-           max_scores: int = 1 << 24) -> tuple[np.ndarray, np.ndarray]:
+def search(
+    xb: np.ndarray, xq: np.ndarray, k: int, block: int = 65536, max_scores: int = 1 << 24
+) -> tuple[np.ndarray, np.ndarray]:
     """xb: (n, d) float32 (a memmap is fine), xq: (nq, d) → (D, I) (nq, min(k, n)), best first.
 
     Node rows are read once, ``block`` at a time; queries go in chunks so that one score matrix
@@ -32,13 +34,20 @@ def search(xb: np.ndarray, xq: np.ndarray, k: int, block: int = 65536,
     xq = np.ascontiguousarray(xq, dtype=np.float32)
     qstep = max(1, max_scores // max(1, min(block, n)))
     for s in range(0, n, block):
-        xs = np.asarray(xb[s:s + block], dtype=np.float32)
+        xs = np.asarray(xb[s : s + block], dtype=np.float32)
         ids = np.arange(s, s + len(xs), dtype=np.int64)
         parts = []
         for q in range(0, nq, qstep):
-            bd, bi = topk_by_row(xq[q:q + qstep] @ xs.T, ids, k)
-            parts.append(topk_by_row(np.concatenate([D[q:q + qstep], bd], 1),
-                                     np.concatenate([I[q:q + qstep], bi], 1), k) if D.shape[1] else (bd, bi))
+            bd, bi = topk_by_row(xq[q : q + qstep] @ xs.T, ids, k)
+            parts.append(
+                topk_by_row(
+                    np.concatenate([D[q : q + qstep], bd], 1),
+                    np.concatenate([I[q : q + qstep], bi], 1),
+                    k,
+                )
+                if D.shape[1]
+                else (bd, bi)
+            )
         D, I = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     return D, I
 
@@ -54,8 +63,12 @@ class BlockedIndex:
         return search(self.xb, xq, k, self.block)
 
 
-def memmap_cached(cache_dir: Path, model_id: str, texts: list[str],
-                  compute: Callable[[list[str]], tuple[np.ndarray, int]]) -> tuple[np.ndarray, int]:
+def memmap_cached(
+    cache_dir: Path,
+    model_id: str,
+    texts: list[str],
+    compute: Callable[[list[str]], tuple[np.ndarray, int]],
+) -> tuple[np.ndarray, int]:
     """(read-only memmap of the texts' embeddings, number encoded): ``compute`` runs only when the
     ``.npy`` for this model and these texts is not in the cache yet; it is written atomically."""
     h = hashlib.sha256(model_id.encode())

@@ -4,6 +4,7 @@ For every query, each enabled channel contributes its top ``candidates`` nodes; 
 scored exactly by every channel (so a node found only by BM25 still has its cosine), and each
 channel's list rank is kept for rank-based fusion. Output: one row per (query, node) candidate.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ CHANNELS = ("dense", "lexical")
 
 def node_fields(nodes: pl.DataFrame) -> dict[str, list[str]]:
     """The text of each BM25 field per node ("" where a node lacks the field)."""
+
     def col(name: str) -> list[str]:
         if name not in nodes.columns:
             return [""] * nodes.height
@@ -39,15 +41,28 @@ def _long(qs: np.ndarray, nodes: np.ndarray, res: tuple, name: str) -> pl.DataFr
     return pl.DataFrame({"query_idx": qs[qi], "node_idx": nodes[di], f"{name}_rank": rank})
 
 
-def dense_pairs(xp: np.ndarray, part_q: np.ndarray, part_w: np.ndarray, xb: np.ndarray, qi: np.ndarray,
-                ni: np.ndarray) -> np.ndarray:
+def dense_pairs(
+    xp: np.ndarray,
+    part_q: np.ndarray,
+    part_w: np.ndarray,
+    xb: np.ndarray,
+    qi: np.ndarray,
+    ni: np.ndarray,
+) -> np.ndarray:
     """Dense score of (query, node) pairs: max over the query's parts of weight × cosine."""
-    if len(part_q) == len(xp) and np.array_equal(part_q, np.arange(len(xp))) and np.all(part_w == 1.0):
+    if (
+        len(part_q) == len(xp)
+        and np.array_equal(part_q, np.arange(len(xp)))
+        and np.all(part_w == 1.0)
+    ):
         return dense.pair_scores(xp, xb, qi, ni)  # one part per query: plain cosine
     pairs = pl.DataFrame({"query_idx": qi, "node_idx": ni}).with_row_index("pair")
     parts = pl.DataFrame({"query_idx": part_q, "part": np.arange(len(part_q)), "w": part_w})
     x = pairs.join(parts, on="query_idx")
-    s = dense.pair_scores(xp, xb, x["part"].to_numpy(), x["node_idx"].to_numpy()) * x["w"].to_numpy()
+    s = (
+        dense.pair_scores(xp, xb, x["part"].to_numpy(), x["node_idx"].to_numpy())
+        * x["w"].to_numpy()
+    )
     best = x.select("pair").with_columns(s=s).group_by("pair").agg(pl.col("s").max()).sort("pair")
     return best["s"].to_numpy().astype(np.float32)
 
@@ -69,9 +84,20 @@ class DenseChannel:
         """(query_idx, node_idx, dense_rank): each query's top ``candidates`` among the scope's nodes,
         its parts' hits merged by the maximum of weight × cosine."""
         p = self.p
-        xs = self.xb if len(nodes_s) == len(self.xb) else self.xb[nodes_s]  # a whole-corpus scope keeps a memmap
-        index = dense.build_index(xs, p.index, nlist=p.nlist, nprobe=p.nprobe, hnsw_m=p.hnsw_m,
-                                  ef_search=p.ef_search, seed=self.seed, device=self.device, block=p.block)
+        xs = (
+            self.xb if len(nodes_s) == len(self.xb) else self.xb[nodes_s]
+        )  # a whole-corpus scope keeps a memmap
+        index = dense.build_index(
+            xs,
+            p.index,
+            nlist=p.nlist,
+            nprobe=p.nprobe,
+            hnsw_m=p.hnsw_m,
+            ef_search=p.ef_search,
+            seed=self.seed,
+            device=self.device,
+            block=p.block,
+        )
         rows = np.flatnonzero(np.isin(self.part_q, qs))
         per_part = p.per_part or p.candidates
         D, I = dense.search(index, self.xq[rows], per_part)
@@ -79,10 +105,17 @@ class DenseChannel:
             I = np.where(D > p.min_score, I, -1)
         D = D * self.part_w[rows][:, None]
         pi, di, sc, _ = topk_dense(D, I, per_part)
-        merged = (pl.DataFrame({"query_idx": self.part_q[rows][pi], "node_idx": nodes_s[di], "s": sc})
-                  .group_by("query_idx", "node_idx").agg(pl.col("s").max()))
-        q_, n_, _, rank = topk_long(merged["query_idx"].to_numpy(), merged["node_idx"].to_numpy(),
-                                    merged["s"].to_numpy(), p.candidates)
+        merged = (
+            pl.DataFrame({"query_idx": self.part_q[rows][pi], "node_idx": nodes_s[di], "s": sc})
+            .group_by("query_idx", "node_idx")
+            .agg(pl.col("s").max())
+        )
+        q_, n_, _, rank = topk_long(
+            merged["query_idx"].to_numpy(),
+            merged["node_idx"].to_numpy(),
+            merged["s"].to_numpy(),
+            p.candidates,
+        )
         return pl.DataFrame({"query_idx": q_, "node_idx": n_, "dense_rank": rank})
 
     def scores(self, qi: np.ndarray, ni: np.ndarray) -> np.ndarray:
@@ -102,10 +135,13 @@ class LexicalChannel:
     @classmethod
     def tokenise(cls, nodes: pl.DataFrame, queries: pl.DataFrame, p) -> LexicalChannel:
         """Tokenise the nodes' fields (``node_fields``) and the query texts with ``p``'s tokenizer."""
-        tok = lexical.make_tokenizer(p.stopwords, p.stemmer, p.tokenizer, p.cjk_bigrams, p.cjk_min_len)
+        tok = lexical.make_tokenizer(
+            p.stopwords, p.stemmer, p.tokenizer, p.cjk_bigrams, p.cjk_min_len
+        )
         tokens = lexical.tokenize_fields(tok, node_fields(nodes), p.cjk_set)
-        q_terms = lexical.tokenize_queries(tok, queries["text"].to_list(), tokens.vocab, p.dedupe_query_terms,
-                                           p.cjk_set)
+        q_terms = lexical.tokenize_queries(
+            tok, queries["text"].to_list(), tokens.vocab, p.dedupe_query_terms, p.cjk_set
+        )
         return cls(tokens, q_terms, p)
 
     def matrix(self, nodes_s: np.ndarray) -> sp.csr_matrix:
@@ -118,15 +154,22 @@ class LexicalChannel:
         r = lexical.score(self.q_terms[qs], s_mat)
         return _long(qs, nodes_s, topk_sparse(r, self.p.candidates), "lexical")
 
-    def scores(self, s_mat: sp.csr_matrix, nodes_s: np.ndarray, qs: np.ndarray, qi: np.ndarray,
-               ni: np.ndarray) -> np.ndarray:
+    def scores(
+        self,
+        s_mat: sp.csr_matrix,
+        nodes_s: np.ndarray,
+        qs: np.ndarray,
+        qi: np.ndarray,
+        ni: np.ndarray,
+    ) -> np.ndarray:
         """Exact BM25 score of each (query qi[j], node ni[j]) pair of the scope."""
         local, q_local = np.searchsorted(nodes_s, ni), np.searchsorted(qs, qi)
         return lexical.pair_scores(self.q_terms[qs], s_mat, q_local, local)
 
 
-def _scope_candidates(nodes_s: np.ndarray, qs: np.ndarray, dch: DenseChannel | None,
-                      lch: LexicalChannel | None) -> pl.DataFrame:
+def _scope_candidates(
+    nodes_s: np.ndarray, qs: np.ndarray, dch: DenseChannel | None, lch: LexicalChannel | None
+) -> pl.DataFrame:
     """One scope's candidates: the union of the channels' lists, each pair scored by every channel."""
     lists = []
     if dch is not None:
@@ -145,10 +188,20 @@ def _scope_candidates(nodes_s: np.ndarray, qs: np.ndarray, dch: DenseChannel | N
     return cand
 
 
-def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb: np.ndarray | None,
-             xq: np.ndarray | None, dense_p, lex_p, device: str = "cpu",
-             seed: int = 13, include_archived: bool = False, part_q: np.ndarray | None = None,
-             part_w: np.ndarray | None = None) -> pl.DataFrame:
+def generate(
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    enabled: list[str],
+    xb: np.ndarray | None,
+    xq: np.ndarray | None,
+    dense_p,
+    lex_p,
+    device: str = "cpu",
+    seed: int = 13,
+    include_archived: bool = False,
+    part_q: np.ndarray | None = None,
+    part_w: np.ndarray | None = None,
+) -> pl.DataFrame:
     """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel;
     ``dense_p`` and ``lex_p`` are the ``channels`` stage's ``DenseParams`` and ``LexicalParams``.
 
@@ -160,13 +213,22 @@ def generate(nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str], xb:
     bad = set(enabled) - set(CHANNELS)
     if bad or not enabled:
         raise ConfigError(f"channels={list(enabled)}; choose one or more of {list(CHANNELS)}")
-    dch = DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device) if "dense" in enabled else None
+    dch = (
+        DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device) if "dense" in enabled else None
+    )
     lch = LexicalChannel.tokenise(nodes, queries, lex_p) if "lexical" in enabled else None
-    parts = [_scope_candidates(nodes_s, qs, dch, lch) for _key, nodes_s, qs
-             in progress(scope_groups(nodes, queries, include_archived), "channels", unit="scope") if len(nodes_s)]
+    parts = [
+        _scope_candidates(nodes_s, qs, dch, lch)
+        for _key, nodes_s, qs in progress(
+            scope_groups(nodes, queries, include_archived), "channels", unit="scope"
+        )
+        if len(nodes_s)
+    ]
     cols = {"query_idx": pl.Int64, "node_idx": pl.Int64}
     for ch in enabled:
         cols |= {f"{ch}_rank": pl.Int32, ch: pl.Float32}
     if not parts:
         return pl.DataFrame(schema=cols)
-    return pl.concat([p.select(list(cols)).cast(cols) for p in parts]).sort(["query_idx", "node_idx"])
+    return pl.concat([p.select(list(cols)).cast(cols) for p in parts]).sort(
+        ["query_idx", "node_idx"]
+    )

@@ -3,6 +3,7 @@
 Embeddings are L2-normalised, so inner product = cosine. A GPU index is used when ``device`` is
 ``cuda`` and faiss reports GPUs; otherwise the CPU index (the same results for ``flat``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,8 +17,18 @@ log = logging.getLogger(__name__)
 INDEXES = ("flat", "ivf", "hnsw", "blocked")
 
 
-def build_index(xb: np.ndarray, kind: str = "flat", *, nlist: int = 1024, nprobe: int = 16, hnsw_m: int = 32,
-                ef_search: int = 128, seed: int = 13, device: str = "cpu", block: int = 65536):
+def build_index(
+    xb: np.ndarray,
+    kind: str = "flat",
+    *,
+    nlist: int = 1024,
+    nprobe: int = 16,
+    hnsw_m: int = 32,
+    ef_search: int = 128,
+    seed: int = 13,
+    device: str = "cpu",
+    block: int = 65536,
+):
     """xb: (n, d) float32 → a FAISS index over it (inner product); ``blocked``: an exact scan of
     ``xb`` (a memmap is fine) in blocks of ``block`` rows with a running top-k (``channels.blocked``)."""
     faiss = backend.import_faiss()
@@ -71,11 +82,16 @@ def _tiny_flat(index, nq: int) -> bool:
     """A small CPU flat scan on FAISS's per-query path (below its BLAS threshold): each query is
     computed by one thread whatever the thread count, so one thread gives the same bits, faster."""
     faiss = backend.import_faiss()
-    return (type(index) is faiss.IndexFlatIP and nq * index.ntotal <= TINY
-            and nq < faiss.cvar.distance_compute_blas_threshold)
+    return (
+        type(index) is faiss.IndexFlatIP
+        and nq * index.ntotal <= TINY
+        and nq < faiss.cvar.distance_compute_blas_threshold
+    )
 
 
-def pair_scores(xq: np.ndarray, xb: np.ndarray, qi: np.ndarray, di: np.ndarray, block: int = 1 << 16) -> np.ndarray:
+def pair_scores(
+    xq: np.ndarray, xb: np.ndarray, qi: np.ndarray, di: np.ndarray, block: int = 1 << 16
+) -> np.ndarray:
     """Cosine of each (query qi[j], item di[j]) pair, in blocks."""
     out = np.empty(len(qi), np.float32)
     for s in range(0, len(qi), block):

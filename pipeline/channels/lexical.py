@@ -7,6 +7,7 @@ follows bm25s's ``lucene`` variant (``idf = ln(1 + (N − df + 0.5)/(df + 0.5))`
 ``tf = Σ_field w_field·tf_field`` while ``|d|`` counts the tokens of all fields. With only a body
 field of weight 1 this equals bm25s exactly (tests check it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,8 +29,13 @@ class Tokens:
     vocab: dict[str, int]
 
 
-def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None, tokenizer: str = "auto",
-                   cjk_bigrams: bool = False, cjk_min_len: int = 1):
+def make_tokenizer(
+    stopwords: str | None = "en",
+    stemmer: str | None = None,
+    tokenizer: str = "auto",
+    cjk_bigrams: bool = False,
+    cjk_min_len: int = 1,
+):
     """A bm25s Tokenizer with the chosen splitter (``tokenizer``), stopword lists and optional PyStemmer stemmer."""
     from bm25s.tokenization import Tokenizer
 
@@ -40,8 +46,11 @@ def make_tokenizer(stopwords: str | None = "en", stemmer: str | None = None, tok
         except ImportError:
             raise ConfigError("lexical.stemmer needs PyStemmer: pip install PyStemmer") from None
         stem = Stemmer.Stemmer(stemmer)  # bm25s calls its stemWord per token
-    return Tokenizer(splitter=splitter(tokenizer, cjk_bigrams, cjk_min_len), stopwords=stopword_list(stopwords),
-                     stemmer=stem)
+    return Tokenizer(
+        splitter=splitter(tokenizer, cjk_bigrams, cjk_min_len),
+        stopwords=stopword_list(stopwords),
+        stemmer=stem,
+    )
 
 
 def stopword_list(names: str | None) -> list[str]:
@@ -53,8 +62,10 @@ def stopword_list(names: str | None) -> list[str]:
         try:
             out |= dict.fromkeys(_infer_stopwords(name))
         except ValueError:
-            raise ConfigError(f"lexical.stopwords={names!r}: no stopword list {name!r}; "
-                              "use e.g. en, zh, en+zh or null") from None
+            raise ConfigError(
+                f"lexical.stopwords={names!r}: no stopword list {name!r}; "
+                "use e.g. en, zh, en+zh or null"
+            ) from None
     return list(out)
 
 
@@ -70,8 +81,10 @@ def _counts(ids: list[list[int]], n_vocab: int) -> sp.csr_matrix:
 def tokenize_fields(tokenizer, fields: dict[str, list[str]], cjk_set: bool = False) -> Tokens:
     """Tokenise each field's texts into one growing vocabulary. ``cjk_set`` (OKS): a text holding
     Han characters counts each of its terms once (tf = 1, |d| = distinct terms)."""
-    ids = {name: tokenizer.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
-           for name, texts in fields.items()}
+    ids = {
+        name: tokenizer.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
+        for name, texts in fields.items()
+    }
     vocab = dict(tokenizer.get_vocab_dict())
     empty = vocab.get("")
     out = {}
@@ -79,23 +92,39 @@ def tokenize_fields(tokenizer, fields: dict[str, list[str]], cjk_set: bool = Fal
         if empty is not None:
             rows = [[t for t in row if t != empty] for row in rows]
         if cjk_set:
-            rows = [list(dict.fromkeys(row)) if has_cjk(text) else row for row, text in zip(rows, fields[name])]
+            rows = [
+                list(dict.fromkeys(row)) if has_cjk(text) else row
+                for row, text in zip(rows, fields[name])
+            ]
         out[name] = _counts(rows, len(vocab))
     return Tokens(out, vocab)
 
 
-def tokenize_queries(tokenizer, texts: list[str], vocab: dict[str, int], dedupe: bool = False,
-                     cjk_set: bool = False) -> sp.csr_matrix:
+def tokenize_queries(
+    tokenizer, texts: list[str], vocab: dict[str, int], dedupe: bool = False, cjk_set: bool = False
+) -> sp.csr_matrix:
     """(nq, V) query term counts; out-of-vocabulary terms are dropped. ``dedupe`` counts each term of
     a query once; ``cjk_set`` does so for queries holding Han characters."""
     strs = tokenizer.tokenize(texts, update_vocab=False, return_as="string", show_progress=False)
-    rows = [[vocab[t] for t in (dict.fromkeys(toks) if dedupe or (cjk_set and has_cjk(text)) else toks)
-             if t and t in vocab] for toks, text in zip(strs, texts)]
+    rows = [
+        [
+            vocab[t]
+            for t in (dict.fromkeys(toks) if dedupe or (cjk_set and has_cjk(text)) else toks)
+            if t and t in vocab
+        ]
+        for toks, text in zip(strs, texts)
+    ]
     return _counts(rows, len(vocab))
 
 
-def bm25_matrix(tokens: Tokens, weights: dict[str, float], rows: np.ndarray | None = None,
-                k1: float = 1.5, b: float = 0.75, idf: str = "lucene") -> sp.csr_matrix:
+def bm25_matrix(
+    tokens: Tokens,
+    weights: dict[str, float],
+    rows: np.ndarray | None = None,
+    k1: float = 1.5,
+    b: float = 0.75,
+    idf: str = "lucene",
+) -> sp.csr_matrix:
     """(n_docs, V) BM25 term scores for the documents ``rows`` (all when None); IDF over those rows.
 
     ``idf="lucene"``: ln(1 + (N − df + 0.5)/(df + 0.5)), tf/(tf + k1·norm) (bm25s default);
@@ -106,11 +135,15 @@ def bm25_matrix(tokens: Tokens, weights: dict[str, float], rows: np.ndarray | No
         raise ConfigError(f"lexical.idf={idf!r}; choose from ['fts5', 'lucene', 'reme']")
     unknown = set(weights) - set(FIELDS)
     if unknown:
-        raise ConfigError(f"lexical.field_weights has unknown fields {sorted(unknown)}; choose from {list(FIELDS)}")
+        raise ConfigError(
+            f"lexical.field_weights has unknown fields {sorted(unknown)}; choose from {list(FIELDS)}"
+        )
     mats = {f: (m if rows is None else m[rows]) for f, m in tokens.fields.items()}
     n = next(iter(mats.values())).shape[0]
-    tf = sum((float(weights.get(f, 0.0)) * m for f, m in mats.items() if weights.get(f, 0.0)),
-             start=sp.csr_matrix(next(iter(mats.values())).shape, dtype=np.float32)).tocsr()
+    tf = sum(
+        (float(weights.get(f, 0.0)) * m for f, m in mats.items() if weights.get(f, 0.0)),
+        start=sp.csr_matrix(next(iter(mats.values())).shape, dtype=np.float32),
+    ).tocsr()
     length = np.asarray(sum(m for f, m in mats.items() if weights.get(f, 0.0)).sum(axis=1)).ravel()
     avgdl = max(float(length.mean()) if n else 0.0, 1e-9)
     df = np.bincount(tf.indices, minlength=tf.shape[1]).astype(np.float64)

@@ -8,13 +8,16 @@ index asc, as ``ln(1 + count)``.
 ``boost``: ``scale · A · N`` where ``A`` is the (queries × nodes) anchor-weight matrix, i.e. for
 every anchor ``a`` and each of its kept neighbours ``j``: ``+= w_a · ln(1 + count_aj) · scale``.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
 
-def index(batch_key: np.ndarray, order: np.ndarray, ok: np.ndarray, max_per_batch: int = 10) -> sp.csr_matrix:
+def index(
+    batch_key: np.ndarray, order: np.ndarray, ok: np.ndarray, max_per_batch: int = 10
+) -> sp.csr_matrix:
     """batch_key: (n,) int group (e.g. doc) per node, order: (n,) position key inside the group
     (e.g. seq), ok: (n,) eligible mask → (n, n) float64 CSR co-occurrence counts."""
     n = len(batch_key)
@@ -43,8 +46,14 @@ def neighbours(counts: sp.csr_matrix, max_neighbors: int = 10) -> sp.csr_matrix:
     return sp.csr_matrix((np.log1p(cnt[keep]), (row[keep], col[keep])), shape=counts.shape)
 
 
-def boost(q: np.ndarray, a: np.ndarray, w: np.ndarray, nbr: sp.csr_matrix, n_queries: int,
-          scale: float = 0.1) -> sp.coo_matrix:
+def boost(
+    q: np.ndarray,
+    a: np.ndarray,
+    w: np.ndarray,
+    nbr: sp.csr_matrix,
+    n_queries: int,
+    scale: float = 0.1,
+) -> sp.coo_matrix:
     """Anchors (query q[i], node a[i], weight w[i]) → (n_queries, n) sparse bonus matrix."""
     anchors = sp.csr_matrix((np.maximum(w, 0.0), (q, a)), shape=(n_queries, nbr.shape[0]))
     return (anchors @ nbr * scale).tocoo()

@@ -4,6 +4,7 @@ One code path for CPU and CUDA: the device comes from the inputs. Queries are ve
 dimension; only the k greedy steps are a Python loop. Kernel rows are built lazily from the embeddings
 (one (B, P) row per step) above GRAM_MAX_P items; below it a (B, P, P) cosine matrix is cheaper.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -20,20 +21,32 @@ GRAM_MAX_P = 256  # build the full (B, P, P) cosine matrix up to this P; lazy ro
 def _check(scores: Tensor, emb: Tensor, k: int, valid: Tensor | None, name: str) -> Tensor:
     """Validate shapes/devices at the boundary; return the (B, P) bool mask (all True when None)."""
     if not isinstance(scores, Tensor) or scores.ndim != 2:
-        raise ValueError(f"{name} must be a (B, P) tensor; got {getattr(scores, 'shape', type(scores))}")
+        raise ValueError(
+            f"{name} must be a (B, P) tensor; got {getattr(scores, 'shape', type(scores))}"
+        )
     if not isinstance(emb, Tensor) or emb.ndim != 3 or tuple(emb.shape[:2]) != tuple(scores.shape):
-        raise ValueError(f"emb must be a (B, P, d) tensor matching {name} {tuple(scores.shape)}; "
-                         f"got {getattr(emb, 'shape', type(emb))}")
+        raise ValueError(
+            f"emb must be a (B, P, d) tensor matching {name} {tuple(scores.shape)}; "
+            f"got {getattr(emb, 'shape', type(emb))}"
+        )
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise ValueError(f"k={k!r}; pass a non-negative int")
     if emb.device != scores.device:
-        raise ValueError(f"emb is on {emb.device} but {name} on {scores.device}; move both to one device")
+        raise ValueError(
+            f"emb is on {emb.device} but {name} on {scores.device}; move both to one device"
+        )
     if valid is None:
         return torch.ones(scores.shape, dtype=torch.bool, device=scores.device)
-    if (not isinstance(valid, Tensor) or valid.dtype != torch.bool or tuple(valid.shape) != tuple(scores.shape)
-            or valid.device != scores.device):
-        raise ValueError(f"valid must be a bool tensor of shape {tuple(scores.shape)} on {scores.device}; "
-                         f"got {type(valid).__name__} {getattr(valid, 'dtype', '')} {getattr(valid, 'shape', '')}")
+    if (
+        not isinstance(valid, Tensor)
+        or valid.dtype != torch.bool
+        or tuple(valid.shape) != tuple(scores.shape)
+        or valid.device != scores.device
+    ):
+        raise ValueError(
+            f"valid must be a bool tensor of shape {tuple(scores.shape)} on {scores.device}; "
+            f"got {type(valid).__name__} {getattr(valid, 'dtype', '')} {getattr(valid, 'shape', '')}"
+        )
     return valid
 
 
@@ -59,12 +72,22 @@ def cosine_rows(emb: Tensor, valid: Tensor, dtype: torch.dtype) -> Callable[[Ten
     G = torch.bmm(e, e.transpose(1, 2))  # (B, P, P) raw dot products
     norm = G.diagonal(dim1=1, dim2=2).clamp_min(0.0).sqrt()
     inv = torch.where(valid & (norm > 0), 1.0 / torch.where(norm > 0, norm, 1.0), 0.0)
-    S = torch.where(valid[:, :, None] & valid[:, None, :], G, 0.0) * inv[:, :, None] * inv[:, None, :]
+    S = (
+        torch.where(valid[:, :, None] & valid[:, None, :], G, 0.0)
+        * inv[:, :, None]
+        * inv[:, None, :]
+    )
     return lambda j: S[rows, j]
 
 
-def dpp_greedy(quality: Tensor, emb: Tensor, k: int, valid: Tensor | None = None,
-               quality_weight: float = 1.0, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
+def dpp_greedy(
+    quality: Tensor,
+    emb: Tensor,
+    k: int,
+    valid: Tensor | None = None,
+    quality_weight: float = 1.0,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[Tensor, Tensor]:
     """Greedy DPP MAP (Chen et al. 2018, incremental Cholesky) for a batch of queries.
 
     quality: (B, P) float — per-item score; q = max(score, 1e-10) ** quality_weight.
@@ -107,8 +130,14 @@ def dpp_greedy(quality: Tensor, emb: Tensor, k: int, valid: Tensor | None = None
     return selected, gains
 
 
-def mmr_greedy(relevance: Tensor, emb: Tensor, k: int, lam: float = 0.7, valid: Tensor | None = None,
-               dtype: torch.dtype = torch.float64) -> Tensor:
+def mmr_greedy(
+    relevance: Tensor,
+    emb: Tensor,
+    k: int,
+    lam: float = 0.7,
+    valid: Tensor | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> Tensor:
     """Maximal Marginal Relevance selection for a batch of queries.
 
     relevance: (B, P) float; emb: (B, P, d) float (cosine of rows); valid: (B, P) bool or None.

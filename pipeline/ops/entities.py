@@ -4,6 +4,7 @@ nodes without an extractor model), normalised so that mentions of one entity mee
 ``extract(text)`` returns the distinct normalised keys of a text, sorted. Everything is regular
 expressions over the raw text; the same function reads passages and queries.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,8 @@ _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
 _SPACE = re.compile(r"\s+")
 
 # Capitalised words that start sentences and questions far more often than they name things.
-STOP = frozenset("""
+STOP = frozenset(
+    """
 a an the this that these those there then than what when where which who whom whose why how is are was
 were be been being do does did done has have had having i i'm i've i'd i'll me my mine we us our you your
 he him his she her hers it its they them their and or but if so not no yes also as at by for from in into
@@ -32,7 +34,8 @@ in on at mr mrs ms dr st nothing something anything everything none nobody someo
 maybe perhaps because although though however still even never always sometimes today tomorrow yesterday
 january february march april may june july august september october november december
 monday tuesday wednesday thursday friday saturday sunday
-""".split())
+""".split()
+)
 
 
 def normalise(s: str) -> str:
@@ -64,8 +67,14 @@ def _spans(text: str, subwords: bool) -> list[str]:
     return out
 
 
-def extract(text: str | None, *, numbers: bool = True, quoted: bool = True, subwords: bool = False,
-            min_len: int = 2) -> list[str]:
+def extract(
+    text: str | None,
+    *,
+    numbers: bool = True,
+    quoted: bool = True,
+    subwords: bool = False,
+    min_len: int = 2,
+) -> list[str]:
     """Distinct normalised entity keys of ``text`` (sorted)."""
     if not text:
         return []

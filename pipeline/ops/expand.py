@@ -1,4 +1,5 @@
 """ReMe-style multi-hop expansion (breadth-first, budgeted) from the seeds, batched over queries."""
+
 from __future__ import annotations
 
 from pipeline.backend import namespaces

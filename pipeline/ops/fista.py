@@ -4,6 +4,7 @@ min_α ½‖q − Eᵀα‖² + λ‖α‖₁ with step 1/L, L = max absolute ro
 largest eigenvalue, as BME uses), soft-thresholding and the standard momentum
 t_{k+1} = (1 + √(1 + 4t_k²))/2. Padded basis rows are zero, so their gradient and their α stay 0.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,9 @@ def _unit_rows(E: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.where(nrm < 1e-10, 0.0, E / nrm.clamp_min(1e-10)) * rows[..., None]
 
 
-def fista_batched(E: torch.Tensor, m: torch.Tensor, q: torch.Tensor, lam: float = 0.1,
-                  n_iter: int = 80) -> tuple[torch.Tensor, torch.Tensor]:
+def fista_batched(
+    E: torch.Tensor, m: torch.Tensor, q: torch.Tensor, lam: float = 0.1, n_iter: int = 80
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Batched LASSO residual. E: (B, m_max, d) signed basis (rows re-normalised to unit length here,
     zero rows stay zero); m: (B,) valid rows; q: (B, d) raw query (not normalised, as in BME).
 
@@ -26,7 +28,9 @@ def fista_batched(E: torch.Tensor, m: torch.Tensor, q: torch.Tensor, lam: float 
     |α| < 1e-10 are left out as BME does. A problem with L < 1e-10 gets α = 0 and residual = q.
     """
     if E.ndim != 3 or q.shape != (E.shape[0], E.shape[2]):
-        raise ValueError(f"need E (B, m_max, d) and q (B, d); got {tuple(E.shape)} and {tuple(q.shape)}")
+        raise ValueError(
+            f"need E (B, m_max, d) and q (B, d); got {tuple(E.shape)} and {tuple(q.shape)}"
+        )
     rows = torch.arange(E.shape[1], device=E.device) < torch.as_tensor(m, device=E.device)[:, None]
     En = _unit_rows(E, rows)
     G = En @ En.transpose(1, 2)
@@ -46,8 +50,9 @@ def fista_batched(E: torch.Tensor, m: torch.Tensor, q: torch.Tensor, lam: float 
     return alpha, q - (coef[:, None, :] @ En).squeeze(1)
 
 
-def fista_reference(E: np.ndarray, q: np.ndarray, lam: float = 0.1,
-                    n_iter: int = 80) -> tuple[np.ndarray, np.ndarray]:
+def fista_reference(
+    E: np.ndarray, q: np.ndarray, lam: float = 0.1, n_iter: int = 80
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-problem numpy ``fista_batched``. E: (m, d), q: (d,) → alpha (m,), residual (d,)."""
     nrm = np.linalg.norm(E, axis=1, keepdims=True)
     En = np.where(nrm < 1e-10, 0.0, E / np.maximum(nrm, 1e-10))

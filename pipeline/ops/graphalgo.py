@@ -13,6 +13,7 @@ here: PageRank rescales the result to the whole node set (see ``_pagerank_cugrap
 each isolated node its own community. Community ids are renumbered 0.. in order of each community's
 smallest node index on both paths, so they do not depend on either library's labelling.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,17 @@ def renumber_first(raw: np.ndarray) -> np.ndarray:
     return rank[inv.ravel()]
 
 
-def pagerank(src: np.ndarray, dst: np.ndarray, w: np.ndarray, n: int, *, damping: float = 0.85,
-             tol: float = 1e-10, max_iter: int = 1000, device: str = "cpu") -> np.ndarray:
+def pagerank(
+    src: np.ndarray,
+    dst: np.ndarray,
+    w: np.ndarray,
+    n: int,
+    *,
+    damping: float = 0.85,
+    tol: float = 1e-10,
+    max_iter: int = 1000,
+    device: str = "cpu",
+) -> np.ndarray:
     """Global PageRank on the weighted directed graph src→dst (parallel edges add; weights ≤ 0
     dropped); dangling mass spread uniformly over all ``n`` nodes, as ``networkx.pagerank``.
     Returns (n,) float64 summing to 1."""
@@ -55,8 +65,14 @@ def pagerank(src: np.ndarray, dst: np.ndarray, w: np.ndarray, n: int, *, damping
     if n == 0:
         return np.zeros(0)
     keep = w > 0
-    adj = sp.coo_matrix(sp.csr_matrix((w[keep].astype(np.float64), (src[keep], dst[keep])), shape=(n, n)))
-    src, dst, w = adj.row.astype(np.int64), adj.col.astype(np.int64), adj.data  # parallel edges summed
+    adj = sp.coo_matrix(
+        sp.csr_matrix((w[keep].astype(np.float64), (src[keep], dst[keep])), shape=(n, n))
+    )
+    src, dst, w = (
+        adj.row.astype(np.int64),
+        adj.col.astype(np.int64),
+        adj.data,
+    )  # parallel edges summed
     if lib is not None and src.size:
         return _pagerank_cugraph(lib, src, dst, w, n, damping, tol, max_iter)
     return _pagerank_cpu(src, dst, w, n, damping, tol, max_iter)
@@ -66,7 +82,9 @@ def _pagerank_cpu(src, dst, w, n, damping, tol, max_iter) -> np.ndarray:
     adj = sp.csr_matrix((w, (src, dst)), shape=(n, n))
     x, info = ppr(adj, np.full((n, 1), 1.0 / n), damping=damping, max_iter=max_iter, tol=tol)
     if not info.converged:
-        log.warning("pagerank did not converge in %d iterations (residual %.3g)", info.n_iter, info.residual)
+        log.warning(
+            "pagerank did not converge in %d iterations (residual %.3g)", info.n_iter, info.residual
+        )
     x = x[:, 0].astype(np.float64)
     return x / x.sum()
 
@@ -81,7 +99,9 @@ def _pagerank_cugraph(lib, src, dst, w, n, damping, tol, max_iter) -> np.ndarray
     node) / (Σu + n − m).
     """
     g = lib.Graph(directed=True)
-    g.from_cudf_edgelist(_edge_frame(src, dst, w), source="src", destination="dst", edge_attr="w", renumber=True)
+    g.from_cudf_edgelist(
+        _edge_frame(src, dst, w), source="src", destination="dst", edge_attr="w", renumber=True
+    )
     # float32 on the GPU: cuGraph's docs advise tol ≥ 1e-5 (too small a tol does not converge)
     df = lib.pagerank(g, alpha=damping, max_iter=max_iter, tol=max(tol, 1e-6))
     vert, r = df["vertex"].to_numpy().astype(np.int64), df["pagerank"].to_numpy().astype(np.float64)
@@ -94,8 +114,15 @@ def _pagerank_cugraph(lib, src, dst, w, n, damping, tol, max_iter) -> np.ndarray
     return out / (total_u + n - m)
 
 
-def leiden(src: np.ndarray, dst: np.ndarray, n: int, *, resolution: float = 1.0, seed: int = 13,
-           device: str = "cpu") -> np.ndarray:
+def leiden(
+    src: np.ndarray,
+    dst: np.ndarray,
+    n: int,
+    *,
+    resolution: float = 1.0,
+    seed: int = 13,
+    device: str = "cpu",
+) -> np.ndarray:
     """Leiden communities of the undirected, unweighted simple graph (ReMe design): (n,) int64 ids,
     isolated nodes on their own, renumbered by smallest member."""
     lib = backend.cugraph(device, "leiden") if n else None
@@ -116,8 +143,13 @@ def _leiden_cpu(src, dst, n, resolution, seed) -> np.ndarray:
 
     g = ig.Graph(n=n, edges=list(zip(src.tolist(), dst.tolist())), directed=False)
     g.simplify(multiple=True, loops=True)
-    part = leidenalg.find_partition(g, leidenalg.RBConfigurationVertexPartition, resolution_parameter=resolution,
-                                    n_iterations=-1, seed=seed)
+    part = leidenalg.find_partition(
+        g,
+        leidenalg.RBConfigurationVertexPartition,
+        resolution_parameter=resolution,
+        n_iterations=-1,
+        seed=seed,
+    )
     return np.asarray(part.membership, np.int64)
 
 
@@ -125,12 +157,19 @@ def _leiden_cugraph(lib, src, dst, n, resolution, seed) -> np.ndarray:
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
     pairs = np.unique(np.stack([lo, hi], axis=1), axis=0)  # simple graph: one unit edge per pair
     g = lib.Graph(directed=False)
-    g.from_cudf_edgelist(_edge_frame(pairs[:, 0], pairs[:, 1], np.ones(len(pairs))), source="src",
-                         destination="dst", edge_attr="w", renumber=True)
+    g.from_cudf_edgelist(
+        _edge_frame(pairs[:, 0], pairs[:, 1], np.ones(len(pairs))),
+        source="src",
+        destination="dst",
+        edge_attr="w",
+        renumber=True,
+    )
     parts, _modularity = lib.leiden(g, resolution=resolution, random_state=seed)
     label = parts["partition"].to_numpy().astype(np.int64)
     raw = np.full(n, -1, np.int64)
     raw[parts["vertex"].to_numpy().astype(np.int64)] = label
-    alone = raw < 0  # isolated nodes (not in cuGraph's graph): a label of their own, above cuGraph's
+    alone = (
+        raw < 0
+    )  # isolated nodes (not in cuGraph's graph): a label of their own, above cuGraph's
     raw[alone] = label.max() + 1 + np.arange(int(alone.sum()))
     return raw

@@ -8,6 +8,7 @@ lexical = min(1, max(P, 0.82·S, 0.7·T, 0.75·P + 0.35·S + 0.2·T)) with P ove
 (1, 0.92, 0.72), S over summary-like fields (0.82, 0.68, 0.52), T over all of them joined
 (0.65, 0.55, 0.45). Sources are the query's current text and its intent segments.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,7 @@ def units(text: str) -> frozenset[str]:
         if len(run) >= 2:
             out.add(run)
         if "\u4e00" <= run[0] <= "\u9fff" and len(run) > 2:
-            out.update(run[i:i + 2] for i in range(len(run) - 1))
+            out.update(run[i : i + 2] for i in range(len(run) - 1))
     return frozenset(out)
 
 

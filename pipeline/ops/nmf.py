@@ -6,6 +6,7 @@ never touch the valid block. Device and dtype follow ``V``. ``nmf_reference`` an
 are the per-problem numpy versions (same arithmetic, a Python loop over iterations) used by the tests
 and as the benchmark baseline.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,11 +59,12 @@ def _avg(mean_v: float, k: int) -> float:
 def bme_init(m: int, k: int, d: int, mean_v: float) -> tuple[np.ndarray, np.ndarray]:
     """BME's deterministic init: W0 (m, k), H0 (k, d) float64, filled row-major from one LCG stream."""
     vals = _init_value(_avg(mean_v, k), lcg_uniform(m * k + k * d))
-    return vals[: m * k].reshape(m, k), vals[m * k:].reshape(k, d)
+    return vals[: m * k].reshape(m, k), vals[m * k :].reshape(k, d)
 
 
-def _init_batched(m: torch.Tensor, k: torch.Tensor, d: int, mean_v: torch.Tensor, m_max: int,
-                  k_max: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _init_batched(
+    m: torch.Tensor, k: torch.Tensor, d: int, mean_v: torch.Tensor, m_max: int, k_max: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """bme_init for every problem at once (float64, zero outside each problem's m×k / k×d block)."""
     dev = m.device
     r = torch.tensor(lcg_uniform(int((m * k).max()) + k_max * d), device=dev)
@@ -73,13 +75,21 @@ def _init_batched(m: torch.Tensor, k: torch.Tensor, d: int, mean_v: torch.Tensor
     W = torch.where(w_mask, _init_value(avg[:, None, None], r[w_idx]), 0.0)
     # H of problem b is the contiguous stream slice starting at m_b·k_b: gather per distinct offset.
     offs, inv = torch.unique(m * k, return_inverse=True)
-    blocks = torch.stack([r[o: o + k_max * d] for o in offs.tolist()]).view(-1, k_max, d)
-    H = torch.where((j[None, :] < k[:, None])[..., None], _init_value(avg[:, None, None], blocks[inv]), 0.0)
+    blocks = torch.stack([r[o : o + k_max * d] for o in offs.tolist()]).view(-1, k_max, d)
+    H = torch.where(
+        (j[None, :] < k[:, None])[..., None], _init_value(avg[:, None, None], blocks[inv]), 0.0
+    )
     return W, H
 
 
-def nmf_batched(V: torch.Tensor, m: torch.Tensor, k: torch.Tensor | None = None, max_iter: int = 100,
-                tol: float = 1e-4, eps: float = 1e-10) -> tuple[torch.Tensor, torch.Tensor, SolverInfo]:
+def nmf_batched(
+    V: torch.Tensor,
+    m: torch.Tensor,
+    k: torch.Tensor | None = None,
+    max_iter: int = 100,
+    tol: float = 1e-4,
+    eps: float = 1e-10,
+) -> tuple[torch.Tensor, torch.Tensor, SolverInfo]:
     """Lee–Seung Frobenius NMF V ≈ WH per problem, H updated before W, BME init.
 
     V: (B, m_max, d) non-negative; m: (B,) valid rows; k: (B,) topics, default min(15, m).
@@ -91,11 +101,19 @@ def nmf_batched(V: torch.Tensor, m: torch.Tensor, k: torch.Tensor | None = None,
     B, m_max, d = V.shape
     m = torch.as_tensor(m, device=V.device).long()
     k = m.clamp(max=MAX_TOPICS) if k is None else torch.as_tensor(k, device=V.device).long()
-    if m.shape != (B,) or k.shape != (B,) or bool((m > m_max).any() | (k < 1).any() | (k > m).any()):
+    if (
+        m.shape != (B,)
+        or k.shape != (B,)
+        or bool((m > m_max).any() | (k < 1).any() | (k > m).any())
+    ):
         raise ValueError(f"need m, k of shape ({B},) with 1 <= k <= m <= {m_max}; got m={m}, k={k}")
     if B == 0:
         z = torch.zeros(0, dtype=torch.long, device=V.device)
-        return V.new_zeros(0, m_max, 1), V.new_zeros(0, 1, d), SolverInfo(z, V.new_zeros(0), z.bool())
+        return (
+            V.new_zeros(0, m_max, 1),
+            V.new_zeros(0, 1, d),
+            SolverInfo(z, V.new_zeros(0), z.bool()),
+        )
     k_max = int(k.max())
     V = V * (torch.arange(m_max, device=V.device) < m[:, None])[..., None]
     mean_v = V.sum((1, 2), dtype=torch.float64) / (m * d).clamp_min(1)
@@ -105,7 +123,9 @@ def nmf_batched(V: torch.Tensor, m: torch.Tensor, k: torch.Tensor | None = None,
     n_iter = torch.full((B,), max_iter, dtype=torch.long, device=V.device)
     converged = torch.zeros(B, dtype=torch.bool, device=V.device)
     idx, Va, v2a = torch.arange(B, device=V.device), V, v2
-    Vt = V.transpose(1, 2).contiguous()  # V Hᵀ as (H Vᵀ)ᵀ: a plain NN product, ~2x faster bmm on CPU
+    Vt = V.transpose(
+        1, 2
+    ).contiguous()  # V Hᵀ as (H Vᵀ)ᵀ: a plain NN product, ~2x faster bmm on CPU
     eps_t = V.new_full((1, 1, 1), eps)
     for it in range(max_iter):
         Wt = W.transpose(1, 2)  # in-place updates keep the elementwise part cache-resident
@@ -118,7 +138,12 @@ def nmf_batched(V: torch.Tensor, m: torch.Tensor, k: torch.Tensor | None = None,
             stop = (v2a > 0) & (torch.sqrt(err2 / v2a.clamp_min(eps)) < tol)
             if bool(stop.any()):
                 done = idx[stop]
-                W_out[done], H_out[done], n_iter[done], converged[done] = W[stop], H[stop], it + 1, True
+                W_out[done], H_out[done], n_iter[done], converged[done] = (
+                    W[stop],
+                    H[stop],
+                    it + 1,
+                    True,
+                )
                 keep = ~stop
                 idx, Va, Vt, v2a, W, H = idx[keep], Va[keep], Vt[keep], v2a[keep], W[keep], H[keep]
                 if idx.numel() == 0:
@@ -151,8 +176,13 @@ def novelty_batched(H: torch.Tensor, k: torch.Tensor, q: torch.Tensor) -> dict[s
     return {"p": p, "novelty": novelty, "semantic_depth": depth, "topic_coverage": coverage}
 
 
-def prepare_basis(E: torch.Tensor, mode: str = "abs", *, q: torch.Tensor | None = None,
-                  m: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def prepare_basis(
+    E: torch.Tensor,
+    mode: str = "abs",
+    *,
+    q: torch.Tensor | None = None,
+    m: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Make the non-negative NMF input from signed embeddings; rows are L2-normalised first
     (zero rows stay zero), padded rows (index ≥ m) are zeroed. E: (B, m_max, d), q: (B, d) raw.
 
@@ -162,8 +192,14 @@ def prepare_basis(E: torch.Tensor, mode: str = "abs", *, q: torch.Tensor | None 
     Returns (V, q') with q' None when q is None.
     """
     require_one_of("mode", mode, BASIS_MODES)
-    rows = torch.ones(E.shape[:-1], dtype=torch.bool, device=E.device) if m is None else (
-        torch.arange(E.shape[-2], device=E.device) < torch.as_tensor(m, device=E.device)[:, None])
+    rows = (
+        torch.ones(E.shape[:-1], dtype=torch.bool, device=E.device)
+        if m is None
+        else (
+            torch.arange(E.shape[-2], device=E.device)
+            < torch.as_tensor(m, device=E.device)[:, None]
+        )
+    )
     nrm = torch.linalg.vector_norm(E, dim=-1, keepdim=True)
     En = torch.where(nrm < 1e-10, 0.0, E / nrm.clamp_min(1e-10)) * rows[..., None]
     if mode == "abs":
@@ -178,8 +214,9 @@ def prepare_basis(E: torch.Tensor, mode: str = "abs", *, q: torch.Tensor | None 
     return V, qv
 
 
-def nmf_reference(V: np.ndarray, k: int, max_iter: int = 100, tol: float = 1e-4,
-                  eps: float = 1e-10) -> tuple[np.ndarray, np.ndarray, int, float]:
+def nmf_reference(
+    V: np.ndarray, k: int, max_iter: int = 100, tol: float = 1e-4, eps: float = 1e-10
+) -> tuple[np.ndarray, np.ndarray, int, float]:
     """Per-problem numpy NMF, same semantics as ``nmf_batched``. V: (m, d) → W (m, k), H (k, d),
     n_iter, rel_error."""
     m, d = V.shape
@@ -202,5 +239,9 @@ def novelty_reference(H: np.ndarray, q: np.ndarray) -> dict[str, float]:
     novelty = np.linalg.norm(q - p @ H) / max(np.linalg.norm(q), 1e-10)
     pb = p[p > 1e-10]
     depth = 1 - float(-(pb * np.log(pb)).sum()) / math.log(k) if k > 1 else 0.0
-    return {"p": p, "novelty": float(novelty), "semantic_depth": depth,
-            "topic_coverage": int((p > 0.5 / k).sum())}
+    return {
+        "p": p,
+        "novelty": float(novelty),
+        "semantic_depth": depth,
+        "topic_coverage": int((p > 0.5 / k).sum()),
+    }

@@ -5,6 +5,7 @@ is one sparse × sparse product, and the per-query top-k runs over the nonzeros 
 costs what it touches, not O(N). Takes ``xp``/``sp`` from its inputs (numpy + scipy.sparse, or
 cupy + cupyx.scipy.sparse).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -22,9 +23,20 @@ class _Seeds(NamedTuple):
     node: object  # (N,) bool: the node is some query's seed
 
 
-def pedsa(adj, inhib, e0, *, steps: int = 2, decay: float = 0.6, alpha: float = 0.15, inhibit_mult: float = 2.0,
-          clamp: float = 2.0, min_energy: float = 0.01, top_k: int = 100,
-          seeds_in_result: bool = True):
+def pedsa(
+    adj,
+    inhib,
+    e0,
+    *,
+    steps: int = 2,
+    decay: float = 0.6,
+    alpha: float = 0.15,
+    inhibit_mult: float = 2.0,
+    clamp: float = 2.0,
+    min_energy: float = 0.01,
+    top_k: int = 100,
+    seeds_in_result: bool = True,
+):
     """Spreading activation for B queries.
 
     adj: (N, N) symmetric sparse weights of normal edges (parallel edges summed);
@@ -47,7 +59,9 @@ def pedsa(adj, inhib, e0, *, steps: int = 2, decay: float = 0.6, alpha: float = 
     for _step in range(steps):
         if frontier.nnz == 0:
             break
-        nxt = _spread(sp, xp, frontier, right, use_inhib, decay * (1.0 - alpha), -(decay * inhibit_mult))
+        nxt = _spread(
+            sp, xp, frontier, right, use_inhib, decay * (1.0 - alpha), -(decay * inhibit_mult)
+        )
         q = segment_ids(xp, nxt.indptr, nxt.nnz)
         i = nxt.indices
         v = xp.clip(nxt.data.astype(dtype, copy=False), -clamp, clamp)
@@ -86,8 +100,10 @@ def _spread(sp, xp, frontier, right, use_inhib: bool, keep: float, inhibit: floa
     f = frontier
     nxt = sp.csr_matrix((f.data * keep, f.indices, f.indptr), shape=f.shape)
     if use_inhib:
-        nxt = sp.hstack([nxt, sp.csr_matrix((xp.abs(f.data) * inhibit, f.indices, f.indptr), shape=f.shape)],
-                        format="csr")
+        nxt = sp.hstack(
+            [nxt, sp.csr_matrix((xp.abs(f.data) * inhibit, f.indices, f.indptr), shape=f.shape)],
+            format="csr",
+        )
     return sp.csr_matrix(nxt @ right)
 
 
@@ -113,7 +129,11 @@ def _prune(xp, q, i, v, a, extra, cnt, top_k: int, n: int, b: int, min_energy: f
     by node) of at least ``min_energy``. With ``extra`` (teleported seed entries not ranked yet) the
     graph's entries are ranked first and the seeds with the survivors (teleport changes only seed
     entries, so the top-k of the rest is not affected). ``cnt``: entries per query, if known."""
-    keep = (xp.nonzero(topk_entry_mask(xp, q, i, a, top_k, b, cnt))[0] if top_k < n else xp.arange(q.size))
+    keep = (
+        xp.nonzero(topk_entry_mask(xp, q, i, a, top_k, b, cnt))[0]
+        if top_k < n
+        else xp.arange(q.size)
+    )
     q, i, v, a = q[keep], i[keep], v[keep], a[keep]
     ok = (a >= min_energy) & (a > 0)
     q, i, v = q[ok], i[ok], v[ok]
@@ -134,7 +154,9 @@ def _max_abs(xp, sp, parts, n, b, dtype, dense: bool):
         order = xp.argsort(key, kind="stable")  # keeps step order per key
         key = key[order]
         v = xp.concatenate([p[1] for p in parts])[order]
-        start = xp.nonzero(xp.concatenate([xp.ones(min(1, key.size), bool), key[1:] != key[:-1]]))[0]
+        start = xp.nonzero(xp.concatenate([xp.ones(min(1, key.size), bool), key[1:] != key[:-1]]))[
+            0
+        ]
         end = xp.concatenate([start[1:], xp.asarray([key.size])])
         best = v[start]
         for j in range(1, len(parts)):  # a key occurs at most once per part
@@ -151,4 +173,6 @@ def _max_abs(xp, sp, parts, n, b, dtype, dense: bool):
         out = xp.zeros((b, n), dtype)  # filled query by query; returned as its (N, B) transpose
         out[q, i] = v
         return out.T
-    return sp.csc_matrix((v.astype(dtype, copy=False), i, xp.searchsorted(q, xp.arange(b + 1))), shape=(n, b))
+    return sp.csc_matrix(
+        (v.astype(dtype, copy=False), i, xp.searchsorted(q, xp.arange(b + 1))), shape=(n, b)
+    )

@@ -3,6 +3,7 @@ weakly connected components that hold a query's seeds; and those components (``c
 
 Takes ``xp``/``sp`` from its inputs (numpy + scipy.sparse, or cupy + cupyx.scipy.sparse).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ BLOCK_BYTES = 1 << 23  # an (n_component, B) iterate of about this size stays in
 @dataclass
 class SolverInfo:
     """How a PPR solve ended: most iterations run, largest final residual, and whether it is below the tolerance."""
+
     n_iter: int
     residual: float
     converged: bool
@@ -32,7 +34,9 @@ def components(adj, device: str = "cpu"):
     xp, _ = namespaces(adj.data)
     lib = backend.cugraph(device, "components")
     if lib is not None and xp.__name__ != "numpy":
-        _count, labels = lib.connected_components(adj, directed=True, connection="weak", return_labels=True)
+        _count, labels = lib.connected_components(
+            adj, directed=True, connection="weak", return_labels=True
+        )
         return xp.asarray(labels)
     from scipy.sparse.csgraph import connected_components
 
@@ -65,7 +69,11 @@ def ppr(adj, personalization, *, damping: float = 0.5, max_iter: int = 100, tol:
     size = bincount(label)
     comp = label[i]
     dense_comp = _dense_components(xp, q, comp, size)
-    parts, iters, resids = [], [0], [0.0]  # parts: (node rows, query cols, y) — written after rescaling
+    parts, iters, resids = (
+        [],
+        [0],
+        [0.0],
+    )  # parts: (node rows, query cols, y) — written after rescaling
     total = xp.zeros(b, xp.float64)
 
     def solve(op, y, segsum, freeze):
@@ -76,16 +84,22 @@ def ppr(adj, personalization, *, damping: float = 0.5, max_iter: int = 100, tol:
 
     for c in xp.nonzero(dense_comp)[0].tolist():
         for rows, cols, y in _column_blocks(xp, sp, trans, label, c, comp == c, q, i, v, solve):
-            total[cols[0]] += y.sum(axis=0, dtype=xp.float64)  # float64: the same total whatever the block width
+            total[cols[0]] += y.sum(
+                axis=0, dtype=xp.float64
+            )  # float64: the same total whatever the block width
             parts.append((rows, cols, y))
     rest = ~dense_comp[comp]
     if bool(rest.any()):
-        for rows, cols, y in _pair_blocks(xp, sp, trans, label, size, q[rest], i[rest], v[rest], solve):
+        for rows, cols, y in _pair_blocks(
+            xp, sp, trans, label, size, q[rest], i[rest], v[rest], solve
+        ):
             total += bincount(cols, weights=y, minlength=b)
             parts.append((rows, cols, y))
     mass = bincount(q, weights=v, minlength=b)  # rescale each column to its personalization mass
     scale = xp.where(total > 0, mass / xp.where(total > 0, total, 1.0), 0.0).astype(dtype)
-    return _scatter(xp, parts, scale, n, b, dtype), SolverInfo(max(iters), max(resids), max(resids) < tol)
+    return _scatter(xp, parts, scale, n, b, dtype), SolverInfo(
+        max(iters), max(resids), max(resids) < tol
+    )
 
 
 def _transition(xp, sp, adj, damping: float, dtype):
@@ -95,8 +109,10 @@ def _transition(xp, sp, adj, damping: float, dtype):
     inv = xp.where(out_w > 0, 1.0 / xp.where(out_w > 0, out_w, 1.0), 0.0)
     trans = sp.csr_matrix(adj.T)
     trans.sum_duplicates()
-    return sp.csr_matrix(((damping * trans.data * inv[trans.indices]).astype(dtype), trans.indices, trans.indptr),
-                         shape=(n, n))
+    return sp.csr_matrix(
+        ((damping * trans.data * inv[trans.indices]).astype(dtype), trans.indices, trans.indptr),
+        shape=(n, n),
+    )
 
 
 def _dense_components(xp, q, comp, size):
@@ -175,6 +191,7 @@ def _freeze_cols(xp, sp):
             return d @ sp.diags((~done).astype(d.dtype))
         d[:, done] = 0
         return d
+
     return freeze
 
 
@@ -190,14 +207,23 @@ def _column_blocks(xp, sp, trans, label, c: int, sel, q, i, v, solve):
     op = trans if whole else sp.csr_matrix(trans[members][:, members])
     cols = xp.unique(q[sel])
     sq, si, sv = q[sel], local[i[sel]], v[sel]  # grouped by query
-    width = max(8, min(256, 1 << max(0, (BLOCK_BYTES // (members.size * sv.itemsize)).bit_length() - 1)))
+    width = max(
+        8, min(256, 1 << max(0, (BLOCK_BYTES // (members.size * sv.itemsize)).bit_length() - 1))
+    )
     for s in range(0, cols.size, width):  # sparse seeds of a column block → its dense scores
-        blk = cols[s:s + width]
+        blk = cols[s : s + width]
         lo = int(xp.searchsorted(sq, blk[0], side="left"))
         hi = int(xp.searchsorted(sq, blk[-1], side="right"))
-        indptr = xp.concatenate([xp.searchsorted(sq[lo:hi], blk, side="left"), xp.asarray([hi - lo])])
+        indptr = xp.concatenate(
+            [xp.searchsorted(sq[lo:hi], blk, side="left"), xp.asarray([hi - lo])]
+        )
         p = sp.csc_matrix((sv[lo:hi], si[lo:hi], indptr), shape=(members.size, blk.size))
-        y = solve(op, p, lambda z: xp.asarray(z.sum(axis=0, dtype=xp.float64)).ravel(), _freeze_cols(xp, sp))
+        y = solve(
+            op,
+            p,
+            lambda z: xp.asarray(z.sum(axis=0, dtype=xp.float64)).ravel(),
+            _freeze_cols(xp, sp),
+        )
         yield (None if whole else members[:, None]), blk[None, :], y
 
 
@@ -215,13 +241,19 @@ def _pair_blocks(xp, sp, trans, label, size, q, i, v, solve):
     nodes = xp.nonzero(hit[label])[0]
     nodes = nodes[xp.argsort(label[nodes], kind="stable")]
     sub = sp.csr_matrix(trans[nodes][:, nodes])
-    first = xp.searchsorted(label[nodes], xp.arange(ncomp))  # where each hit component starts in ``nodes``
+    first = xp.searchsorted(
+        label[nodes], xp.arange(ncomp)
+    )  # where each hit component starts in ``nodes``
     where = xp.zeros(n, xp.int64)  # a node's index inside its component's block
     where[nodes] = xp.arange(nodes.size) - first[label[nodes]]
     row_nnz = xp.diff(sub.indptr)
     comp_nnz = bincount(label[nodes], weights=row_nnz, minlength=ncomp).astype(xp.int64)
     cum = xp.cumsum(comp_nnz[pc])
-    cuts = [0] + xp.searchsorted(cum, xp.arange(1, int(cum[-1]) // PAIR_NNZ + 1) * PAIR_NNZ).tolist() + [pair.size]
+    cuts = (
+        [0]
+        + xp.searchsorted(cum, xp.arange(1, int(cum[-1]) // PAIR_NNZ + 1) * PAIR_NNZ).tolist()
+        + [pair.size]
+    )
     for a, z in zip(cuts[:-1], cuts[1:]):
         if z <= a:
             continue
@@ -229,7 +261,9 @@ def _pair_blocks(xp, sp, trans, label, size, q, i, v, solve):
         psize = size[cc]
         off = xp.cumsum(psize) - psize  # each pair's first entry in the iterate
         m = int(psize.sum())
-        at = segment_ids(xp, xp.concatenate([off, xp.asarray([m])]), m)  # pair of each iterate entry
+        at = segment_ids(
+            xp, xp.concatenate([off, xp.asarray([m])]), m
+        )  # pair of each iterate entry
         row = first[cc][at] + xp.arange(m) - off[at]  # its row in ``sub``
         lens = row_nnz[row]
         indptr = xp.concatenate([xp.zeros(1, xp.int64), xp.cumsum(lens)])
@@ -244,6 +278,10 @@ def _pair_blocks(xp, sp, trans, label, size, q, i, v, solve):
         ok = pair[a:z][at_seed] == sk
         y = xp.zeros(m, v.dtype)
         y[off[at_seed[ok]] + where[i[sel][ok]]] = v[sel][ok]
-        y = solve(op, y, lambda w, at=at, k=z - a: bincount(at, weights=w, minlength=k),
-                  lambda w, done, at=at: xp.where(done[at], 0, w).astype(w.dtype))
+        y = solve(
+            op,
+            y,
+            lambda w, at=at, k=z - a: bincount(at, weights=w, minlength=k),
+            lambda w, done, at=at: xp.where(done[at], 0, w).astype(w.dtype),
+        )
         yield nodes[row], cq[at], y

@@ -11,6 +11,7 @@
 embedding once per such group on its node subset (``pipeline.querypath``), so nothing invisible can be
 recalled, carry graph energy or weigh in a statistic.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -33,7 +34,10 @@ def in_scope(doc_ids: np.ndarray, scope: tuple[str, ...] | None) -> np.ndarray:
 
 def visible(visibility: list, viewer: str | None) -> np.ndarray:
     """Boolean mask: nodes a viewer may see (visibility lists may be None)."""
-    return np.array([v is None or "*" in v or (viewer is not None and viewer in v) for v in visibility], dtype=bool)
+    return np.array(
+        [v is None or "*" in v or (viewer is not None and viewer in v) for v in visibility],
+        dtype=bool,
+    )
 
 
 def scope_rows(nodes: pl.DataFrame, scopes) -> dict:
@@ -45,19 +49,36 @@ def scope_rows(nodes: pl.DataFrame, scopes) -> dict:
     docs = nodes.select(doc=pl.col("doc_id").cast(pl.String).fill_null("")).with_row_index("i")
     parts = docs.with_columns(p=pl.col("doc").str.split("/"))
     depth = int(parts["p"].list.len().max())
-    under = pl.concat([parts.filter(pl.col("p").list.len() > k)
-                       .select("i", key=pl.col("p").list.slice(0, k).list.join("/")) for k in range(1, depth)]
-                      + [pl.DataFrame(schema={"i": pl.UInt32, "key": pl.String})])
-    entries = pl.DataFrame([(j, e) for j, s in enumerate(scopes) for e in s], schema={"s": pl.Int64, "e": pl.String},
-                           orient="row")
-    hits = pl.concat([entries.join(docs.rename({"doc": "e"}), on="e"),
-                      entries.with_columns(pl.col("e").str.strip_chars_end("/")).join(under.rename({"key": "e"}), on="e")])
+    under = pl.concat(
+        [
+            parts.filter(pl.col("p").list.len() > k).select(
+                "i", key=pl.col("p").list.slice(0, k).list.join("/")
+            )
+            for k in range(1, depth)
+        ]
+        + [pl.DataFrame(schema={"i": pl.UInt32, "key": pl.String})]
+    )
+    entries = pl.DataFrame(
+        [(j, e) for j, s in enumerate(scopes) for e in s],
+        schema={"s": pl.Int64, "e": pl.String},
+        orient="row",
+    )
+    hits = pl.concat(
+        [
+            entries.join(docs.rename({"doc": "e"}), on="e"),
+            entries.with_columns(pl.col("e").str.strip_chars_end("/")).join(
+                under.rename({"key": "e"}), on="e"
+            ),
+        ]
+    )
     rows = hits.select("s", "i").unique().sort("s", "i").group_by("s", maintain_order=True).agg("i")
     got = dict(zip(rows["s"].to_list(), (x.to_numpy().astype(np.int64) for x in rows["i"])))
     return {s: got.get(j, np.zeros(0, np.int64)) for j, s in enumerate(scopes)}
 
 
-JOIN_ABOVE = 50_000  # scopes × nodes above which membership is one join; below, string matching is cheaper
+JOIN_ABOVE = (
+    50_000  # scopes × nodes above which membership is one join; below, string matching is cheaper
+)
 
 
 def _members(nodes: pl.DataFrame, scopes: list) -> dict:
@@ -65,15 +86,28 @@ def _members(nodes: pl.DataFrame, scopes: list) -> dict:
     :func:`in_scope` per scope for a few (a stage run inside one group); the same rows either way."""
     if len(scopes) * nodes.height > JOIN_ABOVE:
         return scope_rows(nodes, scopes)
-    docs = nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
-    return {s: np.flatnonzero(in_scope(docs, s)) if docs is not None else np.zeros(0, np.int64) for s in scopes}
+    docs = (
+        nodes["doc_id"].fill_null("").to_numpy().astype(str) if "doc_id" in nodes.columns else None
+    )
+    return {
+        s: np.flatnonzero(in_scope(docs, s)) if docs is not None else np.zeros(0, np.int64)
+        for s in scopes
+    }
 
 
-def scope_groups(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: bool = False) -> list[tuple]:
+def scope_groups(
+    nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: bool = False
+) -> list[tuple]:
     """[(key, node indices, query indices)] in first-seen order; key = (scope tuple or None, viewer).
     Scope membership is one join over all scopes (:func:`scope_rows`), visibility one pass per viewer."""
-    scopes = queries["doc_scope"].to_list() if "doc_scope" in queries.columns else [None] * queries.height
-    viewers = queries["viewer"].to_list() if "viewer" in queries.columns else [None] * queries.height
+    scopes = (
+        queries["doc_scope"].to_list()
+        if "doc_scope" in queries.columns
+        else [None] * queries.height
+    )
+    viewers = (
+        queries["viewer"].to_list() if "viewer" in queries.columns else [None] * queries.height
+    )
     by_key: dict = {}
     for qi, (s, v) in enumerate(zip(scopes, viewers)):
         key = (None if s is None else tuple(sorted(set(s))), v)
@@ -95,7 +129,9 @@ def scope_groups(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: b
             if viewer not in seen:
                 seen[viewer] = visible(vis, viewer)
             mask &= seen[viewer]
-        out.append(((scope, viewer), np.flatnonzero(mask).astype(np.int64), np.asarray(qs, dtype=np.int64)))
+        out.append(
+            ((scope, viewer), np.flatnonzero(mask).astype(np.int64), np.asarray(qs, dtype=np.int64))
+        )
     return out
 
 
@@ -104,8 +140,14 @@ def edge_ends(nodes: pl.DataFrame, edges: pl.DataFrame | None) -> tuple[np.ndarr
     if edges is None or edges.height == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     idx = nodes.select(node_id=pl.col("node_id").cast(pl.String)).with_row_index("i")
-    src, dst = [edges.select(node_id=pl.col(c).cast(pl.String)).join(idx, on="node_id", how="left", maintain_order="left")
-                ["i"].fill_null(-1).cast(pl.Int64).to_numpy() for c in ("src", "dst")]
+    src, dst = [
+        edges.select(node_id=pl.col(c).cast(pl.String))
+        .join(idx, on="node_id", how="left", maintain_order="left")["i"]
+        .fill_null(-1)
+        .cast(pl.Int64)
+        .to_numpy()
+        for c in ("src", "dst")
+    ]
     return src, dst
 
 
@@ -143,8 +185,12 @@ def latest_stamp(nodes: pl.DataFrame, rows: np.ndarray) -> dt.datetime:
     return max(stamps) if stamps else EPOCH
 
 
-def run_groups(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: bool = False,
-               now: dt.datetime | None = None) -> list[tuple]:
+def run_groups(
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    include_archived: bool = False,
+    now: dt.datetime | None = None,
+) -> list[tuple]:
     """[(key, node indices, query indices, reference time)]: the ``scope_groups`` split by reference
     time. A query's reference time is ``now`` (the config's) if given, else its own ``now``, else the
     latest timestamp among the nodes its group may see — never another query's, never an invisible
@@ -152,9 +198,16 @@ def run_groups(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: boo
     qnow = queries["now"].to_list() if "now" in queries.columns else [None] * queries.height
     out = []
     for (scope, viewer), rows, qs in scope_groups(nodes, queries, include_archived):
-        fallback = latest_stamp(nodes, rows) if now is None and any(qnow[int(q)] is None for q in qs) else None
+        fallback = (
+            latest_stamp(nodes, rows)
+            if now is None and any(qnow[int(q)] is None for q in qs)
+            else None
+        )
         by_time: dict = {}
         for q in qs:
             by_time.setdefault(now or qnow[int(q)] or fallback, []).append(int(q))
-        out += [((scope, viewer, t), rows, np.asarray(group, dtype=np.int64), t) for t, group in by_time.items()]
+        out += [
+            ((scope, viewer, t), rows, np.asarray(group, dtype=np.int64), t)
+            for t, group in by_time.items()
+        ]
     return out

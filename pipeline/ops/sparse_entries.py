@@ -3,6 +3,7 @@
 A query is a column of the matrix; triplets are grouped by query. Every helper takes ``xp``/``sp``
 (numpy + scipy.sparse, or cupy + cupyx.scipy.sparse) so one code path serves the CPU and the GPU.
 """
+
 from __future__ import annotations
 
 from pipeline.backend import bincount
@@ -15,7 +16,7 @@ def is_sparse(x) -> bool:
 
 def segment_ids(xp, indptr, total: int):
     """Row of every stored entry of a CSR structure: ``repeat(arange(rows), diff(indptr))``."""
-    dt = xp.int32 if total < 2 ** 31 else xp.int64
+    dt = xp.int32 if total < 2**31 else xp.int64
     # cupy.repeat takes no array of counts: count the rows starting at each entry and add them up
     # (one code path for numpy and cupy; one row gives an empty ``indptr[1:-1]``)
     starts = bincount(indptr[1:-1], minlength=total + 1)[:total]

@@ -1,5 +1,6 @@
 """Whether a unit's speaker is named in the query (issue 17: "What is Caroline's ...?" → Caroline's
 turns). Used by the ``speaker_named`` score term and by ``diffuse.speaker_seed_boost``."""
+
 from __future__ import annotations
 
 import re
@@ -19,10 +20,17 @@ def named(df: pl.DataFrame) -> pl.Series:
     else 0.0; one regex per distinct (query, speaker) pair, row order kept."""
     keys = df.select("query_idx", pl.col("speaker").cast(pl.String))
     pairs = df.select("query_idx", "query_text", pl.col("speaker").cast(pl.String)).unique()
-    hits = pairs.select("query_idx", "speaker", speaker_named=pl.Series(
-        [float(speaker_in(q, s)) for q, s in pairs.select("query_text", "speaker").iter_rows()], dtype=pl.Float64))
-    return keys.join(hits, on=["query_idx", "speaker"], how="left", nulls_equal=True,
-                     maintain_order="left")["speaker_named"].fill_null(0.0)
+    hits = pairs.select(
+        "query_idx",
+        "speaker",
+        speaker_named=pl.Series(
+            [float(speaker_in(q, s)) for q, s in pairs.select("query_text", "speaker").iter_rows()],
+            dtype=pl.Float64,
+        ),
+    )
+    return keys.join(
+        hits, on=["query_idx", "speaker"], how="left", nulls_equal=True, maintain_order="left"
+    )["speaker_named"].fill_null(0.0)
 
 
 def named_for(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame) -> pl.Series:
@@ -32,5 +40,12 @@ def named_for(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame) ->
         return pl.Series("speaker_named", [0.0] * cand.height, dtype=pl.Float64)
     spk = nodes["speaker"].cast(pl.String).to_numpy()[cand["node_idx"].to_numpy()]
     text = queries["text"].to_numpy()[cand["query_idx"].to_numpy()]
-    return named(pl.DataFrame({"query_idx": cand["query_idx"], "query_text": pl.Series(text, dtype=pl.String),
-                               "speaker": pl.Series(spk, dtype=pl.String)}))
+    return named(
+        pl.DataFrame(
+            {
+                "query_idx": cand["query_idx"],
+                "query_text": pl.Series(text, dtype=pl.String),
+                "speaker": pl.Series(spk, dtype=pl.String),
+            }
+        )
+    )

@@ -1,4 +1,5 @@
 """Find node titles inside texts in one pass (Aho–Corasick), shared by mention links and anchors."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,9 @@ _WORD = re.compile(r"\w")
 class TitleFinder:
     """Titles (trimmed, at least ``min_len`` characters, folded by ``fold``) → the nodes carrying them."""
 
-    def __init__(self, titles: list[str | None], min_len: int = 2, fold: Callable[[str], str] = str) -> None:
+    def __init__(
+        self, titles: list[str | None], min_len: int = 2, fold: Callable[[str], str] = str
+    ) -> None:
         import ahocorasick
 
         self.fold = fold
@@ -35,7 +38,10 @@ class TitleFinder:
         hits = set()
         for end, t in self.auto.iter(s):
             start = end - len(t) + 1
-            if whole_word and ((start > 0 and _WORD.match(s[start - 1])) or (end + 1 < len(s) and _WORD.match(s[end + 1]))):
+            if whole_word and (
+                (start > 0 and _WORD.match(s[start - 1]))
+                or (end + 1 < len(s) and _WORD.match(s[end + 1]))
+            ):
                 continue
             hits.add(t)
         return sorted(hits)

@@ -14,6 +14,7 @@ stemmer leaves CJK unchanged). CJK means Han characters (U+3400â€“4DBF, U+4E00â€
   a Chinese note with English terms gets both; text without Han characters is split exactly as
   ``english`` splits it. On sample_zh it beat jieba inside ``best`` (docs/results.md).
 """
+
 from __future__ import annotations
 
 import re
@@ -50,7 +51,7 @@ def han_share(texts: list[str]) -> float:
 def _chars(run: str, bigrams: bool) -> list[str]:
     words = list(run)
     if bigrams and len(run) > 1:
-        words += [run[i:i + 2] for i in range(len(run) - 1)]
+        words += [run[i : i + 2] for i in range(len(run) - 1)]
     return words
 
 
@@ -73,7 +74,9 @@ def _by_script(cut_han: Callable[[str], list[str]]) -> Callable[[str], list[str]
     return split
 
 
-def splitter(name: str = "auto", cjk_bigrams: bool = False, cjk_min_len: int = 1) -> Callable[[str], list[str]]:
+def splitter(
+    name: str = "auto", cjk_bigrams: bool = False, cjk_min_len: int = 1
+) -> Callable[[str], list[str]]:
     """The word splitter ``lexical.tokenizer=name`` (text is already lower-cased)."""
     if name == "english":
         return _LATIN.findall

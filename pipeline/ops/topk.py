@@ -9,6 +9,7 @@
 - ``topk_entry_mask``: a mask over (query, node, |E|) entries of a sparse matrix, exact without
   sorting every entry (PEDSA's frontier); xp-generic.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,7 +34,9 @@ def topk_long(qi: np.ndarray, di: np.ndarray, score: np.ndarray, k: int) -> tupl
 def topk_sparse(r, k: int, positive_only: bool = True) -> tuple[np.ndarray, ...]:
     """Top-k per row of a sparse (nq, n) score matrix (scipy or cupyx) → long triples on the host."""
     coo = r.tocoo()
-    row, col, data = (np.asarray(getattr(a, "get", lambda: a)()) for a in (coo.row, coo.col, coo.data))
+    row, col, data = (
+        np.asarray(getattr(a, "get", lambda: a)()) for a in (coo.row, coo.col, coo.data)
+    )
     if positive_only:
         m = data > 0
         row, col, data = row[m], col[m], data[m]
@@ -102,6 +105,7 @@ def _bins(xp, a):
     def to_value(t):  # bins ≤ t ⇔ value ≥ to_value(t); the last bin holds everything down to 0
         low = ((gmax - xp.minimum(t, nb - 1)) << shift).astype(ity).view(a.dtype)
         return xp.where(t >= nb - 1, 0, low)
+
     return bins, nb, to_value
 
 
@@ -158,8 +162,11 @@ def topk_entry_mask(xp, q, i, a, k: int, b: int, cnt=None):
     edge = xp.nonzero(bins == bt)[0]
     if edge.size:
         qe = q[edge]
-        order = xp.lexsort(xp.stack([i[edge].astype(xp.float64), -a[edge].astype(xp.float64),
-                                     qe.astype(xp.float64)]))
+        order = xp.lexsort(
+            xp.stack(
+                [i[edge].astype(xp.float64), -a[edge].astype(xp.float64), qe.astype(xp.float64)]
+            )
+        )
         qs = qe[order]
         rank = xp.arange(edge.size) - xp.searchsorted(qs, qs, side="left")
         keep[edge[order[rank < need[qs]]]] = True

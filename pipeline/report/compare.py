@@ -6,6 +6,7 @@ every run has one with the metrics asked for, the same data config and the same 
 they are computed as ``pipeline.stages.evaluate`` computes metrics.json (trec_eval; doc-level qrels
 rank documents by their best unit). Either way a run's mean equals its metrics.json value.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,9 +47,14 @@ class CompareResult:
     max_p: float = 0.05
 
 
-def compare(run_dirs: list[str | Path], baseline: str | None = None, metrics: list[str] | None = None,
-            qrels: pl.DataFrame | None = None, queries: pl.DataFrame | None = None,
-            max_p: float = 0.05) -> CompareResult:
+def compare(
+    run_dirs: list[str | Path],
+    baseline: str | None = None,
+    metrics: list[str] | None = None,
+    qrels: pl.DataFrame | None = None,
+    queries: pl.DataFrame | None = None,
+    max_p: float = 0.05,
+) -> CompareResult:
     """Compare runs against ``baseline`` (a run name; default the first) with paired t-tests.
 
     qrels/queries: the judgements (and optional ``group`` per query); when ``qrels`` is None they
@@ -62,16 +68,25 @@ def compare(run_dirs: list[str | Path], baseline: str | None = None, metrics: li
     baseline = names[0] if baseline is None else baseline
     require_one_of("baseline", baseline, names)
     if metrics is None:
-        metrics = list(manifests[dirs[0]].get("config", {}).get("evaluate", {}).get("metrics") or _default_metrics())
+        metrics = list(
+            manifests[dirs[0]].get("config", {}).get("evaluate", {}).get("metrics")
+            or _default_metrics()
+        )
     per_query = _stored_per_query(dirs, names, manifests, metrics) if qrels is None else None
     if per_query is None:
-        truth = Truth(qrels, _groups(queries)) if qrels is not None else _load_truth(dirs, manifests)
+        truth = (
+            Truth(qrels, _groups(queries)) if qrels is not None else _load_truth(dirs, manifests)
+        )
         per_query = _computed_per_query(dirs, names, metrics, truth)
     per_query = per_query.select("run", "query_id", "group", *metrics)
     table = _table(per_query, names, baseline, metrics)
-    groups = {g: _table(per_query.filter(pl.col("group") == g), names, baseline, metrics)
-              for g in sorted(per_query["group"].drop_nulls().unique())}
-    return CompareResult(names, baseline, list(metrics), table, groups, per_query, dict(zip(names, dirs)), max_p)
+    groups = {
+        g: _table(per_query.filter(pl.col("group") == g), names, baseline, metrics)
+        for g in sorted(per_query["group"].drop_nulls().unique())
+    }
+    return CompareResult(
+        names, baseline, list(metrics), table, groups, per_query, dict(zip(names, dirs)), max_p
+    )
 
 
 def compare_dir(sweep_dir: str | Path, **kwargs) -> CompareResult:
@@ -79,8 +94,11 @@ def compare_dir(sweep_dir: str | Path, **kwargs) -> CompareResult:
     sweep_dir = Path(sweep_dir)
     dirs = sorted(p.parent for p in sweep_dir.glob("*/manifest.json"))
     if not dirs:
-        raise DataError(str(sweep_dir), "no subfolder holds a manifest.json (a finished run)",
-                        "pass the folder that holds the run directories, e.g. a --multirun sweep folder")
+        raise DataError(
+            str(sweep_dir),
+            "no subfolder holds a manifest.json (a finished run)",
+            "pass the folder that holds the run directories, e.g. a --multirun sweep folder",
+        )
     return compare(dirs, **kwargs)
 
 
@@ -94,17 +112,27 @@ def per_query_metrics(recall: pl.DataFrame, truth: Truth, metrics: list[str]) ->
     return out
 
 
-def _computed_per_query(dirs: list[Path], names: list[str], metrics: list[str], truth: Truth) -> pl.DataFrame:
-    per_query = pl.concat([
-        per_query_metrics(pl.read_parquet(d / "recall.parquet"), truth, metrics).select(
-            pl.lit(n).alias("run"), pl.all()) for n, d in zip(names, dirs)])
+def _computed_per_query(
+    dirs: list[Path], names: list[str], metrics: list[str], truth: Truth
+) -> pl.DataFrame:
+    per_query = pl.concat(
+        [
+            per_query_metrics(pl.read_parquet(d / "recall.parquet"), truth, metrics).select(
+                pl.lit(n).alias("run"), pl.all()
+            )
+            for n, d in zip(names, dirs)
+        ]
+    )
     if truth.groups:
-        return per_query.with_columns(group=pl.col("query_id").replace_strict(truth.groups, default="none"))
+        return per_query.with_columns(
+            group=pl.col("query_id").replace_strict(truth.groups, default="none")
+        )
     return per_query.with_columns(group=pl.lit(None, pl.String))
 
 
-def _stored_per_query(dirs: list[Path], names: list[str], manifests: dict[Path, dict],
-                      metrics: list[str]) -> pl.DataFrame | None:
+def _stored_per_query(
+    dirs: list[Path], names: list[str], manifests: dict[Path, dict], metrics: list[str]
+) -> pl.DataFrame | None:
     """The runs' per_query.parquet tables, or None when any run lacks one
     or the metrics, or the runs differ in data config or in the queries judged: then recompute."""
     data = {json.dumps(m.get("config", {}).get("data"), sort_keys=True) for m in manifests.values()}
@@ -117,16 +145,22 @@ def _stored_per_query(dirs: list[Path], names: list[str], manifests: dict[Path, 
     qids = tables[0]["query_id"].sort()
     if not qids.len() or any(not t["query_id"].sort().equals(qids) for t in tables[1:]):
         return None
-    return pl.concat([t.select(pl.lit(n).alias("run"), "query_id", pl.col("group").cast(pl.String), *metrics)
-                      for n, t in zip(names, tables)])
+    return pl.concat(
+        [
+            t.select(pl.lit(n).alias("run"), "query_id", pl.col("group").cast(pl.String), *metrics)
+            for n, t in zip(names, tables)
+        ]
+    )
 
 
 def format_table(result: CompareResult, digits: int = 4) -> str:
     """Markdown: the overall table, then one per group, with a legend for the markers."""
     n = result.table["n_queries"].max()
-    parts = [markdown_table(*_cells(result, result.table, digits)),
-             f"\nBaseline: `{result.baseline}`. `*` p < {result.max_p:g} vs the baseline (paired t-test over "
-             f"{n} queries); `†` best in the column."]
+    parts = [
+        markdown_table(*_cells(result, result.table, digits)),
+        f"\nBaseline: `{result.baseline}`. `*` p < {result.max_p:g} vs the baseline (paired t-test over "
+        f"{n} queries); `†` best in the column.",
+    ]
     for g, table in result.groups.items():
         parts += [f"\n### {g}\n", markdown_table(*_cells(result, table, digits))]
     return "\n".join(parts) + "\n"
@@ -134,16 +168,23 @@ def format_table(result: CompareResult, digits: int = 4) -> str:
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     """A GitHub-flavoured markdown table; the first column left-aligned, the rest right-aligned."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def cells(result: CompareResult, group: str | None = None, digits: int = 4) -> tuple[list[str], list[list[str]]]:
+def cells(
+    result: CompareResult, group: str | None = None, digits: int = 4
+) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of display strings for the overall table or one group's table."""
     return _cells(result, result.table if group is None else result.groups[group], digits)
 
 
-def _cells(result: CompareResult, table: pl.DataFrame, digits: int) -> tuple[list[str], list[list[str]]]:
+def _cells(
+    result: CompareResult, table: pl.DataFrame, digits: int
+) -> tuple[list[str], list[list[str]]]:
     best = {m: table[m].max() for m in result.metrics}
     rows = []
     for row in table.iter_rows(named=True):
@@ -158,7 +199,9 @@ def _cells(result: CompareResult, table: pl.DataFrame, digits: int) -> tuple[lis
     return ["run", "n", *result.metrics], rows
 
 
-def _table(per_query: pl.DataFrame, names: list[str], baseline: str, metrics: list[str]) -> pl.DataFrame:
+def _table(
+    per_query: pl.DataFrame, names: list[str], baseline: str, metrics: list[str]
+) -> pl.DataFrame:
     from scipy.stats import ttest_rel
 
     wide = {n: per_query.filter(pl.col("run") == n).sort("query_id") for n in names}
@@ -179,17 +222,28 @@ def _table(per_query: pl.DataFrame, names: list[str], baseline: str, metrics: li
                 p = float(ttest_rel(wide[n][m].to_numpy(), base[m].to_numpy()).pvalue)
                 row[f"{m}_p"] = None if math.isnan(p) else p
         rows.append(row)
-    schema = {"run": pl.String, "n_queries": pl.Int64, **{c: pl.Float64 for m in metrics for c in (m, f"{m}_p")}}
-    return pl.DataFrame(rows, schema=schema).select("run", "n_queries", *metrics, *[f"{m}_p" for m in metrics])
+    schema = {
+        "run": pl.String,
+        "n_queries": pl.Int64,
+        **{c: pl.Float64 for m in metrics for c in (m, f"{m}_p")},
+    }
+    return pl.DataFrame(rows, schema=schema).select(
+        "run", "n_queries", *metrics, *[f"{m}_p" for m in metrics]
+    )
 
 
 def _manifest(run_dir: Path) -> dict:
     path = run_dir / "manifest.json"
     if not path.is_file():
-        raise DataError(str(run_dir), "no manifest.json: not a run directory, or the run did not finish",
-                        "pass finished run directories (rerun the failed one)")
+        raise DataError(
+            str(run_dir),
+            "no manifest.json: not a run directory, or the run did not finish",
+            "pass finished run directories (rerun the failed one)",
+        )
     if not (run_dir / "recall.parquet").is_file():
-        raise DataError(str(run_dir), "no recall.parquet", "pass a run directory written by 'recall run'")
+        raise DataError(
+            str(run_dir), "no recall.parquet", "pass a run directory written by 'recall run'"
+        )
     from pipeline.rundir import upgrade_config
 
     manifest = json.loads(path.read_text())
@@ -201,14 +255,18 @@ def _names(dirs: list[Path]) -> list[str]:
     if len(set(names)) < len(names):  # same folder name under different parents
         names = [f"{d.resolve().parent.name}/{d.resolve().name}" for d in dirs]
     if len(set(names)) < len(names):
-        raise ConfigError(f"run directories {[str(d) for d in dirs]} repeat a name; pass each run once")
+        raise ConfigError(
+            f"run directories {[str(d) for d in dirs]} repeat a name; pass each run once"
+        )
     return names
 
 
 def _groups(queries: pl.DataFrame | None) -> dict[str, str]:
     if queries is None or "group" not in queries.columns:
         return {}
-    return dict(queries.select("query_id", pl.col("group").fill_null("none").cast(pl.String)).iter_rows())
+    return dict(
+        queries.select("query_id", pl.col("group").fill_null("none").cast(pl.String)).iter_rows()
+    )
 
 
 def _load_truth(dirs: list[Path], manifests: dict[Path, dict]) -> Truth:
@@ -224,8 +282,10 @@ def _load_truth(dirs: list[Path], manifests: dict[Path, dict]) -> Truth:
     first = truths[0]
     for d, t in zip(dirs[1:], truths[1:]):
         if not _same_qrels(first, t):
-            raise ConfigError(f"runs {dirs[0]} and {d} are judged by different qrels; compare runs of one "
-                              "dataset, or pass the qrels to judge them all by")
+            raise ConfigError(
+                f"runs {dirs[0]} and {d} are judged by different qrels; compare runs of one "
+                "dataset, or pass the qrels to judge them all by"
+            )
     return next((t for t in truths if t.groups), first)
 
 
@@ -236,11 +296,19 @@ def _truth_of(run_dir: Path, spec: dict) -> Truth:
     if spec.get("qrels_file"):
         return Truth(read_qrels(run_dir / spec["qrels_file"], spec.get("qrels_level", "node_id")))
     if "_target_" not in spec:
-        raise DataError(str(run_dir / "manifest.json"), "config.data has no _target_ to reload the qrels from",
-                        "pass the qrels explicitly", field="config.data")
+        raise DataError(
+            str(run_dir / "manifest.json"),
+            "config.data has no _target_ to reload the qrels from",
+            "pass the qrels explicitly",
+            field="config.data",
+        )
     ds = call_target(spec, f"{run_dir / 'manifest.json'}: config.data")
     if ds.qrels is None:
-        raise DataError(str(run_dir), f"dataset {spec.get('name')!r} has no qrels", "compare runs of a judged dataset")
+        raise DataError(
+            str(run_dir),
+            f"dataset {spec.get('name')!r} has no qrels",
+            "compare runs of a judged dataset",
+        )
     return Truth(ds.qrels, _groups(ds.queries))
 
 
@@ -248,7 +316,9 @@ def _same_qrels(a: Truth, b: Truth) -> bool:
     if a.level != b.level:
         return False
     cols = ["query_id", a.level, "relevance"]
-    fa, fb = (t.qrels.select(*cols[:2], pl.col("relevance").cast(pl.Int64)).sort(cols) for t in (a, b))
+    fa, fb = (
+        t.qrels.select(*cols[:2], pl.col("relevance").cast(pl.Int64)).sort(cols) for t in (a, b)
+    )
     return fa.equals(fb)
 
 

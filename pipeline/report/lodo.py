@@ -5,6 +5,7 @@ dataset (its regret, in the dataset's own metric: R@5 points on one set and nDCG
 comparable, shortfalls from the best are). The recipe with the smallest worst shortfall is chosen
 (ties: the one listed first), and its held-out mean is reported with a bootstrap interval next to the
 held-out oracle (the candidate best on the held-out set, which selection could not see)."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -32,13 +33,16 @@ def choose_recipe(scores: Scores, fit: list[str], recipes: list[str]) -> str:
     """The recipe with the smallest worst regret on ``fit`` (the first listed on a tie)."""
     missing = [(r, d) for r in recipes for d in fit if d not in scores.get(r, {})]
     if missing:
-        raise ConfigError(f"leave-one-dataset-out: no score for (recipe, dataset) {missing}; run them first")
+        raise ConfigError(
+            f"leave-one-dataset-out: no score for (recipe, dataset) {missing}; run them first"
+        )
     regrets = [worst_regret(scores, r, fit) for r in recipes]
     return recipes[min(range(len(recipes)), key=lambda i: (round(regrets[i], 12), i))]
 
 
-def lodo_table(per_query: dict[tuple[str, str], pl.DataFrame], metric: dict[str, str],
-               recipes: list[str]) -> pl.DataFrame:
+def lodo_table(
+    per_query: dict[tuple[str, str], pl.DataFrame], metric: dict[str, str], recipes: list[str]
+) -> pl.DataFrame:
     """One row per held-out dataset: the recipe chosen on the others, its worst fit regret, its
     held-out mean with 95% interval, and the held-out oracle recipe and mean."""
     scores = means(per_query, metric)
@@ -49,14 +53,29 @@ def lodo_table(per_query: dict[tuple[str, str], pl.DataFrame], metric: dict[str,
         chosen = choose_recipe(scores, fit, recipes)
         ci = bootstrap_ci(per_query[(chosen, held)][metric[held]].to_numpy())
         oracle = max(recipes, key=lambda r: scores[r][held])
-        rows.append({"held_out": held, "metric": metric[held], "chosen": chosen,
-                     "fit_worst_regret": worst_regret(scores, chosen, fit), "n": ci.n, "held_out_mean": ci.mean,
-                     "low": ci.low, "high": ci.high, "oracle": oracle, "oracle_mean": scores[oracle][held]})
+        rows.append(
+            {
+                "held_out": held,
+                "metric": metric[held],
+                "chosen": chosen,
+                "fit_worst_regret": worst_regret(scores, chosen, fit),
+                "n": ci.n,
+                "held_out_mean": ci.mean,
+                "low": ci.low,
+                "high": ci.high,
+                "oracle": oracle,
+                "oracle_mean": scores[oracle][held],
+            }
+        )
     return pl.DataFrame(rows)
 
 
-def half_gains(per_query: dict[tuple[str, str], pl.DataFrame], metric: dict[str, str], baseline: str,
-               recipes: list[str]) -> pl.DataFrame:
+def half_gains(
+    per_query: dict[tuple[str, str], pl.DataFrame],
+    metric: dict[str, str],
+    baseline: str,
+    recipes: list[str],
+) -> pl.DataFrame:
     """Each recipe's per-query gain over ``baseline`` on each dataset's query halves ``a`` and ``b``
     (``recall tune`` fits on a; b is held out), with a paired 95% interval: a per-dataset recipe is
     worth keeping when its half-b interval lies above 0."""
@@ -69,6 +88,16 @@ def half_gains(per_query: dict[tuple[str, str], pl.DataFrame], metric: dict[str,
             for half in ("a", "b"):
                 ids = query_half(base.select("query_id"), half)
                 ci = paired_difference(per_query[(recipe, data)].join(ids, on="query_id"), base, m)
-                rows.append({"dataset": data, "metric": m, "recipe": recipe, "half": half, "n": ci.n,
-                             "gain": ci.mean, "low": ci.low, "high": ci.high})
+                rows.append(
+                    {
+                        "dataset": data,
+                        "metric": m,
+                        "recipe": recipe,
+                        "half": half,
+                        "n": ci.n,
+                        "gain": ci.mean,
+                        "low": ci.low,
+                        "high": ci.high,
+                    }
+                )
     return pl.DataFrame(rows)

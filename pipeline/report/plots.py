@@ -4,6 +4,7 @@ Figures are drawn on a bare ``matplotlib.figure.Figure`` with the Agg canvas (no
 no GUI backend), at a fixed size and dpi, and saved without the "Software" tag, so the same inputs
 give the same bytes.
 """
+
 from __future__ import annotations
 
 import io as _io
@@ -36,8 +37,15 @@ def recall_curve(runs: dict[str, dict], path: str | Path, title: str = "Recall@k
     for i, (name, metrics) in enumerate(runs.items()):
         ks = sorted(int(m.split("@")[1]) for m in metrics if re.fullmatch(r"recall@\d+", m))
         all_k |= set(ks)
-        ax.plot(ks, [metrics[f"recall@{k}"] for k in ks], marker=MARKERS[i % len(MARKERS)], ms=6, lw=1.8,
-                label=name, color=_color(i))
+        ax.plot(
+            ks,
+            [metrics[f"recall@{k}"] for k in ks],
+            marker=MARKERS[i % len(MARKERS)],
+            ms=6,
+            lw=1.8,
+            label=name,
+            color=_color(i),
+        )
     if all_k:
         ax.set_xscale("log")
         ax.set_xticks(sorted(all_k), [str(k) for k in sorted(all_k)])
@@ -71,7 +79,9 @@ def group_bars(runs: dict[str, dict], path: str | Path, metric: str = "ndcg@10")
 def score_components(recall: pl.DataFrame, path: str | Path) -> Path:
     """Histograms of each numeric score column of a recall.parquet frame (nulls dropped)."""
     cols = [c for c in recall.columns if c not in NOT_COMPONENTS and recall[c].dtype.is_numeric()]
-    cols = sorted(cols, key=lambda c: (COMPONENTS.index(c) if c in COMPONENTS else len(COMPONENTS), c))
+    cols = sorted(
+        cols, key=lambda c: (COMPONENTS.index(c) if c in COMPONENTS else len(COMPONENTS), c)
+    )
     n_col = min(3, max(len(cols), 1))
     n_row = max(1, -(-len(cols) // n_col))
     fig, axes = _figure(3.4 * n_col, 2.8 * n_row, n_row, n_col)
@@ -105,13 +115,21 @@ def stage_latency(timings_s: dict[str, float], path: str | Path) -> Path:
     return _save(fig, path)
 
 
-def novelty(table: pl.DataFrame, path: str | Path, novelty_threshold: float | None = None,
-            residual_threshold: float | None = None) -> Path:
+def novelty(
+    table: pl.DataFrame,
+    path: str | Path,
+    novelty_threshold: float | None = None,
+    residual_threshold: float | None = None,
+) -> Path:
     """novelty.parquet → histograms of novelty and residual norm, and the gates' pass rates."""
     fig, axes = _figure(12.0, 3.8, 1, 3)
-    for ax, col, thr, i in ((axes[0], "novelty", novelty_threshold, 0),
-                            (axes[1], "residual_norm", residual_threshold, 1)):
-        vals = table[col].drop_nulls().drop_nans().to_numpy() if col in table.columns else np.array([])
+    for ax, col, thr, i in (
+        (axes[0], "novelty", novelty_threshold, 0),
+        (axes[1], "residual_norm", residual_threshold, 1),
+    ):
+        vals = (
+            table[col].drop_nulls().drop_nans().to_numpy() if col in table.columns else np.array([])
+        )
         ax.hist(vals, bins=20, color=_color(i), alpha=0.85)
         if thr is not None:
             ax.axvline(thr, color="black", ls="--", lw=1.2, label=f"threshold {thr:g}")
@@ -120,9 +138,11 @@ def novelty(table: pl.DataFrame, path: str | Path, novelty_threshold: float | No
         ax.yaxis.get_major_locator().set_params(integer=True)
     gates = [c for c in ("novelty_gate", "residual_gate") if c in table.columns]
     rates = [float(table[c].cast(pl.Float64).mean() or 0.0) for c in gates]
-    bars = axes[2].bar(gates, rates, color=[_color(2), _color(3)][:len(gates)])
+    bars = axes[2].bar(gates, rates, color=[_color(2), _color(3)][: len(gates)])
     for b, r in zip(bars, rates):
-        axes[2].text(b.get_x() + b.get_width() / 2, r, f"{r:.0%}", ha="center", va="bottom", fontsize=TICK)
+        axes[2].text(
+            b.get_x() + b.get_width() / 2, r, f"{r:.0%}", ha="center", va="bottom", fontsize=TICK
+        )
     axes[2].set_ylim(0, 1.1)
     axes[2].tick_params(labelsize=TICK)
     _labels(axes[2], f"Gate pass rate ({table.height} queries)", "gate", "share of queries passing")
@@ -173,6 +193,12 @@ def topics(topics_df: pl.DataFrame, recall_topics: pl.DataFrame | None, path: st
     _labels(axes[0], f"Topic sizes ({t.height} topics)", "topic", "nodes (dominant topic)")
     if recall_topics is not None and recall_topics.height:
         counts = recall_topics["n_topics"].value_counts().sort("n_topics")
-        axes[1].bar([str(x) for x in counts["n_topics"].to_list()], counts["count"].to_list(), color=_color(1))
-    _labels(axes[1], "Recall spread over topics", "distinct topics in a query's recall set", "queries")
+        axes[1].bar(
+            [str(x) for x in counts["n_topics"].to_list()],
+            counts["count"].to_list(),
+            color=_color(1),
+        )
+    _labels(
+        axes[1], "Recall spread over topics", "distinct topics in a query's recall set", "queries"
+    )
     return _save(fig, path)

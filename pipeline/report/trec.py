@@ -4,6 +4,7 @@ Run lines are ``q_id Q0 doc_id rank score tag``; qrels lines are ``q_id 0 doc_id
 Tools that read run files (trec_eval, ranx) order a query's results by score, not by the rank
 column, so tied scores lose our order: ``score="rank"`` writes ``1/rank`` to keep it exactly.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -35,8 +36,9 @@ def to_ranking(recall: pl.DataFrame, level: str = "node_id") -> pl.DataFrame:
     return evaluate.first_occurrence(recall, level, "score")
 
 
-def write_run(recall: pl.DataFrame, path: str | Path, tag: str, level: str = "node_id",
-              score: str = "score") -> Path:
+def write_run(
+    recall: pl.DataFrame, path: str | Path, tag: str, level: str = "node_id", score: str = "score"
+) -> Path:
     """Write ``recall`` as a TREC run file (atomically); returns the path.
 
     score: ``"score"`` writes the stored score (warns if a query has tied scores),
@@ -50,10 +52,19 @@ def write_run(recall: pl.DataFrame, path: str | Path, tag: str, level: str = "no
     if score == "rank":
         run = run.with_columns(score=1.0 / pl.col("rank"))
     elif run.select((pl.col("score").diff().over("query_id") == 0).any()).item():
-        warnings.warn(f"{path}: some queries have tied scores; tools that sort by score may reorder them "
-                      "(write with score='rank' to keep the exact order)", stacklevel=2)
-    out = run.select("query_id", pl.lit("Q0").alias("q0"), level, "rank", pl.col("score").cast(pl.Float64),
-                     pl.lit(tag).alias("tag"))
+        warnings.warn(
+            f"{path}: some queries have tied scores; tools that sort by score may reorder them "
+            "(write with score='rank' to keep the exact order)",
+            stacklevel=2,
+        )
+    out = run.select(
+        "query_id",
+        pl.lit("Q0").alias("q0"),
+        level,
+        "rank",
+        pl.col("score").cast(pl.Float64),
+        pl.lit(tag).alias("tag"),
+    )
     return _write_lines(out, path)
 
 
@@ -74,20 +85,31 @@ def read_run(path: str | Path, level: str = "node_id") -> pl.DataFrame:
         rank = _number(int, fields[3], path, n, "rank", "an integer rank ≥ 1")
         score = _number(float, fields[4], path, n, "score", "a number")
         if rank < 1:
-            raise DataError(str(path), f"rank {rank} is below 1", "ranks start at 1", row=n, field="rank")
+            raise DataError(
+                str(path), f"rank {rank} is below 1", "ranks start at 1", row=n, field="rank"
+            )
         if (fields[0], fields[2]) in seen:
-            raise DataError(str(path), f"doc {fields[2]!r} appears twice for query {fields[0]!r}",
-                            "keep one line per (query, doc)", row=n)
+            raise DataError(
+                str(path),
+                f"doc {fields[2]!r} appears twice for query {fields[0]!r}",
+                "keep one line per (query, doc)",
+                row=n,
+            )
         seen.add((fields[0], fields[2]))
         rows.append((fields[0], fields[2], rank, score))
-    return pl.DataFrame(rows, schema={"query_id": pl.String, level: pl.String, "rank": pl.Int32,
-                                      "score": pl.Float64}, orient="row")
+    return pl.DataFrame(
+        rows,
+        schema={"query_id": pl.String, level: pl.String, "rank": pl.Int32, "score": pl.Float64},
+        orient="row",
+    )
 
 
 def write_qrels(qrels: pl.DataFrame, path: str | Path) -> Path:
     """Write qrels (query_id, node_id|doc_id, relevance) as a TREC qrels file; returns the path."""
     level = "doc_id" if "doc_id" in qrels.columns else "node_id"
-    out = qrels.select("query_id", pl.lit(0).alias("iter"), level, pl.col("relevance").cast(pl.Int64))
+    out = qrels.select(
+        "query_id", pl.lit(0).alias("iter"), level, pl.col("relevance").cast(pl.Int64)
+    )
     out = out.sort("query_id", level)
     _check_no_space(out, ("query_id", level), str(path))
     return _write_lines(out, path)
@@ -96,24 +118,36 @@ def write_qrels(qrels: pl.DataFrame, path: str | Path) -> Path:
 def read_qrels(path: str | Path, level: str = "node_id") -> pl.DataFrame:
     """Read a TREC qrels file → (query_id, <level>, relevance); raises DataError on a bad line."""
     require_one_of("level", level, LEVELS)
-    rows = [(f[0], f[2], _number(int, f[3], path, n, "relevance", "an integer relevance"))
-            for n, f in _lines(path, 4, "q_id 0 doc_id relevance")]
-    return pl.DataFrame(rows, schema={"query_id": pl.String, level: pl.String, "relevance": pl.Int32},
-                        orient="row")
+    rows = [
+        (f[0], f[2], _number(int, f[3], path, n, "relevance", "an integer relevance"))
+        for n, f in _lines(path, 4, "q_id 0 doc_id relevance")
+    ]
+    return pl.DataFrame(
+        rows, schema={"query_id": pl.String, level: pl.String, "relevance": pl.Int32}, orient="row"
+    )
 
 
-def import_run(run_path: str | Path, out_dir: str | Path, qrels_path: str | Path | None = None,
-               level: str = "node_id", name: str | None = None) -> Path:
+def import_run(
+    run_path: str | Path,
+    out_dir: str | Path,
+    qrels_path: str | Path | None = None,
+    level: str = "node_id",
+    name: str | None = None,
+) -> Path:
     """Turn a TREC run file into a run directory that ``report`` and ``compare`` accept.
 
     Writes recall.parquet, metrics.json and per_query.parquet (when qrels are given; the qrels are
     copied to ``qrels.txt`` so ``compare`` finds them) and manifest.json last. Returns ``out_dir``.
     """
     out_dir = Path(out_dir)
-    run = read_run(run_path, level).sort("query_id", "rank", pl.col("score"), descending=[False, False, True])
+    run = read_run(run_path, level).sort(
+        "query_id", "rank", pl.col("score"), descending=[False, False, True]
+    )
     run = run.with_columns(rank=pl.int_range(1, pl.len() + 1).over("query_id").cast(pl.Int32))
     other = "doc_id" if level == "node_id" else "node_id"
-    recall = run.select("query_id", "rank", level, pl.col(level).alias(other), "score", channel=pl.lit("trec"))
+    recall = run.select(
+        "query_id", "rank", level, pl.col(level).alias(other), "score", channel=pl.lit("trec")
+    )
     recall = recall.select("query_id", "rank", "node_id", "doc_id", "score", "channel")
     (out_dir / "manifest.json").unlink(missing_ok=True)
     io.write_parquet(out_dir / "recall.parquet", recall)
@@ -127,10 +161,15 @@ def import_run(run_path: str | Path, out_dir: str | Path, qrels_path: str | Path
         io.write_parquet(out_dir / "per_query.parquet", per_query)
         outputs += [QRELS_FILE, "metrics.json", "per_query.parquet"]
         data |= {"qrels_file": QRELS_FILE, "qrels_level": level}
-    manifest = {"config": {"preset_name": name or Path(run_path).stem, "data": data},
-                "dataset": "trec", "imported_from": str(run_path), "outputs": sorted(outputs),
-                "rows": {"recall": recall.height, "queries": recall["query_id"].n_unique()}, "timings_s": {},
-                "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    manifest = {
+        "config": {"preset_name": name or Path(run_path).stem, "data": data},
+        "dataset": "trec",
+        "imported_from": str(run_path),
+        "outputs": sorted(outputs),
+        "rows": {"recall": recall.height, "queries": recall["query_id"].n_unique()},
+        "timings_s": {},
+        "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     io.write_json(out_dir / "manifest.json", manifest)
     return out_dir
 
@@ -147,8 +186,12 @@ def _lines(path: str | Path, n_fields: int, layout: str):
             if not fields:
                 continue
             if len(fields) != n_fields:
-                raise DataError(str(path), f"{len(fields)} fields in {line.strip()[:80]!r}, expected {n_fields}",
-                                f"write each line as '{layout}', separated by spaces", row=n)
+                raise DataError(
+                    str(path),
+                    f"{len(fields)} fields in {line.strip()[:80]!r}, expected {n_fields}",
+                    f"write each line as '{layout}', separated by spaces",
+                    row=n,
+                )
             any_line = True
             yield n, fields
     if not any_line:
@@ -159,13 +202,22 @@ def _number(kind: type, text: str, path, n: int, field: str, want: str):
     try:
         return kind(text)
     except ValueError:
-        raise DataError(str(path), f"{field} {text!r} is not {want}", f"put {want} in the {field} column",
-                        row=n, field=field) from None
+        raise DataError(
+            str(path),
+            f"{field} {text!r} is not {want}",
+            f"put {want} in the {field} column",
+            row=n,
+            field=field,
+        ) from None
 
 
 def _check_no_space(frame: pl.DataFrame, columns, where: str) -> None:
     for col in columns:
         bad = frame.filter(pl.col(col).cast(pl.String).str.contains(r"\s"))
         if bad.height:
-            raise DataError(where, f"{col} {bad[col][0]!r} contains whitespace, which TREC files cannot hold",
-                            f"rename the ids so that no {col} contains spaces", field=col)
+            raise DataError(
+                where,
+                f"{col} {bad[col][0]!r} contains whitespace, which TREC files cannot hold",
+                f"rename the ids so that no {col} contains spaces",
+                field=col,
+            )

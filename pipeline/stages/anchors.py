@@ -7,6 +7,7 @@ edge the graph stage derived: BME walks ``graph.edges`` only) that is a non-arch
 node, with energy 1.5 × edge weight, over edges whose validity window contains the
 reference time. Only nodes the query may see are anchors or cross seeds.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,11 +18,21 @@ from pipeline.ops.titles import TitleFinder
 from pipeline.stages.graph import in_window
 
 SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "energy": pl.Float32}
-DERIVED = ["temporal", "mention", "knn"]  # graph-stage edges: BME's cross recall walks stored edges only
+DERIVED = [
+    "temporal",
+    "mention",
+    "knn",
+]  # graph-stage edges: BME's cross recall walks stored edges only
 
 
-def find(nodes: pl.DataFrame, queries: pl.DataFrame, *, min_len: int = 2, energy: float = 2.0,
-         include_archived: bool = False) -> pl.DataFrame:
+def find(
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    *,
+    min_len: int = 2,
+    energy: float = 2.0,
+    include_archived: bool = False,
+) -> pl.DataFrame:
     """(query_idx, node_idx, energy) for every title found in a query text (Aho–Corasick, one pass)."""
     if "title" not in nodes.columns:
         return pl.DataFrame(schema=SCHEMA)
@@ -33,12 +44,27 @@ def find(nodes: pl.DataFrame, queries: pl.DataFrame, *, min_len: int = 2, energy
         ok = np.zeros(nodes.height, dtype=bool)
         ok[visible] = True
         for q in qs:
-            rows += [(int(q), j, energy) for t in finder.find(queries["text"][int(q)]) for j in finder.nodes[t] if ok[j]]
-    return pl.DataFrame(rows, schema=SCHEMA, orient="row").unique(["query_idx", "node_idx"], maintain_order=True)
+            rows += [
+                (int(q), j, energy)
+                for t in finder.find(queries["text"][int(q)])
+                for j in finder.nodes[t]
+                if ok[j]
+            ]
+    return pl.DataFrame(rows, schema=SCHEMA, orient="row").unique(
+        ["query_idx", "node_idx"], maintain_order=True
+    )
 
 
-def cross(anchor: pl.DataFrame, edges: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, *,
-          mult: float = 1.5, include_archived: bool = False, now=None) -> pl.DataFrame:
+def cross(
+    anchor: pl.DataFrame,
+    edges: pl.DataFrame,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    *,
+    mult: float = 1.5,
+    include_archived: bool = False,
+    now=None,
+) -> pl.DataFrame:
     """Event neighbours of the anchors over normal edges live at ``now`` (``graph.in_window``),
     energy ``mult`` × edge weight."""
     if anchor.height == 0 or "type" not in nodes.columns or edges is None or edges.height == 0:
@@ -49,11 +75,23 @@ def cross(anchor: pl.DataFrame, edges: pl.DataFrame, nodes: pl.DataFrame, querie
     is_event = (nodes["type"] == "event").fill_null(False).to_numpy()
     if "archived" in nodes.columns:
         is_event &= ~nodes["archived"].fill_null(False).to_numpy()
-    hop = (anchor.join(both, left_on="node_idx", right_on="src")
-           .select("query_idx", node_idx="dst", energy=(pl.col("weight") * mult).cast(pl.Float32)))
-    hop = hop.filter(pl.Series(is_event[hop["node_idx"].to_numpy()]) if hop.height else pl.lit(True))
+    hop = anchor.join(both, left_on="node_idx", right_on="src").select(
+        "query_idx", node_idx="dst", energy=(pl.col("weight") * mult).cast(pl.Float32)
+    )
+    hop = hop.filter(
+        pl.Series(is_event[hop["node_idx"].to_numpy()]) if hop.height else pl.lit(True)
+    )
     keep = []
     for _key, visible, qs in scope_groups(nodes, queries, include_archived):
-        keep.append(hop.filter(pl.col("query_idx").is_in(qs.tolist()) & pl.col("node_idx").is_in(visible.tolist())))
+        keep.append(
+            hop.filter(
+                pl.col("query_idx").is_in(qs.tolist()) & pl.col("node_idx").is_in(visible.tolist())
+            )
+        )
     out = pl.concat(keep) if keep else pl.DataFrame(schema=SCHEMA)
-    return out.group_by("query_idx", "node_idx").agg(pl.col("energy").max()).sort("query_idx", "node_idx").cast(SCHEMA)
+    return (
+        out.group_by("query_idx", "node_idx")
+        .agg(pl.col("energy").max())
+        .sort("query_idx", "node_idx")
+        .cast(SCHEMA)
+    )

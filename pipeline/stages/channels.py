@@ -2,6 +2,7 @@
 
 The array code that turns them into candidates is ``pipeline.channels`` (``candidates.generate``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pipeline.stage import Params, Stage
 @dataclass
 class DenseParams(Params):
     """Dense (FAISS) channel settings: index type and its knobs, candidates per query, BME's per-part cut."""
+
     GROUP: ClassVar[str] = "dense"
     OPTION: ClassVar[str] = "flat"  # what Params.defaults() loads
     index: str
@@ -30,9 +32,12 @@ class DenseParams(Params):
     block: int  # blocked: node rows per block of the streamed scan
     per_part: int | None  # BME: top-n per query text before the merge (null = candidates)
     min_score: float | None  # BME: keep only hits with cosine > min_score (null = keep all)
+
+
 @dataclass
 class LexicalParams(Params):
     """Lexical (BM25) channel settings: candidates, k1/b, idf variant, tokenizer, stopwords and field weights."""
+
     GROUP: ClassVar[str] = "lexical"
     OPTION: ClassVar[str] = "bm25"  # what Params.defaults() loads
     candidates: int
@@ -47,25 +52,59 @@ class LexicalParams(Params):
     dedupe_query_terms: bool
     idf: str  # lucene (bm25s) | fts5 (SQLite FTS5, OKS)
     field_weights: dict
-KEYS = ["channels", "dense", "lexical", "embed", "query", "include_archived", "seed"]  # what the stage key covers
+
+
+KEYS = [
+    "channels",
+    "dense",
+    "lexical",
+    "embed",
+    "query",
+    "include_archived",
+    "seed",
+]  # what the stage key covers
 
 
 def run_stage(ctx, p: tuple) -> object:
     """Candidates of the group's queries from every enabled channel; cached on disk under the stage
     key and reused by a rerun (``ctx.reused``)."""
     state, cfg = ctx.run, ctx.cfg
-    key = stage_key(cfg, state.ds, ctx.nodes, ctx.queries, KEYS, state.const("key:channels", lambda: key_prefix(cfg, state.ds, KEYS)))
+    key = stage_key(
+        cfg,
+        state.ds,
+        ctx.nodes,
+        ctx.queries,
+        KEYS,
+        state.const("key:channels", lambda: key_prefix(cfg, state.ds, KEYS)),
+    )
     path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
     if path.exists():
         ctx.cand = pl.read_parquet(path)
         ctx.reused.append("channels")
     else:
-        ctx.cand = generate(ctx.nodes, ctx.queries, list(cfg.channels), ctx.xb, ctx.xparts, *p, state.device,
-                            cfg.seed, cfg.include_archived, ctx.part_q, ctx.part_w)
+        ctx.cand = generate(
+            ctx.nodes,
+            ctx.queries,
+            list(cfg.channels),
+            ctx.xb,
+            ctx.xparts,
+            *p,
+            state.device,
+            cfg.seed,
+            cfg.include_archived,
+            ctx.part_q,
+            ctx.part_w,
+        )
         io.write_parquet(path, ctx.cand)
     state.log.add("candidates", ctx.cand.height)
     return ctx
 
 
-STAGE = Stage("channels", run_stage, params=lambda run: (
-    DenseParams.from_cfg(run.cfg.dense, "dense"), LexicalParams.from_cfg(run.cfg.lexical, "lexical")))
+STAGE = Stage(
+    "channels",
+    run_stage,
+    params=lambda run: (
+        DenseParams.from_cfg(run.cfg.dense, "dense"),
+        LexicalParams.from_cfg(run.cfg.lexical, "lexical"),
+    ),
+)

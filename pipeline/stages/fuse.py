@@ -5,6 +5,7 @@
   returned anything gets that channel's raw scores.
 - ``wsum``: weighted sum of per-query normalised channel scores (``max``, ``minmax`` or ``none``).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -29,32 +30,50 @@ def _norm(col: str, how: str) -> pl.Expr:
     if how == "max":
         return pl.when(mx > 0).then(x / mx).otherwise(0.0)
     mn = x.min().over("query_idx")
-    return pl.when(mx > mn).then((x - mn) / (mx - mn)).otherwise(pl.when(mx > 0).then(1.0).otherwise(0.0))
+    return (
+        pl.when(mx > mn)
+        .then((x - mn) / (mx - mn))
+        .otherwise(pl.when(mx > 0).then(1.0).otherwise(0.0))
+    )
 
 
 def _weights(weights: dict, channels: list[str]) -> dict[str, float]:
     """Weights of the enabled channels (weights of disabled channels are ignored)."""
     missing = [c for c in channels if c not in weights]
     if missing:
-        raise ConfigError(f"fuse.weights has no weight for channels {missing}; add e.g. fuse.weights.{missing[0]}=0.5")
+        raise ConfigError(
+            f"fuse.weights has no weight for channels {missing}; add e.g. fuse.weights.{missing[0]}=0.5"
+        )
     return {c: float(weights[c]) for c in channels}
 
 
 def _scaled(w: dict[str, float], channel_scale: dict | None) -> dict[str, pl.Expr]:
     """Each channel's weight as an expression: × its per-query scale (indexed by query_idx) if given."""
     scale = channel_scale or {}
-    return {c: pl.lit(v) * pl.lit(pl.Series(scale[c], dtype=pl.Float64)).gather(pl.col("query_idx"))
-            if c in scale else pl.lit(v) for c, v in w.items()}
+    return {
+        c: pl.lit(v) * pl.lit(pl.Series(scale[c], dtype=pl.Float64)).gather(pl.col("query_idx"))
+        if c in scale
+        else pl.lit(v)
+        for c, v in w.items()
+    }
 
 
-def rrf(cand: pl.DataFrame, channels: list[str], weights: dict, k: int = 60,
-        single_branch_raw: bool = False, channel_scale: dict | None = None) -> pl.DataFrame:
+def rrf(
+    cand: pl.DataFrame,
+    channels: list[str],
+    weights: dict,
+    k: int = 60,
+    single_branch_raw: bool = False,
+    channel_scale: dict | None = None,
+) -> pl.DataFrame:
     """Candidates with ``fused`` = weighted reciprocal-rank fusion of the channel ranks."""
     w = _scaled(_weights(weights, channels), channel_scale)
     terms = [w[c] / (k + pl.col(f"{c}_rank").cast(pl.Float64)) for c in channels]
     fused = pl.sum_horizontal([t.fill_null(0.0) for t in terms])
     out = cand.with_columns(fused=fused)
-    if single_branch_raw:  # one channel enabled (ReMe's BM25-only default config) counts as one branch
+    if (
+        single_branch_raw
+    ):  # one channel enabled (ReMe's BM25-only default config) counts as one branch
         n_lists = {c: pl.col(f"{c}_rank").is_not_null().any().over("query_idx") for c in channels}
         expr = pl.col("fused")
         for c in channels:
@@ -65,8 +84,13 @@ def rrf(cand: pl.DataFrame, channels: list[str], weights: dict, k: int = 60,
     return out
 
 
-def wsum(cand: pl.DataFrame, channels: list[str], weights: dict, norm: dict | str = "max",
-         channel_scale: dict | None = None) -> pl.DataFrame:
+def wsum(
+    cand: pl.DataFrame,
+    channels: list[str],
+    weights: dict,
+    norm: dict | str = "max",
+    channel_scale: dict | None = None,
+) -> pl.DataFrame:
     """Candidates with ``fused`` = weighted sum of the normalised channel scores."""
     w = _scaled(_weights(weights, channels), channel_scale)
     how = {c: (norm if isinstance(norm, str) else norm.get(c, "max")) for c in channels}
@@ -88,13 +112,19 @@ def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.D
     other = set().union(*(_options(f) for f in METHODS.values())) - mine
     unknown = sorted(set(params) - mine - other)
     if unknown:
-        raise ConfigError(f"fuse.{unknown[0]} is not an option of fuse={method}; its options: {sorted(mine)}")
+        raise ConfigError(
+            f"fuse.{unknown[0]} is not an option of fuse={method}; its options: {sorted(mine)}"
+        )
     return METHODS[method](cand, channels, **{k: v for k, v in params.items() if k in mine})
 
 
-
-def script_scaled(params: dict, english_only: bool, nodes: pl.DataFrame, queries: pl.DataFrame,
-                  include_archived: bool = False) -> dict:
+def script_scaled(
+    params: dict,
+    english_only: bool,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    include_archived: bool = False,
+) -> dict:
     """Fusion params whose dense weight is × the non-Han letter share of each query's scope when the
     embedding model is English-only (``embed.english_only``): its cosine carries little on Chinese
     text, so in a CJK scope the lexical channel leads. Computed per scope over the nodes that scope's
@@ -111,18 +141,25 @@ def script_scaled(params: dict, english_only: bool, nodes: pl.DataFrame, queries
         scale[qs] = 1.0 - han[nodes_s].sum() / total if total else 1.0
     if scale.min() == 1.0:
         return params
-    fallback(f"embed.english_only: dense fusion weight × non-Han share of the scope "
-             f"({scale.min():.3f}–{scale.max():.3f})")
+    fallback(
+        f"embed.english_only: dense fusion weight × non-Han share of the scope "
+        f"({scale.min():.3f}–{scale.max():.3f})"
+    )
     return {**params, "channel_scale": {"dense": scale}}
 
 
 def run_stage(ctx, p: dict) -> object:
     """Fuse the channel scores into ``fused``; keeps the settings for the components added later."""
     cfg = ctx.cfg
-    ctx.fusion = script_scaled(p, bool(cfg.embed.get("english_only", False)), ctx.nodes, ctx.queries,
-                               cfg.include_archived)
-    ctx.cand = fuse(ctx.cand, list(cfg.channels), ctx.fusion["method"],
-                    **{k: v for k, v in ctx.fusion.items() if k != "method"})
+    ctx.fusion = script_scaled(
+        p, bool(cfg.embed.get("english_only", False)), ctx.nodes, ctx.queries, cfg.include_archived
+    )
+    ctx.cand = fuse(
+        ctx.cand,
+        list(cfg.channels),
+        ctx.fusion["method"],
+        **{k: v for k, v in ctx.fusion.items() if k != "method"},
+    )
     return ctx
 
 
@@ -142,8 +179,15 @@ def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
             d[new] = dense_pairs(*ctx.vectors, ctx.xb, qi, ni)
             out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
     fusion = ctx.fusion
-    out = fuse(out.drop("fused"), enabled, fusion["method"], **{k: v for k, v in fusion.items() if k != "method"})
+    out = fuse(
+        out.drop("fused"),
+        enabled,
+        fusion["method"],
+        **{k: v for k, v in fusion.items() if k != "method"},
+    )
     return out.with_columns(pl.col(column).fill_null(0.0))
 
 
-STAGE = Stage("fuse", run_stage, params=lambda run: OmegaConf.to_container(run.cfg.fuse, resolve=True))
+STAGE = Stage(
+    "fuse", run_stage, params=lambda run: OmegaConf.to_container(run.cfg.fuse, resolve=True)
+)

@@ -4,6 +4,7 @@ Output is an index-based edge frame (``src``, ``dst`` node indices, ``weight``, 
 ``relation``, optional ``valid_from``/``valid_to``), and ``adjacency`` turns it into the symmetric
 sparse matrices diffusion uses (BME: every edge counts in both directions, parallel edges add).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -17,13 +18,19 @@ import scipy.sparse as sp
 from pipeline.ops.titles import TitleFinder
 from pipeline.stage import Params, Stage
 
-EDGE_SCHEMA = {"src": pl.Int64, "dst": pl.Int64, "weight": pl.Float32, "inhibit": pl.Boolean,
-               "relation": pl.String}
+EDGE_SCHEMA = {
+    "src": pl.Int64,
+    "dst": pl.Int64,
+    "weight": pl.Float32,
+    "inhibit": pl.Boolean,
+    "relation": pl.String,
+}
 
 
 @dataclass
 class GraphParams(Params):
     """Graph settings: explicit, temporal, mention and kNN edges and their weights."""
+
     GROUP: ClassVar[str] = "graph"
     OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
     relation_weights: dict  # multiplier per explicit relation (default 1)
@@ -41,27 +48,51 @@ class GraphParams(Params):
     knn_weight: float
     hubs: dict  # virtual hub layers (pipeline.stages.hubs.HubParams)
 
-def explicit_edges(edges: pl.DataFrame | None, node_ids: pl.Series, rel_w: dict, skipped: Counter,
-                   default_w: float = 1.0) -> pl.DataFrame:
+
+def explicit_edges(
+    edges: pl.DataFrame | None,
+    node_ids: pl.Series,
+    rel_w: dict,
+    skipped: Counter,
+    default_w: float = 1.0,
+) -> pl.DataFrame:
     """The dataset's edges by node index, weighted per relation; dangling ones and self-loops dropped and counted."""
     if edges is None or edges.height == 0:
         return pl.DataFrame(schema=EDGE_SCHEMA)
-    idx = pl.DataFrame({"node_id": node_ids, "i": pl.Series(np.arange(len(node_ids)), dtype=pl.Int64)})
-    e = edges.join(idx.rename({"node_id": "src", "i": "s"}), on="src", how="left") \
-             .join(idx.rename({"node_id": "dst", "i": "d"}), on="dst", how="left")
+    idx = pl.DataFrame(
+        {"node_id": node_ids, "i": pl.Series(np.arange(len(node_ids)), dtype=pl.Int64)}
+    )
+    e = edges.join(idx.rename({"node_id": "src", "i": "s"}), on="src", how="left").join(
+        idx.rename({"node_id": "dst", "i": "d"}), on="dst", how="left"
+    )
     dangling = e["s"].is_null() | e["d"].is_null()
     skipped["edge_dangling"] += int(dangling.sum())
     e = e.filter(~dangling)
     self_loop = e["s"] == e["d"]
     skipped["edge_self_loop"] += int(self_loop.sum())
     e = e.filter(~self_loop)
-    rel = e["relation"] if "relation" in e.columns else pl.Series([None] * e.height, dtype=pl.String)
-    w = (e["weight"].fill_null(default_w) if "weight" in e.columns
-         else pl.Series(np.full(e.height, default_w, np.float32)))
-    mult = rel.fill_null("").replace_strict(rel_w, default=1.0, return_dtype=pl.Float32) if rel_w else 1.0
-    out = pl.DataFrame({"src": e["s"], "dst": e["d"], "weight": (w * mult).cast(pl.Float32),
-                        "inhibit": e["inhibit"].fill_null(False) if "inhibit" in e.columns else False,
-                        "relation": rel.fill_null("edge")}).cast(EDGE_SCHEMA)
+    rel = (
+        e["relation"] if "relation" in e.columns else pl.Series([None] * e.height, dtype=pl.String)
+    )
+    w = (
+        e["weight"].fill_null(default_w)
+        if "weight" in e.columns
+        else pl.Series(np.full(e.height, default_w, np.float32))
+    )
+    mult = (
+        rel.fill_null("").replace_strict(rel_w, default=1.0, return_dtype=pl.Float32)
+        if rel_w
+        else 1.0
+    )
+    out = pl.DataFrame(
+        {
+            "src": e["s"],
+            "dst": e["d"],
+            "weight": (w * mult).cast(pl.Float32),
+            "inhibit": e["inhibit"].fill_null(False) if "inhibit" in e.columns else False,
+            "relation": rel.fill_null("edge"),
+        }
+    ).cast(EDGE_SCHEMA)
     for col in ("valid_from", "valid_to"):
         if col in e.columns:
             out = out.with_columns(e[col])
@@ -73,18 +104,31 @@ def temporal_edges(nodes: pl.DataFrame, p: GraphParams) -> pl.DataFrame:
     if not p.temporal or "seq" not in nodes.columns or p.temporal_key not in nodes.columns:
         return pl.DataFrame(schema=EDGE_SCHEMA)
     keys = [p.temporal_key] + (["type"] if p.temporal_same_type and "type" in nodes.columns else [])
-    t = (nodes.with_row_index("i").filter(pl.col("seq").is_not_null() & pl.col(p.temporal_key).is_not_null())
-         .sort([*keys, "seq", "i"]).with_columns(prev=pl.col("i").shift(1).over(keys)).filter(pl.col("prev").is_not_null()))
-    return pl.DataFrame({"src": t["prev"], "dst": t["i"], "weight": p.temporal_weight, "inhibit": False,
-                         "relation": "temporal"}).cast(EDGE_SCHEMA)
+    t = (
+        nodes.with_row_index("i")
+        .filter(pl.col("seq").is_not_null() & pl.col(p.temporal_key).is_not_null())
+        .sort([*keys, "seq", "i"])
+        .with_columns(prev=pl.col("i").shift(1).over(keys))
+        .filter(pl.col("prev").is_not_null())
+    )
+    return pl.DataFrame(
+        {
+            "src": t["prev"],
+            "dst": t["i"],
+            "weight": p.temporal_weight,
+            "inhibit": False,
+            "relation": "temporal",
+        }
+    ).cast(EDGE_SCHEMA)
 
 
 def mention_edges(nodes: pl.DataFrame, p: GraphParams) -> pl.DataFrame:
     """Node A → node B when A's text mentions B's title as a whole word (Aho–Corasick, one pass)."""
     if not p.mentions or "title" not in nodes.columns:
         return pl.DataFrame(schema=EDGE_SCHEMA)
-    finder = TitleFinder(nodes["title"].to_list(), p.mention_min_len,
-                         str if p.mention_case_sensitive else str.lower)
+    finder = TitleFinder(
+        nodes["title"].to_list(), p.mention_min_len, str if p.mention_case_sensitive else str.lower
+    )
     if not finder:
         return pl.DataFrame(schema=EDGE_SCHEMA)
     src, dst = [], []
@@ -94,8 +138,16 @@ def mention_edges(nodes: pl.DataFrame, p: GraphParams) -> pl.DataFrame:
                 if j != i:
                     src.append(i)
                     dst.append(j)
-    return pl.DataFrame({"src": src, "dst": dst, "weight": p.mention_weight, "inhibit": False,
-                         "relation": "mention"}, schema_overrides={"src": pl.Int64, "dst": pl.Int64}).cast(EDGE_SCHEMA)
+    return pl.DataFrame(
+        {
+            "src": src,
+            "dst": dst,
+            "weight": p.mention_weight,
+            "inhibit": False,
+            "relation": "mention",
+        },
+        schema_overrides={"src": pl.Int64, "dst": pl.Int64},
+    ).cast(EDGE_SCHEMA)
 
 
 def knn_edges(xb: np.ndarray | None, p: GraphParams) -> pl.DataFrame:
@@ -107,17 +159,32 @@ def knn_edges(xb: np.ndarray | None, p: GraphParams) -> pl.DataFrame:
     D, I = dense.search(dense.build_index(xb), xb, p.knn_k + 1)
     src = np.repeat(np.arange(len(xb)), I.shape[1])
     keep = (I.ravel() >= 0) & (I.ravel() != src) & (D.ravel() >= p.knn_threshold)
-    return pl.DataFrame({"src": src[keep], "dst": I.ravel()[keep], "weight": p.knn_weight, "inhibit": False,
-                         "relation": "knn"}).cast(EDGE_SCHEMA)
+    return pl.DataFrame(
+        {
+            "src": src[keep],
+            "dst": I.ravel()[keep],
+            "weight": p.knn_weight,
+            "inhibit": False,
+            "relation": "knn",
+        }
+    ).cast(EDGE_SCHEMA)
 
 
-def build(nodes: pl.DataFrame, edges: pl.DataFrame | None, p: GraphParams, xb: np.ndarray | None = None,
-          skipped: Counter | None = None) -> pl.DataFrame:
+def build(
+    nodes: pl.DataFrame,
+    edges: pl.DataFrame | None,
+    p: GraphParams,
+    xb: np.ndarray | None = None,
+    skipped: Counter | None = None,
+) -> pl.DataFrame:
     """All edges of the graph: explicit, temporal, mention and kNN, one frame in EDGE_SCHEMA."""
     skipped = Counter() if skipped is None else skipped
-    parts = [explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight),
-             temporal_edges(nodes, p),
-             mention_edges(nodes, p), knn_edges(xb, p)]
+    parts = [
+        explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight),
+        temporal_edges(nodes, p),
+        mention_edges(nodes, p),
+        knn_edges(xb, p),
+    ]
     return pl.concat(parts, how="diagonal_relaxed")
 
 
@@ -134,7 +201,9 @@ def in_window(edges: pl.DataFrame, now) -> pl.DataFrame:
     return e
 
 
-def adjacency(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, now=None) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+def adjacency(
+    edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, now=None
+) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Symmetric (normal, inhibitory) CSR matrices over ``rows`` (all nodes when None).
 
     An edge with a validity window that does not contain ``now`` is left out (``in_window``).
@@ -160,8 +229,9 @@ def adjacency(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, now=N
     return sym(~inh), sym(inh)
 
 
-def directed_topn(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, per_node: int = 10, now=None
-                  ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+def directed_topn(
+    edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, per_node: int = 10, now=None
+) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """(out, in) 0/1 matrices: row j holds j's first ``per_node`` out-/in-neighbours (by weight desc,
     then node index), normal edges only, live at ``now`` (``in_window``); restricted to ``rows`` when given."""
     e = in_window(edges, now).filter(~pl.col("inhibit"))
@@ -176,9 +246,17 @@ def directed_topn(edges: pl.DataFrame, n: int, rows: np.ndarray | None = None, p
         size = len(rows)
 
     def cut(a, b):
-        f = (pl.DataFrame({"a": a, "b": b, "w": w}).unique(["a", "b"], keep="first")
-             .sort(["a", "w", "b"], descending=[False, True, False]).group_by("a", maintain_order=True).head(per_node))
-        return sp.csr_matrix((np.ones(f.height, np.float32), (f["a"].to_numpy(), f["b"].to_numpy())), shape=(size, size))
+        f = (
+            pl.DataFrame({"a": a, "b": b, "w": w})
+            .unique(["a", "b"], keep="first")
+            .sort(["a", "w", "b"], descending=[False, True, False])
+            .group_by("a", maintain_order=True)
+            .head(per_node)
+        )
+        return sp.csr_matrix(
+            (np.ones(f.height, np.float32), (f["a"].to_numpy(), f["b"].to_numpy())),
+            shape=(size, size),
+        )
 
     return cut(src, dst), cut(dst, src)
 
@@ -191,17 +269,31 @@ def run_stage(ctx, p: GraphParams) -> object:
     from pipeline.stages.embed import embed_cached
 
     state, cfg = ctx.run, ctx.cfg
-    explicit = state.ds.edges if ctx.edges is None else ctx.edges  # dangling/self-loop edges: counted once per run
-    ctx.graph = corpus_step(state.memo, "graph", ctx.nodes, lambda: build(ctx.nodes, explicit, p, ctx.xb, Counter()))
+    explicit = (
+        state.ds.edges if ctx.edges is None else ctx.edges
+    )  # dangling/self-loop edges: counted once per run
+    ctx.graph = corpus_step(
+        state.memo, "graph", ctx.nodes, lambda: build(ctx.nodes, explicit, p, ctx.xb, Counter())
+    )
     if cfg.diffuse.method != "none":
-        embed = (lambda t: embed_cached(state.encoder, t, state.cache, state.device)[0]) if "dense" in cfg.channels else None
+        embed = (
+            (lambda t: embed_cached(state.encoder, t, state.cache, state.device)[0])
+            if "dense" in cfg.channels
+            else None
+        )
         hub_p = state.const("hubs", lambda: hubs.HubParams.from_cfg(p.hubs, "graph.hubs"))
         ctx.hub_params = hub_p
-        ctx.hub_graph = corpus_step(state.memo, "hubs", ctx.nodes, lambda: hubs.build(ctx.nodes, hub_p, embed))
+        ctx.hub_graph = corpus_step(
+            state.memo, "hubs", ctx.nodes, lambda: hubs.build(ctx.nodes, hub_p, embed)
+        )
     state.log.most("graph_edges", ctx.graph.height)
     state.log.most("hubs", 0 if ctx.hub_graph is None else ctx.hub_graph.size)
     return ctx
 
 
-STAGE = Stage("graph", run_stage, enabled=lambda cfg: cfg.diffuse.method != "none" or bool(cfg.signals.enabled),
-              params=lambda run: GraphParams.from_cfg(run.cfg.graph, "graph"))
+STAGE = Stage(
+    "graph",
+    run_stage,
+    enabled=lambda cfg: cfg.diffuse.method != "none" or bool(cfg.signals.enabled),
+    params=lambda run: GraphParams.from_cfg(run.cfg.graph, "graph"),
+)

@@ -13,6 +13,7 @@
 diffusion stage appends the hubs of each scope to that scope's adjacency. ``query_seeds`` gives the
 entity hubs a query's own text mentions, weighted by specificity (``1 / df**df_power``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pipeline.stage import Params
 @dataclass
 class HubParams(Params):
     """Hub layer settings: entity, synonym and group hubs and their weights."""
+
     GROUP: ClassVar[str] = "graph"
     OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
     SUBKEY: ClassVar[str | None] = "hubs"
@@ -43,9 +45,12 @@ class HubParams(Params):
     synonym_threshold: float
     synonym_weight: float
     groups: dict  # node column → weight of its value hubs
+
+
 @dataclass
 class Hubs:
     """The hub layer: unit-hub incidence, hub-hub synonym links, hub names and units per hub."""
+
     inc: sp.csr_matrix  # (N units × H hubs)
     syn: sp.csr_matrix  # (H × H), symmetric
     keys: list[str]  # hub names: "entity:<key>" or "<column>:<value>"
@@ -65,9 +70,17 @@ def _extract_kw(p: HubParams) -> dict:
 def _entity_pairs(nodes: pl.DataFrame, p: HubParams) -> tuple[list[str], np.ndarray, np.ndarray]:
     kw = _extract_kw(p)
     texts = nodes["text"].to_list()
-    pairs = pl.DataFrame({"unit": np.arange(len(texts), dtype=np.int64),
-                          "key": [entities.extract(t, **kw) for t in texts]},
-                         schema={"unit": pl.Int64, "key": pl.List(pl.String)}).explode("key").drop_nulls()
+    pairs = (
+        pl.DataFrame(
+            {
+                "unit": np.arange(len(texts), dtype=np.int64),
+                "key": [entities.extract(t, **kw) for t in texts],
+            },
+            schema={"unit": pl.Int64, "key": pl.List(pl.String)},
+        )
+        .explode("key")
+        .drop_nulls()
+    )
     df = pairs.group_by("key").len()
     keep = df.filter(pl.col("len") <= max(1, int(p.max_df * max(1, len(texts))))).sort("key")
     pairs = pairs.join(keep.with_row_index("hub"), on="key").sort("hub", "unit")
@@ -85,7 +98,9 @@ def _group_pairs(nodes: pl.DataFrame, col: str) -> tuple[list[str], np.ndarray, 
     return [f"{col}:{x}" for x in vals], units.astype(np.int64), hubs
 
 
-def _synonyms(keys: list[str], embed: Callable[[list[str]], np.ndarray], p: HubParams) -> sp.csr_matrix:
+def _synonyms(
+    keys: list[str], embed: Callable[[list[str]], np.ndarray], p: HubParams
+) -> sp.csr_matrix:
     from pipeline.channels import dense
 
     h = len(keys)
@@ -98,12 +113,18 @@ def _synonyms(keys: list[str], embed: Callable[[list[str]], np.ndarray], p: HubP
     ok = (dst >= 0) & (dst != src) & (sim >= p.synonym_threshold)
     s, d, w = src[ok], dst[ok], (p.synonym_weight * sim[ok]).astype(np.float32)
     # a pair found from both ends counts once, symmetric
-    both = pl.DataFrame({"a": np.minimum(s, d), "b": np.maximum(s, d), "w": w}).group_by("a", "b").agg(pl.col("w").max())
+    both = (
+        pl.DataFrame({"a": np.minimum(s, d), "b": np.maximum(s, d), "w": w})
+        .group_by("a", "b")
+        .agg(pl.col("w").max())
+    )
     a, b, ww = both["a"].to_numpy(), both["b"].to_numpy(), both["w"].to_numpy().astype(np.float32)
     return sp.coo_matrix((np.r_[ww, ww], (np.r_[a, b], np.r_[b, a])), shape=(h, h)).tocsr()
 
 
-def build(nodes: pl.DataFrame, p: HubParams, embed: Callable[[list[str]], np.ndarray] | None = None) -> Hubs | None:
+def build(
+    nodes: pl.DataFrame, p: HubParams, embed: Callable[[list[str]], np.ndarray] | None = None
+) -> Hubs | None:
     """The hub layers of ``nodes`` (None when no layer is enabled)."""
     layers = []  # (names, units, hubs, weight per unit-hub pair)
     ent_keys: list[str] = []
@@ -127,15 +148,28 @@ def build(nodes: pl.DataFrame, p: HubParams, embed: Callable[[list[str]], np.nda
         keys += names
         offset += len(names)
     n, h = nodes.height, len(keys)
-    inc = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, h)).tocsr()
+    inc = sp.coo_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, h)
+    ).tocsr()
     inc.sum_duplicates()
     syn = sp.csr_matrix((h, h), dtype=np.float32)
     if p.entities and p.synonym_k > 0 and embed is not None and ent_keys:
         s = _synonyms(ent_keys, embed, p)
-        syn = sp.block_diag([s, sp.csr_matrix((h - len(ent_keys), h - len(ent_keys)), dtype=np.float32)], format="csr") \
-            if h > len(ent_keys) else s
-    return Hubs(inc=inc, syn=syn.astype(np.float32), keys=keys, df=np.concatenate(df),
-                entity_index={k: i for i, k in enumerate(ent_keys)})
+        syn = (
+            sp.block_diag(
+                [s, sp.csr_matrix((h - len(ent_keys), h - len(ent_keys)), dtype=np.float32)],
+                format="csr",
+            )
+            if h > len(ent_keys)
+            else s
+        )
+    return Hubs(
+        inc=inc,
+        syn=syn.astype(np.float32),
+        keys=keys,
+        df=np.concatenate(df),
+        entity_index={k: i for i, k in enumerate(ent_keys)},
+    )
 
 
 def query_seeds(queries: pl.DataFrame, hubs: Hubs | None, p: HubParams) -> pl.DataFrame:
@@ -156,11 +190,14 @@ def query_seeds(queries: pl.DataFrame, hubs: Hubs | None, p: HubParams) -> pl.Da
         return pl.DataFrame(schema=schema)
     w = 1.0 / hubs.df[np.array(hb)] ** p.df_power
     out = pl.DataFrame({"query_idx": q, "hub_idx": hb, "weight": w})
-    return out.with_columns(pl.col("weight") / pl.col("weight").sum().over("query_idx")).cast(schema)
+    return out.with_columns(pl.col("weight") / pl.col("weight").sum().over("query_idx")).cast(
+        schema
+    )
 
 
-def augment(adj: sp.csr_matrix, inhib: sp.csr_matrix, hubs: Hubs, rows: np.ndarray
-            ) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+def augment(
+    adj: sp.csr_matrix, inhib: sp.csr_matrix, hubs: Hubs, rows: np.ndarray
+) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
     """A scope's (normal, inhibitory) adjacency over ``rows`` with the hubs its units touch appended
     as extra rows/columns; returns those hubs' indices too."""
     inc = hubs.inc[rows]
@@ -169,11 +206,20 @@ def augment(adj: sp.csr_matrix, inhib: sp.csr_matrix, hubs: Hubs, rows: np.ndarr
     s = hubs.syn[cols][:, cols].astype(np.float32)
     big = sp.bmat([[adj.astype(np.float32), m], [m.T, s]], format="csr")
     big.sum_duplicates()
-    inh = sp.block_diag([inhib, sp.csr_matrix((len(cols), len(cols)), dtype=inhib.dtype)], format="csr")
+    inh = sp.block_diag(
+        [inhib, sp.csr_matrix((len(cols), len(cols)), dtype=inhib.dtype)], format="csr"
+    )
     return big, inh, cols
 
 
-def seed(e0: np.ndarray, n_units: int, qb: np.ndarray, cols: np.ndarray, qseeds: pl.DataFrame, share: float) -> None:
+def seed(
+    e0: np.ndarray,
+    n_units: int,
+    qb: np.ndarray,
+    cols: np.ndarray,
+    qseeds: pl.DataFrame,
+    share: float,
+) -> None:
     """Give each query of the block its entity hubs, in place: a total energy of ``share / (1 - share)``
     times the query's unit-seed energy, split by the hub weights (queries without unit seeds get
     ``share`` in total). ``share`` is the hubs' part of all seed energy."""

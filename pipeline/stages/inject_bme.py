@@ -11,6 +11,7 @@ bucket (``scope_policy.scope_bucket``; without scope columns every node is objec
   type, each group ``<type>:`` + a markdown table of the columns non-empty for one of its nodes;
 - a node is printed once; if every bucket is empty: ``[Memory - Core]`` + ``[Memory - Recalled]``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -57,8 +58,14 @@ def core_rows(nodes: pl.DataFrame, queries: pl.DataFrame, include_archived: bool
     for _key, visible, qs in scope_groups(nodes, queries, include_archived):
         mine = visible[core[visible]]
         if len(mine):
-            parts.append(pl.DataFrame({"query_id": np.repeat(qids[qs], len(mine)),
-                                       "node_idx": np.tile(mine, len(qs)).astype(np.int64)}))
+            parts.append(
+                pl.DataFrame(
+                    {
+                        "query_id": np.repeat(qids[qs], len(mine)),
+                        "node_idx": np.tile(mine, len(qs)).astype(np.int64),
+                    }
+                )
+            )
     return pl.concat(parts)
 
 
@@ -67,20 +74,39 @@ def _sections(rows: list[dict]) -> list[tuple[str, list[dict]]]:
         return [r for r in rows if r["bucket"] in [PRIO[b] for b in buckets]]
 
     pov = by("characterPov")
-    out = [(f"[Memory - Character POV: {o}]", [r for r in pov if (r.get("scope_owner") or "") == o])
-           for o in dict.fromkeys(r.get("scope_owner") or "" for r in pov)]
-    out += [("[Memory - User POV / Not Character Facts]", by("userPov")),
-            ("[Memory - Objective / Current Region]", by("objectiveCurrentRegion")),
-            ("[Memory - Objective / Global]", by("objectiveAdjacentRegion", "objectiveGlobal")[:GLOBAL_CAP])]
+    out = [
+        (f"[Memory - Character POV: {o}]", [r for r in pov if (r.get("scope_owner") or "") == o])
+        for o in dict.fromkeys(r.get("scope_owner") or "" for r in pov)
+    ]
+    out += [
+        ("[Memory - User POV / Not Character Facts]", by("userPov")),
+        ("[Memory - Objective / Current Region]", by("objectiveCurrentRegion")),
+        (
+            "[Memory - Objective / Global]",
+            by("objectiveAdjacentRegion", "objectiveGlobal")[:GLOBAL_CAP],
+        ),
+    ]
     return [(h, rs) for h, rs in out if rs]
 
 
 def text(rows: list[dict]) -> tuple[str, list[str]]:
     """One query's injection text and the node ids it shows; ``rows`` carry ``bucket``, ``core``."""
-    rows = sorted(rows, key=lambda r: (-(r.get("seq") if r.get("seq") is not None else -1),
-                                       -(r.get("importance") if r.get("importance") is not None else 5.0), r["order"]))
-    secs = _sections(rows) or [(h, rs) for h, rs in (("[Memory - Core]", [r for r in rows if r["core"]]),
-                                                      ("[Memory - Recalled]", [r for r in rows if not r["core"]])) if rs]
+    rows = sorted(
+        rows,
+        key=lambda r: (
+            -(r.get("seq") if r.get("seq") is not None else -1),
+            -(r.get("importance") if r.get("importance") is not None else 5.0),
+            r["order"],
+        ),
+    )
+    secs = _sections(rows) or [
+        (h, rs)
+        for h, rs in (
+            ("[Memory - Core]", [r for r in rows if r["core"]]),
+            ("[Memory - Recalled]", [r for r in rows if not r["core"]]),
+        )
+        if rs
+    ]
     lines, shown = [], []
     for head, rs in secs:
         rs = [r for r in rs if r["node_id"] not in shown]
@@ -91,24 +117,49 @@ def text(rows: list[dict]) -> tuple[str, list[str]]:
     return "\n".join(lines).rstrip(), shown
 
 
-def render(recall: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame | None, max_nodes: int,
-           core: bool, include_archived: bool) -> list[tuple[str, str, list[str]]]:
+def render(
+    recall: pl.DataFrame,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame | None,
+    max_nodes: int,
+    core: bool,
+    include_archived: bool,
+) -> list[tuple[str, str, list[str]]]:
     """(query_id, text, node_ids) per query."""
     idx = nodes.select("node_id").with_row_index("node_idx").cast({"node_idx": pl.Int64})
-    sel = recall.filter(pl.col("rank") <= max_nodes).select("query_id", "node_id", "rank").join(idx, on="node_id")
+    sel = (
+        recall.filter(pl.col("rank") <= max_nodes)
+        .select("query_id", "node_id", "rank")
+        .join(idx, on="node_id")
+    )
     both = sel.with_columns(core=pl.lit(False))
     if core and queries is not None:
         extra = core_rows(nodes, queries, include_archived).join(idx, on="node_idx")
-        both = pl.concat([both, extra.with_columns(rank=pl.lit(None, pl.Int32), core=pl.lit(True))
-                          .select(both.columns)]).unique(["query_id", "node_id"], keep="first", maintain_order=True)
+        both = pl.concat(
+            [
+                both,
+                extra.with_columns(rank=pl.lit(None, pl.Int32), core=pl.lit(True)).select(
+                    both.columns
+                ),
+            ]
+        ).unique(["query_id", "node_id"], keep="first", maintain_order=True)
     q = queries if queries is not None else recall.select("query_id").unique(maintain_order=True)
     qidx = q.select("query_id").with_row_index("query_idx").cast({"query_idx": pl.Int64})
     both = both.join(qidx, on="query_id")
-    x = pl.concat([gather(nodes, both["node_idx"], NODE_COLS), gather(q, both["query_idx"], QUERY_COLS)],
-                  how="horizontal")
-    keep = [c for c in ("text", "title", "type", "tags", "status", "importance", "seq") if c in nodes.columns]
+    x = pl.concat(
+        [gather(nodes, both["node_idx"], NODE_COLS), gather(q, both["query_idx"], QUERY_COLS)],
+        how="horizontal",
+    )
+    keep = [
+        c
+        for c in ("text", "title", "type", "tags", "status", "importance", "seq")
+        if c in nodes.columns
+    ]
     info = nodes.select(keep)[both["node_idx"].to_numpy()]
-    full = pl.concat([both, info, x.select(bucket=scope_bucket(), scope_owner=pl.col("scope_owner"))], how="horizontal")
+    full = pl.concat(
+        [both, info, x.select(bucket=scope_bucket(), scope_owner=pl.col("scope_owner"))],
+        how="horizontal",
+    )
     full = full.with_columns(order=pl.col("rank").fill_null(10**9) * 10**7 + pl.col("node_idx"))
     out = []
     for (qid,), g in full.group_by("query_id", maintain_order=True):

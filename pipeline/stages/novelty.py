@@ -8,6 +8,7 @@ basis most similar to the residual ``r`` are the residual hits. Every query gets
 ``novelty.parquet``; hits go back to the runner as a ``residual`` candidate column.
 BME's exact-name anchors are not part of the basis here (they need the anchor layer).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pipeline.stage import Params, Stage
 @dataclass
 class NoveltyParams(Params):
     """Novelty gate settings: NMF basis, FISTA residual and thresholds."""
+
     GROUP: ClassVar[str] = "novelty"
     OPTION: ClassVar[str] = "none"  # what Params.defaults() loads
     enabled: bool
@@ -44,13 +46,22 @@ class NoveltyParams(Params):
     exclude_types: list
     batch: int
 
+
 def eligible(nodes: pl.DataFrame, p: NoveltyParams) -> np.ndarray:
     """Boolean mask of the nodes the novelty gate may use (``require_title``, ``exclude_types``)."""
     return eligible_nodes(nodes, p.require_title, p.exclude_types)
 
 
-def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, xb: np.ndarray, xq: np.ndarray,
-        p: NoveltyParams, device: str = "cpu", include_archived: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+def run(
+    cand: pl.DataFrame,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    xb: np.ndarray,
+    xq: np.ndarray,
+    p: NoveltyParams,
+    device: str = "cpu",
+    include_archived: bool = False,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Returns (per-query analysis frame, residual hits: query_idx, node_idx, residual)."""
     import torch  # deferred: runs without the novelty gate never load torch
 
@@ -58,24 +69,33 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, xb: np.n
     from pipeline.ops.nmf import nmf_batched, novelty_batched, prepare_basis
 
     ok = eligible(nodes, p)
-    basis = (cand.filter(pl.col("dense_rank").is_not_null())
-             .filter(pl.Series(ok[cand.filter(pl.col("dense_rank").is_not_null())["node_idx"].to_numpy()]))
-             .sort(["query_idx", "dense_rank"]).group_by("query_idx", maintain_order=True).head(p.basis_max))
+    basis = (
+        cand.filter(pl.col("dense_rank").is_not_null())
+        .filter(
+            pl.Series(ok[cand.filter(pl.col("dense_rank").is_not_null())["node_idx"].to_numpy()])
+        )
+        .sort(["query_idx", "dense_rank"])
+        .group_by("query_idx", maintain_order=True)
+        .head(p.basis_max)
+    )
     m_of = dict(basis.group_by("query_idx").len().iter_rows())
     nq = queries.height
     m = np.array([m_of.get(q, 0) for q in range(nq)])
     run_q = np.flatnonzero(m >= p.basis_min)
-    stats = {k: np.full(nq, np.nan) for k in ("novelty", "semantic_depth", "topic_coverage", "residual_norm")}
+    stats = {
+        k: np.full(nq, np.nan)
+        for k in ("novelty", "semantic_depth", "topic_coverage", "residual_norm")
+    }
     passed_nov = np.zeros(nq, bool)
     residuals = np.zeros((nq, xb.shape[1]), np.float32)
     rows_of = basis.group_by("query_idx", maintain_order=True).agg("node_idx")
     basis_nodes = dict(zip(rows_of["query_idx"].to_list(), rows_of["node_idx"].to_list()))
     for s in range(0, len(run_q), p.batch):
-        qs = run_q[s:s + p.batch]
+        qs = run_q[s : s + p.batch]
         mm = m[qs]
         E = np.zeros((len(qs), int(mm.max()), xb.shape[1]), np.float32)
         for j, q in enumerate(qs):
-            E[j, :mm[j]] = xb[basis_nodes[q]]
+            E[j, : mm[j]] = xb[basis_nodes[q]]
         Et, qt = torch.as_tensor(E, device=device), torch.as_tensor(xq[qs], device=device)
         mt = torch.as_tensor(mm, device=device)
         V, qv = prepare_basis(Et, p.mode, q=qt, m=mt)
@@ -88,24 +108,38 @@ def run(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, xb: np.n
         residuals[qs] = r.float().cpu().numpy()
     passed_nov = stats["novelty"] >= p.novelty_threshold
     passed_res = passed_nov & (stats["residual_norm"] > p.residual_threshold)
-    hits = _residual_hits(nodes, queries, xb, residuals, np.flatnonzero(passed_res), basis_nodes, p, include_archived)
-    reason = np.where(m < p.basis_min, "basis_too_small",
-                      np.where(~passed_nov, "novelty_below_threshold",
-                               np.where(~passed_res, "residual_below_threshold", "")))
+    hits = _residual_hits(
+        nodes, queries, xb, residuals, np.flatnonzero(passed_res), basis_nodes, p, include_archived
+    )
+    reason = np.where(
+        m < p.basis_min,
+        "basis_too_small",
+        np.where(
+            ~passed_nov,
+            "novelty_below_threshold",
+            np.where(~passed_res, "residual_below_threshold", ""),
+        ),
+    )
     hit_lists = hits.group_by("query_idx").agg("node_idx")
     hl = dict(zip(hit_lists["query_idx"].to_list(), hit_lists["node_idx"].to_list()))
     ids = nodes["node_id"].to_numpy()
-    table = pl.DataFrame({
-        "query_id": queries["query_id"], "basis_size": m.astype(np.int32),
-        **{k: v for k, v in stats.items()},
-        "novelty_gate": passed_nov, "residual_gate": passed_res,
-        "skip_reason": pl.Series(reason).replace("", None),
-        "residual_hits": [[str(x) for x in ids[hl.get(q, [])]] for q in range(nq)],
-    })
+    table = pl.DataFrame(
+        {
+            "query_id": queries["query_id"],
+            "basis_size": m.astype(np.int32),
+            **{k: v for k, v in stats.items()},
+            "novelty_gate": passed_nov,
+            "residual_gate": passed_res,
+            "skip_reason": pl.Series(reason).replace("", None),
+            "residual_hits": [[str(x) for x in ids[hl.get(q, [])]] for q in range(nq)],
+        }
+    )
     return table, hits
 
 
-def _residual_hits(nodes, queries, xb, residuals, qs_pass, basis_nodes, p, include_archived) -> pl.DataFrame:
+def _residual_hits(
+    nodes, queries, xb, residuals, qs_pass, basis_nodes, p, include_archived
+) -> pl.DataFrame:
     """Top cosine(r, node) > 0 among the query's visible nodes outside its basis."""
     out = []
     passing = set(qs_pass.tolist())
@@ -131,11 +165,24 @@ def run_stage(ctx, p: NoveltyParams) -> object:
 
     if ctx.xb is None:
         raise ConfigError("novelty.enabled needs embeddings: enable the dense channel")
-    ctx.novelty, hits = run(ctx.cand, ctx.nodes, ctx.queries, ctx.xb, ctx.xq, p, ctx.run.device, ctx.cfg.include_archived)
+    ctx.novelty, hits = run(
+        ctx.cand,
+        ctx.nodes,
+        ctx.queries,
+        ctx.xb,
+        ctx.xq,
+        p,
+        ctx.run.device,
+        ctx.cfg.include_archived,
+    )
     ctx.cand = join_component(ctx, hits, "residual")
     ctx.run.log.add("residual_hits", hits.height)
     return ctx
 
 
-STAGE = Stage("novelty", run_stage, enabled=lambda cfg: bool(cfg.novelty.enabled), params=lambda run: NoveltyParams.from_cfg(
-    run.cfg.novelty, "novelty"))
+STAGE = Stage(
+    "novelty",
+    run_stage,
+    enabled=lambda cfg: bool(cfg.novelty.enabled),
+    params=lambda run: NoveltyParams.from_cfg(run.cfg.novelty, "novelty"),
+)

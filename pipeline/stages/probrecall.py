@@ -5,6 +5,7 @@ selected, with importance ≥ ``min_importance`` and type not ``synopsis``/``rul
 important are each appended with probability clip(p, 0.01, 0.5). The draw for a query comes from a
 generator seeded by (seed, query_id), so it does not depend on the other queries of the batch.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,14 +21,28 @@ def _rng(seed: int, query_id: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(h[:8], "little"))
 
 
-def append(sel: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, k: int, *, p: float = 0.15,
-           min_importance: float = 6.0, top: int = 3, seed: int = 13, include_archived: bool = False) -> pl.DataFrame:
+def append(
+    sel: pl.DataFrame,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    k: int,
+    *,
+    p: float = 0.15,
+    min_importance: float = 6.0,
+    top: int = 3,
+    seed: int = 13,
+    include_archived: bool = False,
+) -> pl.DataFrame:
     """``sel`` (query_idx, node_idx, rank, …) with the drawn nodes appended (``probabilistic`` = True)."""
     if "importance" not in nodes.columns:
         return sel.with_columns(probabilistic=pl.lit(False))
     prob = min(max(p, 0.01), 0.5)
     imp = nodes["importance"].fill_null(5.0).to_numpy()
-    typ = nodes["type"].fill_null("").to_numpy() if "type" in nodes.columns else np.full(nodes.height, "")
+    typ = (
+        nodes["type"].fill_null("").to_numpy()
+        if "type" in nodes.columns
+        else np.full(nodes.height, "")
+    )
     ok_all = (imp >= min_importance) & ~np.isin(typ, ["synopsis", "rule"])
     taken = sel.group_by("query_idx").agg("node_idx", pl.col("rank").max().alias("last"))
     taken = {q: (set(n), last) for q, n, last in taken.iter_rows()}
@@ -46,7 +61,13 @@ def append(sel: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, k: int
                 if u < prob and last < k:
                     last += 1
                     rows.append((int(q), n, last))
-    extra = pl.DataFrame(rows, schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "rank": pl.Int32}, orient="row")
-    return pl.concat([sel.with_columns(probabilistic=pl.lit(False)),
-                      extra.with_columns(probabilistic=pl.lit(True), score=pl.lit(0.0))],
-                     how="diagonal_relaxed").sort("query_idx", "rank")
+    extra = pl.DataFrame(
+        rows, schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "rank": pl.Int32}, orient="row"
+    )
+    return pl.concat(
+        [
+            sel.with_columns(probabilistic=pl.lit(False)),
+            extra.with_columns(probabilistic=pl.lit(True), score=pl.lit(0.0)),
+        ],
+        how="diagonal_relaxed",
+    ).sort("query_idx", "rank")

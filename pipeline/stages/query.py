@@ -10,16 +10,34 @@
 - ``query_rewrite`` (ReMe) replaces the current text for the dense channel.
 Hits of all parts merge per node by the maximum of weight × cosine.
 """
+
 from __future__ import annotations
 
 import re
 
 import polars as pl
 
-CONNECTIVES = ["顺便", "另外", "还有", "对了", "然后", "而且", "并且", "同时",
-               "by the way", "and then", "besides", "also"]
-SPLIT = re.compile("|".join([r"[，,。；;！!？?\n]", r"\.(?=\s|$)"] + [rf"\b{re.escape(c)}\b" if c.isascii() else re.escape(c)
-                                                        for c in CONNECTIVES]), re.IGNORECASE)
+CONNECTIVES = [
+    "顺便",
+    "另外",
+    "还有",
+    "对了",
+    "然后",
+    "而且",
+    "并且",
+    "同时",
+    "by the way",
+    "and then",
+    "besides",
+    "also",
+]
+SPLIT = re.compile(
+    "|".join(
+        [r"[，,。；;！!？?\n]", r"\.(?=\s|$)"]
+        + [rf"\b{re.escape(c)}\b" if c.isascii() else re.escape(c) for c in CONNECTIVES]
+    ),
+    re.IGNORECASE,
+)
 
 
 def clean(text: str, max_chars: int = 400) -> str:
@@ -33,8 +51,13 @@ def intent_segments(text: str, max_segments: int = 4, min_len: int = 3) -> list[
     return segs[:max_segments] if len(segs) > 1 else []
 
 
-def plan(queries: pl.DataFrame, blend: bool = False, intent_split: bool = False,
-         weights: tuple[float, float, float] = (0.7, 0.2, 0.1), max_segments: int = 4) -> pl.DataFrame:
+def plan(
+    queries: pl.DataFrame,
+    blend: bool = False,
+    intent_split: bool = False,
+    weights: tuple[float, float, float] = (0.7, 0.2, 0.1),
+    max_segments: int = 4,
+) -> pl.DataFrame:
     """(query_idx, text, weight, part) rows; one row per query with weight 1 when both are off."""
     texts = queries["text"].to_list()
     if "query_rewrite" in queries.columns:
@@ -57,7 +80,14 @@ def plan(queries: pl.DataFrame, blend: bool = False, intent_split: bool = False,
         kept = [(n, t, w / total) for n, t, w in kept]
         if intent_split:
             w_cur = kept[0][2]
-            kept += [("segment", s, w_cur) for s in intent_segments(kept[0][1], max_segments) if s not in seen]
+            kept += [
+                ("segment", s, w_cur)
+                for s in intent_segments(kept[0][1], max_segments)
+                if s not in seen
+            ]
         rows += [(qi, t, w, n) for n, t, w in kept]
-    return pl.DataFrame(rows, schema={"query_idx": pl.Int64, "text": pl.String, "weight": pl.Float64,
-                                      "part": pl.String}, orient="row")
+    return pl.DataFrame(
+        rows,
+        schema={"query_idx": pl.Int64, "text": pl.String, "weight": pl.Float64, "part": pl.String},
+        orient="row",
+    )

@@ -15,6 +15,7 @@
 A part whose node column (``scope_layer`` / ``story_time``) is missing is skipped with a warning.
 Policies are registered in ``POLICIES``; the runner multiplies the returned factor columns in.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,19 +30,38 @@ from pipeline.stage import Params
 
 log = logging.getLogger(__name__)
 # index = priority in BME's lexicographic sort (higher first)
-SCOPE_BUCKETS = ("otherPov", "objectiveGlobal", "objectiveAdjacentRegion", "objectiveCurrentRegion", "userPov",
-                 "characterPov")
+SCOPE_BUCKETS = (
+    "otherPov",
+    "objectiveGlobal",
+    "objectiveAdjacentRegion",
+    "objectiveCurrentRegion",
+    "userPov",
+    "characterPov",
+)
 STORY_BUCKETS = ("future", "distantPast", "flashback", "undated", "adjacentPast", "current")
-NODE_COLS = {"scope_layer": pl.String, "scope_owner_type": pl.String, "scope_owner": pl.String,
-             "scope_region": pl.String, "scope_regions": pl.List(pl.String), "story_time": pl.Int64,
-             "story_time_end": pl.Int64, "story_tense": pl.String}
-QUERY_COLS = {"active_owners": pl.List(pl.String), "active_user_owners": pl.List(pl.String),
-              "active_region": pl.String, "adjacent_regions": pl.List(pl.String), "story_segment": pl.Int64}
+NODE_COLS = {
+    "scope_layer": pl.String,
+    "scope_owner_type": pl.String,
+    "scope_owner": pl.String,
+    "scope_region": pl.String,
+    "scope_regions": pl.List(pl.String),
+    "story_time": pl.Int64,
+    "story_time_end": pl.Int64,
+    "story_tense": pl.String,
+}
+QUERY_COLS = {
+    "active_owners": pl.List(pl.String),
+    "active_user_owners": pl.List(pl.String),
+    "active_region": pl.String,
+    "adjacent_regions": pl.List(pl.String),
+    "story_segment": pl.Int64,
+}
 
 
 @dataclass
 class ScopeParams(Params):
     """Scope policy settings: bucket weights, cue words and sorting."""
+
     GROUP: ClassVar[str] = "scope_policy"
     OPTION: ClassVar[str] = "none"  # what Params.defaults() loads
     policy: str  # none | bme
@@ -55,6 +75,7 @@ class ScopeParams(Params):
 @dataclass
 class Applied:
     """A policy's result: the candidates with its columns, the factor columns and the sort-priority columns."""
+
     cand: pl.DataFrame
     factors: list[str] = field(default_factory=list)  # columns multiplied into the score
     sort_by: list[str] = field(default_factory=list)  # priority columns sorted (desc) before score
@@ -68,7 +89,9 @@ def cue_pattern(cues: list[str]) -> str:
 
 def gather(frame: pl.DataFrame, idx: pl.Series, cols: dict) -> pl.DataFrame:
     """Rows ``idx`` of ``frame`` restricted to ``cols``, cast to their types; a missing column is all null."""
-    have = frame.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in cols.items() if c not in frame.columns])
+    have = frame.with_columns(
+        [pl.lit(None, dtype=t).alias(c) for c, t in cols.items() if c not in frame.columns]
+    )
     have = have.select([pl.col(c).cast(t) for c, t in cols.items()])
     return have[idx.to_numpy()]
 
@@ -78,7 +101,9 @@ def _key(e: pl.Expr) -> pl.Expr:
 
 
 def _keys(e: pl.Expr) -> pl.Expr:
-    return e.list.eval(pl.element().str.strip_chars().str.to_lowercase()).fill_null(pl.lit([], pl.List(pl.String)))
+    return e.list.eval(pl.element().str.strip_chars().str.to_lowercase()).fill_null(
+        pl.lit([], pl.List(pl.String))
+    )
 
 
 def scope_bucket() -> pl.Expr:
@@ -88,36 +113,64 @@ def scope_bucket() -> pl.Expr:
     region, active = _key(pl.col("scope_region")), _key(pl.col("active_region")).fill_null("")
     adj, tokens = _keys(pl.col("adjacent_regions")), _keys(pl.col("scope_regions"))
     p = {b: i for i, b in enumerate(SCOPE_BUCKETS)}
-    pov = (pl.when((otype == "character") & chars.list.contains(owner).fill_null(False)).then(p["characterPov"])
-           .when((otype == "user") & users.list.contains(owner).fill_null(False)).then(p["userPov"])
-           .when((otype == "character") & (chars.list.len() == 0)).then(p["characterPov"])
-           .when((otype == "user") & (users.list.len() == 0)).then(p["userPov"])
-           .otherwise(p["otherPov"]))
-    objective = (pl.when(active == "").then(p["objectiveGlobal"])
-                 .when(region == active).then(p["objectiveCurrentRegion"])
-                 .when(adj.list.contains(region).fill_null(False)).then(p["objectiveAdjacentRegion"])
-                 .when(tokens.list.contains(active) | (tokens.list.set_intersection(adj).list.len() > 0))
-                 .then(p["objectiveAdjacentRegion"])
-                 .otherwise(p["objectiveGlobal"]))
-    return pl.when(_key(pl.col("scope_layer")) == "pov").then(pov).otherwise(objective).cast(pl.Int8)
+    pov = (
+        pl.when((otype == "character") & chars.list.contains(owner).fill_null(False))
+        .then(p["characterPov"])
+        .when((otype == "user") & users.list.contains(owner).fill_null(False))
+        .then(p["userPov"])
+        .when((otype == "character") & (chars.list.len() == 0))
+        .then(p["characterPov"])
+        .when((otype == "user") & (users.list.len() == 0))
+        .then(p["userPov"])
+        .otherwise(p["otherPov"])
+    )
+    objective = (
+        pl.when(active == "")
+        .then(p["objectiveGlobal"])
+        .when(region == active)
+        .then(p["objectiveCurrentRegion"])
+        .when(adj.list.contains(region).fill_null(False))
+        .then(p["objectiveAdjacentRegion"])
+        .when(tokens.list.contains(active) | (tokens.list.set_intersection(adj).list.len() > 0))
+        .then(p["objectiveAdjacentRegion"])
+        .otherwise(p["objectiveGlobal"])
+    )
+    return (
+        pl.when(_key(pl.col("scope_layer")) == "pov").then(pov).otherwise(objective).cast(pl.Int8)
+    )
 
 
 def story_bucket() -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     """(priority, weight, suppressed) from story_time/_end/_tense, story_segment and the cue mode."""
     p = {b: i for i, b in enumerate(STORY_BUCKETS)}
-    tense, active, cue = _key(pl.col("story_tense")).fill_null(""), pl.col("story_segment"), pl.col("cue")
+    tense, active, cue = (
+        _key(pl.col("story_tense")).fill_null(""),
+        pl.col("story_segment"),
+        pl.col("cue"),
+    )
     start = pl.coalesce("story_time", "story_time_end")
     end = pl.coalesce("story_time_end", "story_time")
-    dated = pl.col("story_time").is_not_null() | pl.col("story_time_end").is_not_null() | (tense != "")
+    dated = (
+        pl.col("story_time").is_not_null() | pl.col("story_time_end").is_not_null() | (tense != "")
+    )
     fut_cue, back_cue = cue == "future", cue == "flashback"
     rules = [  # (condition, bucket, weight, suppressed), first match wins (BME's order)
         (~dated, "undated", 0.88, False),
-        (tense.is_in(["future", "hypothetical"]), "future", pl.when(fut_cue).then(0.72).otherwise(0.2), ~fut_cue),
+        (
+            tense.is_in(["future", "hypothetical"]),
+            "future",
+            pl.when(fut_cue).then(0.72).otherwise(0.2),
+            ~fut_cue,
+        ),
         (active.is_null(), "undated", 0.92, False),
         (start.is_null(), "undated", 0.9, False),
         ((active >= start) & (active <= end), "current", 1.15, False),
-        ((end < active) & ((tense == "flashback") | back_cue), "flashback",
-         pl.when(back_cue).then(1.02).otherwise(0.72), False),
+        (
+            (end < active) & ((tense == "flashback") | back_cue),
+            "flashback",
+            pl.when(back_cue).then(1.02).otherwise(0.72),
+            False,
+        ),
         ((end < active) & (active - end <= 2), "adjacentPast", 1.0, False),
         (end < active, "distantPast", 0.64, False),
         (start > active, "future", pl.when(fut_cue).then(0.74).otherwise(0.22), ~fut_cue),
@@ -135,10 +188,21 @@ def cue_mode(queries: pl.DataFrame, p: ScopeParams) -> pl.Series:
     future cue does, else ""."""
     text = queries["text"].fill_null("")
     if "context" in queries.columns:
-        text = pl.concat_str([text, queries["context"].list.join("\n").fill_null("")], separator="\n")
-    back, fut = text.str.contains(cue_pattern(p.flashback_cues)), text.str.contains(cue_pattern(p.future_cues))
-    return pl.select(pl.when(back).then(pl.lit("flashback")).when(fut).then(pl.lit("future"))
-                     .otherwise(pl.lit("")).alias("cue")).to_series()
+        text = pl.concat_str(
+            [text, queries["context"].list.join("\n").fill_null("")], separator="\n"
+        )
+    back, fut = (
+        text.str.contains(cue_pattern(p.flashback_cues)),
+        text.str.contains(cue_pattern(p.future_cues)),
+    )
+    return pl.select(
+        pl.when(back)
+        .then(pl.lit("flashback"))
+        .when(fut)
+        .then(pl.lit("future"))
+        .otherwise(pl.lit(""))
+        .alias("cue")
+    ).to_series()
 
 
 def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: ScopeParams) -> Applied:
@@ -146,14 +210,22 @@ def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: Scope
     parts = {"scope": "scope_layer" in nodes.columns, "story": "story_time" in nodes.columns}
     for part, ok in parts.items():
         if not ok:
-            log.warning("scope_policy.policy=bme: nodes have no %s column; the %s weights are skipped (factor 1)",
-                        "scope_layer" if part == "scope" else "story_time", part)
+            log.warning(
+                "scope_policy.policy=bme: nodes have no %s column; the %s weights are skipped (factor 1)",
+                "scope_layer" if part == "scope" else "story_time",
+                part,
+            )
     out = Applied(cand)
     if not any(parts.values()) or cand.height == 0:
         return out
     q = queries.with_columns(cue=cue_mode(queries, p))
-    x = pl.concat([gather(nodes, cand["node_idx"], NODE_COLS),
-                   gather(q, cand["query_idx"], {**QUERY_COLS, "cue": pl.String})], how="horizontal")
+    x = pl.concat(
+        [
+            gather(nodes, cand["node_idx"], NODE_COLS),
+            gather(q, cand["query_idx"], {**QUERY_COLS, "cue": pl.String}),
+        ],
+        how="horizontal",
+    )
     cols, keep = {}, pl.lit(True)
     if parts["scope"]:
         prio = x.select(scope_bucket()).to_series()
@@ -167,16 +239,23 @@ def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: Scope
         cols["story_priority"] = s["p"]
         keep = ~s["s"] if p.soft_directing else keep
     prios = [c for c in ("scope_priority", "story_priority") if c in cols]
-    out.cand = cand.with_columns(**{c: v for c, v in cols.items() if p.sort or c not in prios}).filter(keep)
+    out.cand = cand.with_columns(
+        **{c: v for c, v in cols.items() if p.sort or c not in prios}
+    ).filter(keep)
     out.factors = [c for c in ("bme_scope", "bme_story_time") if c in cols]
     out.sort_by = prios if p.sort else []
     return out
 
 
-POLICIES: dict[str, Callable[..., Applied]] = {"none": lambda cand, nodes, queries, p: Applied(cand), "bme": bme}
+POLICIES: dict[str, Callable[..., Applied]] = {
+    "none": lambda cand, nodes, queries, p: Applied(cand),
+    "bme": bme,
+}
 
 
-def apply(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: ScopeParams) -> Applied:
+def apply(
+    cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: ScopeParams
+) -> Applied:
     """Run the configured policy; the runner multiplies ``factors`` into the score and sorts by ``sort_by``."""
     require_one_of("scope_policy.policy", p.policy, POLICIES)
     return POLICIES[p.policy](cand, nodes, queries, p)

@@ -5,6 +5,7 @@ A term is a candidate column (``fused``, ``graph``, ``residual``, ``dense``…) 
 function; factors are registered functions. New ones are added with ``@term``/``@factor``, not by
 editing an if-chain. Node attributes (importance, created_at, …) and signals are joined by node.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -25,9 +26,11 @@ DAY_US = 86_400 * 1_000_000
 
 def term(name: str, needs: tuple[str, ...] = ()):
     """Decorator registering a score term ``name`` (weighted into the sum) and the node columns it needs."""
+
     def wrap(fn):
         TERMS[name], NEEDS[name] = fn, needs
         return fn
+
     return wrap
 
 
@@ -36,11 +39,13 @@ FILTERS: set[str] = set()  # factors that drop the rows where they are 0 (instea
 
 def factor(name: str, needs: tuple[str, ...] = (), drops: bool = False):
     """Decorator registering a multiplicative score factor ``name``; with ``drops``, a 0 drops the row."""
+
     def wrap(fn):
         FACTORS[name], NEEDS[name] = fn, needs
         if drops:
             FILTERS.add(name)
         return fn
+
     return wrap
 
 
@@ -83,8 +88,9 @@ def _bme_lexical(df: pl.DataFrame) -> pl.Series:
 
     srcs: dict[int, list[str]] = {}
     out = []
-    for qi, qt, ti, de, tx, st in df.select("query_idx", "query_text", "title", "description", "text",
-                                             "status").iter_rows():
+    for qi, qt, ti, de, tx, st in df.select(
+        "query_idx", "query_text", "title", "description", "text", "status"
+    ).iter_rows():
         if qi not in srcs:
             srcs[qi] = [qt or ""] + intent_segments(qt or "")
         out.append(lexical(srcs[qi], [ti or ""], [de or "", tx or "", st or ""]))
@@ -124,52 +130,92 @@ def _reme_inbound(df: pl.DataFrame) -> pl.Expr:  # 1 + 0.15·ln(1 + inbound)
 
 
 @factor("reme_recency", needs=("updated_at", "created_at"))
-def _reme_recency(df: pl.DataFrame) -> pl.Expr:  # exp(−Δt / 60 d) since the last update (or creation)
+def _reme_recency(
+    df: pl.DataFrame,
+) -> pl.Expr:  # exp(−Δt / 60 d) since the last update (or creation)
     return (-_days("last_update") / 60.0).exp()
 
 
 @factor("reme_archived", needs=("archived_signal",), drops=True)
-def _reme_archived(df: pl.DataFrame) -> pl.Expr:  # ReMe design: recency_score < 0.15 ⇒ archived, not recalled
+def _reme_archived(
+    df: pl.DataFrame,
+) -> pl.Expr:  # ReMe design: recency_score < 0.15 ⇒ archived, not recalled
     return 1.0 - pl.col("archived_signal").cast(pl.Boolean).fill_null(False).cast(pl.Float64)
 
 
 @factor("reme_community", needs=("community",))
 def _reme_community(df: pl.DataFrame) -> pl.Series:  # ×1.2 in the community of a top-3 fused node
-    top = (df.filter(pl.col("community").is_not_null())
-           .sort(["query_idx", "fused", "node_idx"], descending=[False, True, False])
-           .group_by("query_idx", maintain_order=True).head(3)
-           .group_by("query_idx").agg(seed_comms=pl.col("community")))
-    hit = df.select("query_idx", "community").join(top, on="query_idx", how="left", maintain_order="left")
+    top = (
+        df.filter(pl.col("community").is_not_null())
+        .sort(["query_idx", "fused", "node_idx"], descending=[False, True, False])
+        .group_by("query_idx", maintain_order=True)
+        .head(3)
+        .group_by("query_idx")
+        .agg(seed_comms=pl.col("community"))
+    )
+    hit = df.select("query_idx", "community").join(
+        top, on="query_idx", how="left", maintain_order="left"
+    )
     same = hit["seed_comms"].list.contains(hit["community"]).fill_null(False)
     return pl.Series(same.cast(pl.Float64) * 0.2 + 1.0)
 
 
-def attach(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, signals: pl.DataFrame | None,
-           names: list[str], now: dt.datetime) -> pl.DataFrame:
+def attach(
+    cand: pl.DataFrame,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    signals: pl.DataFrame | None,
+    names: list[str],
+    now: dt.datetime,
+) -> pl.DataFrame:
     """Join the node/signal columns the chosen terms and factors read, and each query's ``now``."""
     need = {c for n in names for c in NEEDS.get(n, ())}
     node_cols = [c for c in need if c in nodes.columns]
     out = cand
     if node_cols:
-        out = out.join(nodes.select(node_cols).with_row_index("node_idx").cast({"node_idx": pl.Int64}),
-                       on="node_idx", how="left")
-    sig_cols = [c for c in need if signals is not None and c in signals.columns and c not in node_cols]
+        out = out.join(
+            nodes.select(node_cols).with_row_index("node_idx").cast({"node_idx": pl.Int64}),
+            on="node_idx",
+            how="left",
+        )
+    sig_cols = [
+        c for c in need if signals is not None and c in signals.columns and c not in node_cols
+    ]
     if sig_cols:
-        out = out.join(signals.select(sig_cols).with_row_index("node_idx").cast({"node_idx": pl.Int64}),
-                       on="node_idx", how="left")
+        out = out.join(
+            signals.select(sig_cols).with_row_index("node_idx").cast({"node_idx": pl.Int64}),
+            on="node_idx",
+            how="left",
+        )
     for c in sorted(need - set(out.columns) - {"updated_at"}):
         dtype = pl.Datetime("us", "UTC") if c.endswith("_at") else pl.Float64
         out = out.with_columns(pl.lit(None, dtype=dtype).alias(c))
-    qnow = queries["now"] if "now" in queries.columns else pl.Series([None] * queries.height, dtype=pl.Datetime("us", "UTC"))
-    now_tbl = pl.DataFrame({"query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
-                            "now": qnow.cast(pl.Datetime("us", "UTC")).fill_null(now)})
+    qnow = (
+        queries["now"]
+        if "now" in queries.columns
+        else pl.Series([None] * queries.height, dtype=pl.Datetime("us", "UTC"))
+    )
+    now_tbl = pl.DataFrame(
+        {
+            "query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
+            "now": qnow.cast(pl.Datetime("us", "UTC")).fill_null(now),
+        }
+    )
     out = out.join(now_tbl, on="query_idx", how="left")
     if {"bme_lexical", "speaker_named", "speaker_named_x2"} & set(names):
-        qtext = pl.DataFrame({"query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
-                              "query_text": queries["text"]})
+        qtext = pl.DataFrame(
+            {
+                "query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
+                "query_text": queries["text"],
+            }
+        )
         out = out.join(qtext, on="query_idx", how="left")
     if "reme_recency" in names:
-        upd = pl.col("updated_at") if "updated_at" in out.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+        upd = (
+            pl.col("updated_at")
+            if "updated_at" in out.columns
+            else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+        )
         out = out.with_columns(last_update=pl.coalesce(upd, pl.col("created_at")))
     return out
 
@@ -177,7 +223,9 @@ def attach(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, signa
 def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool) -> pl.DataFrame:
     """Adds each registered term/factor as a column, and ``score``. Components a registered term reads
     but this run did not produce (``graph`` with ``diffuse=none``) count as 0."""
-    missing = [c for c in ("dense", "lexical", "graph", "residual", "fused") if c not in cand.columns]
+    missing = [
+        c for c in ("dense", "lexical", "graph", "residual", "fused") if c not in cand.columns
+    ]
     cand = cand.with_columns([pl.lit(0.0).alias(c) for c in missing])
     parts, total = [], 0.0
     for name, w in terms.items():
@@ -190,8 +238,10 @@ def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool
         parts.append(float(w) * pl.col(name).fill_null(0.0).cast(pl.Float64))
         total += float(w)
     if not parts:
-        raise ConfigError(f"score.terms={dict(terms)} selects no component; choose from the candidate columns "
-                          f"or {sorted(TERMS)}")
+        raise ConfigError(
+            f"score.terms={dict(terms)} selects no component; choose from the candidate columns "
+            f"or {sorted(TERMS)}"
+        )
     score = pl.sum_horizontal(parts)
     if normalize:
         score = score / max(total, 1e-6)
@@ -230,8 +280,12 @@ def _params(run) -> tuple:
     from pipeline.stages import scope_policy
 
     cfg = run.cfg
-    return (dict(cfg.score.terms), list(cfg.score.factors), bool(cfg.score.normalize),
-            scope_policy.ScopeParams.from_cfg(cfg.scope_policy, "scope_policy"))
+    return (
+        dict(cfg.score.terms),
+        list(cfg.score.factors),
+        bool(cfg.score.normalize),
+        scope_policy.ScopeParams.from_cfg(cfg.scope_policy, "scope_policy"),
+    )
 
 
 STAGE = Stage("score", run_stage, params=_params)

@@ -7,6 +7,7 @@ each pick's marginal gain), then the rest of the list in score order up to k. As
 whose pool is not larger than t keeps its score order. MMR is the alternative.
 Ties are broken by node index (= node_id order) everywhere.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,6 +27,7 @@ METHODS = ("topk", "dpp", "mmr")
 @dataclass
 class SelectParams(Params):
     """Selection settings: method (topk, dpp, mmr), pool and per-document limits."""
+
     GROUP: ClassVar[str] = "select"
     OPTION: ClassVar[str] = "topk"  # what Params.defaults() loads
     method: str
@@ -35,12 +37,20 @@ class SelectParams(Params):
     batch: int  # queries per torch batch
     dtype: str  # float64 for bit-for-bit parity with the float64 reference kernels
     top_chunks_per_doc: int | None  # ReMe node-level grouping: at most this many units per doc_id
-    target: int | None  # dpp/mmr: items diversified out of target·pool_mult (BME: 30 of 90); null = k
+    target: (
+        int | None
+    )  # dpp/mmr: items diversified out of target·pool_mult (BME: 30 of 90); null = k
     k_in_docs: bool  # with top_chunks_per_doc: k counts documents (ReMe design: paths), not units
-    spread_gap: float  # > 0: repeated doc_ids pushed down this many positions each (pipeline.stages.spread)
-    sort_by: tuple = field(default=(), metadata={"runtime": True})  # the scope policy's priority columns, set by the score stage
+    spread_gap: (
+        float  # > 0: repeated doc_ids pushed down this many positions each (pipeline.stages.spread)
+    )
+    sort_by: tuple = field(
+        default=(), metadata={"runtime": True}
+    )  # the scope policy's priority columns, set by the score stage
 
-    def __post_init__(self) -> None:  # read with getattr(torch, dtype): a closed choice, not any attribute
+    def __post_init__(
+        self,
+    ) -> None:  # read with getattr(torch, dtype): a closed choice, not any attribute
         require_one_of("select.dtype", self.dtype, ("float32", "float64"))
 
 
@@ -48,20 +58,27 @@ def ranked(cand: pl.DataFrame, sort_by: tuple = ()) -> pl.DataFrame:
     """Candidates sorted per query by the ``sort_by`` columns desc, score desc, node index asc,
     with a 1-based ``rank``."""
     keys = [c for c in sort_by if c in cand.columns]
-    return (cand.sort(["query_idx", *keys, "score", "node_idx"], descending=[False, *[True] * len(keys), True, False])
-            .with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32)))
+    return cand.sort(
+        ["query_idx", *keys, "score", "node_idx"],
+        descending=[False, *[True] * len(keys), True, False],
+    ).with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
 
 
 def group_by_doc(r: pl.DataFrame, doc_idx: np.ndarray, per_doc: int) -> pl.DataFrame:
     """ReMe node-level grouping: keep each doc's best ``per_doc`` units; documents ordered by their
     best unit, units by score inside a document; ranks renumbered. ``doc_idx`` maps node → doc."""
-    g = (r.with_columns(doc=pl.Series(doc_idx[r["node_idx"].to_numpy()]))
-         .with_columns(in_doc=pl.col("rank").rank("ordinal").over("query_idx", "doc"),
-                       doc_best=pl.col("rank").min().over("query_idx", "doc"))
-         .filter(pl.col("in_doc") <= per_doc)
-         .sort(["query_idx", "doc_best", "rank"]))
+    g = (
+        r.with_columns(doc=pl.Series(doc_idx[r["node_idx"].to_numpy()]))
+        .with_columns(
+            in_doc=pl.col("rank").rank("ordinal").over("query_idx", "doc"),
+            doc_best=pl.col("rank").min().over("query_idx", "doc"),
+        )
+        .filter(pl.col("in_doc") <= per_doc)
+        .sort(["query_idx", "doc_best", "rank"])
+    )
     return g.drop("in_doc", "doc_best", "doc").with_columns(
-        rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
+        rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32)
+    )
 
 
 def _cut(r: pl.DataFrame, k: int, doc_idx: np.ndarray | None, k_in_docs: bool) -> pl.DataFrame:
@@ -69,13 +86,21 @@ def _cut(r: pl.DataFrame, k: int, doc_idx: np.ndarray | None, k_in_docs: bool) -
     if not k_in_docs or doc_idx is None:
         return r.filter(pl.col("rank") <= k)
     d = pl.Series(doc_idx[r["node_idx"].to_numpy()])
-    first = r.with_columns(doc=d).with_columns(pl.col("rank").min().over("query_idx", "doc").alias("first"))
+    first = r.with_columns(doc=d).with_columns(
+        pl.col("rank").min().over("query_idx", "doc").alias("first")
+    )
     first = first.with_columns(doc_rank=pl.col("first").rank("dense").over("query_idx"))
     return first.filter(pl.col("doc_rank") <= k).drop("doc", "first", "doc_rank")
 
 
-def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = None, device: str = "cpu",
-           doc_idx: np.ndarray | None = None) -> pl.DataFrame:
+def select(
+    cand: pl.DataFrame,
+    k: int,
+    p: SelectParams,
+    xb: np.ndarray | None = None,
+    device: str = "cpu",
+    doc_idx: np.ndarray | None = None,
+) -> pl.DataFrame:
     """Each query's recall rows: candidates ranked, grouped and spread by document, then cut to ``k`` or diversified."""
     require_one_of("select.method", p.method, METHODS)
     r = ranked(cand, tuple(p.sort_by))
@@ -84,13 +109,17 @@ def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = 
             raise ConfigError("select.top_chunks_per_doc needs a doc_id column in the nodes")
         r = group_by_doc(r, doc_idx, int(p.top_chunks_per_doc))
     if p.k_in_docs and p.method != "topk":
-        raise ConfigError(f"select.k_in_docs counts documents for select=topk only; use select=topk or "
-                          f"select.k_in_docs=false with select={p.method}")
+        raise ConfigError(
+            f"select.k_in_docs counts documents for select=topk only; use select=topk or "
+            f"select.k_in_docs=false with select={p.method}"
+        )
     r = spread(r, doc_idx, float(p.spread_gap))
     if p.method == "topk" or r.height == 0:
         return _cut(r, k, doc_idx, p.k_in_docs)
     if xb is None:
-        raise ConfigError(f"select.method={p.method} needs embeddings: enable the dense channel or use select=topk")
+        raise ConfigError(
+            f"select.method={p.method} needs embeddings: enable the dense channel or use select=topk"
+        )
     target = int(p.target or k)
     pool = r.filter(pl.col("rank") <= p.pool_mult * target)
     # BME: diversify only a pool larger than the target; a smaller one keeps its score order
@@ -98,14 +127,18 @@ def select(cand: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray | None = 
     chosen = _diversify(pool, min(target, k), p, xb, device) if pool.height else None
     if chosen is None:
         return r.filter(pl.col("rank") <= k)
-    rest = (r.join(chosen.select("query_idx", "node_idx"), on=["query_idx", "node_idx"], how="anti")
-            .with_columns(rank=pl.col("rank") + 1_000_000))  # after the picks, in score order
+    rest = r.join(
+        chosen.select("query_idx", "node_idx"), on=["query_idx", "node_idx"], how="anti"
+    ).with_columns(rank=pl.col("rank") + 1_000_000)  # after the picks, in score order
     out = pl.concat([chosen, rest], how="diagonal_relaxed").sort(["query_idx", "rank"])
-    return out.with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32)).filter(
-        pl.col("rank") <= k)
+    return out.with_columns(
+        rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32)
+    ).filter(pl.col("rank") <= k)
 
 
-def _diversify(pool: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray, device: str) -> pl.DataFrame:
+def _diversify(
+    pool: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray, device: str
+) -> pl.DataFrame:
     """DPP or MMR picks (greedy order, ``rank`` 1..k, ``dpp_gain``) from each query's pool."""
     import torch
 
@@ -127,20 +160,36 @@ def _diversify(pool: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray, devi
         emb = torch.as_tensor(xb[np.maximum(node[e], 0)], device=device)
         q = torch.as_tensor(score[e], device=device)
         if p.method == "dpp":
-            sel, gain = dpp_greedy(q, emb, k, valid, quality_weight=p.quality_weight, dtype=getattr(torch, p.dtype))
+            sel, gain = dpp_greedy(
+                q, emb, k, valid, quality_weight=p.quality_weight, dtype=getattr(torch, p.dtype)
+            )
         else:
             sel, gain = mmr_greedy(q, emb, k, p.lam, valid, dtype=getattr(torch, p.dtype)), None
         picks.append(sel.cpu().numpy())
         gains.append(np.full(sel.shape, np.nan) if gain is None else gain.cpu().numpy())
     sel, gain = np.concatenate(picks), np.concatenate(gains)
     qi, step = np.nonzero(sel >= 0)
-    chosen = pl.DataFrame({"query_idx": qids[qi], "node_idx": node[qi, sel[qi, step]],
-                           "rank": (step + 1).astype(np.int32), "dpp_gain": gain[qi, step]})
-    return chosen.join(pool.drop("rank"), on=["query_idx", "node_idx"], how="left").sort(["query_idx", "rank"])
+    chosen = pl.DataFrame(
+        {
+            "query_idx": qids[qi],
+            "node_idx": node[qi, sel[qi, step]],
+            "rank": (step + 1).astype(np.int32),
+            "dpp_gain": gain[qi, step],
+        }
+    )
+    return chosen.join(pool.drop("rank"), on=["query_idx", "node_idx"], how="left").sort(
+        ["query_idx", "rank"]
+    )
 
 
-def recall_rows(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame, enabled: list[str],
-                extra: list[str] = (), group_docs: bool = False) -> pl.DataFrame:
+def recall_rows(
+    sel: pl.DataFrame,
+    ds_nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    enabled: list[str],
+    extra: list[str] = (),
+    group_docs: bool = False,
+) -> pl.DataFrame:
     """The selected rows as the recall table: ids for indices, the channels that found each node,
     the score columns, and (ReMe node-level surface) the document's title and summary."""
     found = [pl.when(pl.col(f"{c}_rank").is_not_null()).then(pl.lit(c)) for c in enabled]
@@ -150,21 +199,40 @@ def recall_rows(sel: pl.DataFrame, ds_nodes: pl.DataFrame, queries: pl.DataFrame
     if "probabilistic" in sel.columns:
         found.append(pl.when(pl.col("probabilistic")).then(pl.lit("probabilistic")))
     out = sel.with_columns(
-        query_id=pl.Series(queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String),
-        node_id=pl.Series(ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String),
+        query_id=pl.Series(
+            queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String
+        ),
+        node_id=pl.Series(
+            ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String
+        ),
         channel=pl.concat_str(found, separator="+", ignore_nulls=True),
     )
-    cols = ["query_id", "rank", "node_id", "score", "channel", *enabled, "fused",
-            *[c for c in ("residual", "graph") if c in sel.columns], *extra,
-            *(["dpp_gain"] if "dpp_gain" in sel.columns else [])]
+    cols = [
+        "query_id",
+        "rank",
+        "node_id",
+        "score",
+        "channel",
+        *enabled,
+        "fused",
+        *[c for c in ("residual", "graph") if c in sel.columns],
+        *extra,
+        *(["dpp_gain"] if "dpp_gain" in sel.columns else []),
+    ]
     if "doc_id" in ds_nodes.columns:
-        out = out.with_columns(doc_id=pl.Series(ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String))
+        out = out.with_columns(
+            doc_id=pl.Series(
+                ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String
+            )
+        )
         cols.insert(3, "doc_id")
         if group_docs:  # ReMe node-level surface: the document's front-matter name and description
             for src, dst in (("title", "doc_title"), ("description", "doc_summary")):
                 if src in ds_nodes.columns:
                     # gather, not numpy: a column with nulls is an object array, and an empty one cannot be cast
-                    out = out.with_columns(ds_nodes[src].cast(pl.String).gather(sel["node_idx"]).alias(dst))
+                    out = out.with_columns(
+                        ds_nodes[src].cast(pl.String).gather(sel["node_idx"]).alias(dst)
+                    )
                     cols.insert(cols.index("doc_id") + 1, dst)
     return out.select(cols)
 
@@ -177,17 +245,43 @@ def run_stage(ctx, p: SelectParams) -> object:
 
     cfg = ctx.cfg
     nodes = ctx.scored_nodes if ctx.scored_nodes is not None else ctx.nodes
-    doc_idx = nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy() if "doc_id" in nodes.columns else None
-    sel = select(ctx.cand, int(cfg.k), dataclasses.replace(p, sort_by=tuple(ctx.policy.sort_by)), ctx.xb, ctx.run.device,
-                 doc_idx)
+    doc_idx = (
+        nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy()
+        if "doc_id" in nodes.columns
+        else None
+    )
+    sel = select(
+        ctx.cand,
+        int(cfg.k),
+        dataclasses.replace(p, sort_by=tuple(ctx.policy.sort_by)),
+        ctx.xb,
+        ctx.run.device,
+        doc_idx,
+    )
     prob = cfg.prob_recall
     if prob.enabled:
-        sel = probrecall.append(sel, nodes, ctx.queries, int(cfg.k), p=prob.p, min_importance=prob.min_importance,
-                                seed=cfg.seed, include_archived=cfg.include_archived)
-    extra = term_columns(dict(cfg.score.terms), list(cfg.score.factors)) + ctx.policy.factors + ctx.policy.sort_by
+        sel = probrecall.append(
+            sel,
+            nodes,
+            ctx.queries,
+            int(cfg.k),
+            p=prob.p,
+            min_importance=prob.min_importance,
+            seed=cfg.seed,
+            include_archived=cfg.include_archived,
+        )
+    extra = (
+        term_columns(dict(cfg.score.terms), list(cfg.score.factors))
+        + ctx.policy.factors
+        + ctx.policy.sort_by
+    )
     extra += ["cooccur"] if "cooccur" in sel.columns else []
-    ctx.recall = recall_rows(sel, nodes, ctx.queries, list(cfg.channels), extra, bool(cfg.select.top_chunks_per_doc))
+    ctx.recall = recall_rows(
+        sel, nodes, ctx.queries, list(cfg.channels), extra, bool(cfg.select.top_chunks_per_doc)
+    )
     return ctx
 
 
-STAGE = Stage("select", run_stage, params=lambda run: SelectParams.from_cfg(run.cfg.select, "select"))
+STAGE = Stage(
+    "select", run_stage, params=lambda run: SelectParams.from_cfg(run.cfg.select, "select")
+)

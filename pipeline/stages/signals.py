@@ -7,6 +7,7 @@ or other-version file loads as ``None`` (downstream: factor 1, no filter). ``inb
 ``same_community`` and ``recency_decay`` are the multipliers scoring applies; each is 1 where the
 signal is missing.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -36,6 +37,7 @@ TIERS = ((0.7, "hot"), (0.4, "warm"), (0.15, "cold"))  # else "evictable"
 @dataclass
 class SignalsParams(Params):
     """Signals settings: Leiden resolution and seed, age window, a precomputed table."""
+
     GROUP: ClassVar[str] = "signals"
     OPTION: ClassVar[str] = "default"  # what Params.defaults() loads
     enabled: bool
@@ -43,10 +45,17 @@ class SignalsParams(Params):
     seed: int
     max_age_days: float
     path: str | None  # None: compute in-run; else load a precomputed table
-    device: str = field(default="cpu", metadata={"runtime": True})  # the run's device, set by the stage
+    device: str = field(
+        default="cpu", metadata={"runtime": True}
+    )  # the run's device, set by the stage
+
 
 def _utc(now: dt.datetime) -> dt.datetime:
-    return now.replace(tzinfo=dt.timezone.utc) if now.tzinfo is None else now.astimezone(dt.timezone.utc)
+    return (
+        now.replace(tzinfo=dt.timezone.utc)
+        if now.tzinfo is None
+        else now.astimezone(dt.timezone.utc)
+    )
 
 
 def _col(nodes: pl.DataFrame, name: str, dtype, default) -> np.ndarray:
@@ -78,10 +87,20 @@ def memory_score(nodes: pl.DataFrame, now: dt.datetime) -> np.ndarray:
     A missing ``status`` counts as active (OKS front-matter default)."""
     imp = _col(nodes, "importance", pl.Float64, 5.0) / 10.0
     days = np.floor(np.nan_to_num(_age_days(nodes, "created_at", now), nan=0.0))
-    lam = (nodes["type"].cast(pl.String).replace_strict(LAMBDA, default=LAMBDA_OTHER, return_dtype=pl.Float64)
-           .to_numpy() if "type" in nodes.columns else np.full(nodes.height, LAMBDA_OTHER))
+    lam = (
+        nodes["type"]
+        .cast(pl.String)
+        .replace_strict(LAMBDA, default=LAMBDA_OTHER, return_dtype=pl.Float64)
+        .to_numpy()
+        if "type" in nodes.columns
+        else np.full(nodes.height, LAMBDA_OTHER)
+    )
     hits = _col(nodes, "access_count", pl.Int64, 0).astype(np.float64)
-    score = imp * np.exp(-lam * days) + 0.5 * np.log1p(hits) + 0.5 * _col(nodes, "pinned", pl.Boolean, False)
+    score = (
+        imp * np.exp(-lam * days)
+        + 0.5 * np.log1p(hits)
+        + 0.5 * _col(nodes, "pinned", pl.Boolean, False)
+    )
     status = _col(nodes, "status", pl.String, "active")
     score = np.where(status == "active", score * 1.2, score)
     return np.where(_col(nodes, "archived", pl.Boolean, False) | (status == "dropped"), 0.0, score)
@@ -95,7 +114,9 @@ def tier(score: np.ndarray) -> np.ndarray:
     return out
 
 
-def compute(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: SignalsParams) -> pl.DataFrame:
+def compute(
+    nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: SignalsParams
+) -> pl.DataFrame:
     """One row per node (row i of ``nodes`` is node index i in ``edges``).
 
     ReMe's ``hits_30d`` is the node column of that name when present (an access log's 30-day count,
@@ -103,24 +124,44 @@ def compute(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: 
     """
     n, e = nodes.height, _live_edges(edges, now)
     src, dst = e["src"].to_numpy().astype(np.int64), e["dst"].to_numpy().astype(np.int64)
-    w = e["weight"].cast(pl.Float64).fill_null(1.0).to_numpy() if "weight" in e.columns else np.ones(len(src))
+    w = (
+        e["weight"].cast(pl.Float64).fill_null(1.0).to_numpy()
+        if "weight" in e.columns
+        else np.ones(len(src))
+    )
     inbound = np.bincount(dst, minlength=n).astype(np.int64)
     pr = graphalgo.pagerank(src, dst, w, n, device=params.device)
     age = _age_days(nodes, "updated_at", now)
     if "created_at" in nodes.columns:
         age = np.where(np.isnan(age), _age_days(nodes, "created_at", now), age)
-    hits = _col(nodes, "hits_30d" if "hits_30d" in nodes.columns else "access_count", pl.Int64, 0).astype(np.float64)
+    hits = _col(
+        nodes, "hits_30d" if "hits_30d" in nodes.columns else "access_count", pl.Int64, 0
+    ).astype(np.float64)
     rec = np.exp(-age / RECENCY_DAYS) * (1 + np.log1p(hits)) * (1 + np.log1p(inbound) / 10)
     score = memory_score(nodes, now)
-    return pl.DataFrame({
-        "node_id": nodes["node_id"], "in_degree": inbound, "inbound": inbound, "pagerank": pr,
-        "community": graphalgo.leiden(src, dst, n, resolution=params.resolution, seed=params.seed,
-                                      device=params.device),
-        "recency": rec, "archived_signal": rec < ARCHIVE_BELOW, "memory_score": score,
-        "tier": pl.Series(tier(score), dtype=pl.String),
-    }, nan_to_null=True).with_columns(
-        pl.when(pl.col("recency").is_null()).then(None).otherwise(pl.col("archived_signal")).alias("archived_signal"),
-        version=pl.lit(SIGNALS_VERSION, pl.Int32), computed_at=pl.lit(_utc(now), pl.Datetime("us", "UTC")))
+    return pl.DataFrame(
+        {
+            "node_id": nodes["node_id"],
+            "in_degree": inbound,
+            "inbound": inbound,
+            "pagerank": pr,
+            "community": graphalgo.leiden(
+                src, dst, n, resolution=params.resolution, seed=params.seed, device=params.device
+            ),
+            "recency": rec,
+            "archived_signal": rec < ARCHIVE_BELOW,
+            "memory_score": score,
+            "tier": pl.Series(tier(score), dtype=pl.String),
+        },
+        nan_to_null=True,
+    ).with_columns(
+        pl.when(pl.col("recency").is_null())
+        .then(None)
+        .otherwise(pl.col("archived_signal"))
+        .alias("archived_signal"),
+        version=pl.lit(SIGNALS_VERSION, pl.Int32),
+        computed_at=pl.lit(_utc(now), pl.Datetime("us", "UTC")),
+    )
 
 
 def write(table: pl.DataFrame, path: str | Path) -> None:
@@ -128,12 +169,18 @@ def write(table: pl.DataFrame, path: str | Path) -> None:
     write_parquet(path, table)
 
 
-def load(path: str | Path, now: dt.datetime, max_age_days: float = 14.0,
-         expect_version: int = SIGNALS_VERSION) -> tuple[pl.DataFrame | None, dict]:
+def load(
+    path: str | Path,
+    now: dt.datetime,
+    max_age_days: float = 14.0,
+    expect_version: int = SIGNALS_VERSION,
+) -> tuple[pl.DataFrame | None, dict]:
     """(table, freshness). A missing, stale or other-version file gives ``None`` and a warning."""
     fresh = {"status": "missing", "computed_at": None, "age_days": None}
     if not Path(path).is_file():
-        log.warning("signals file %s is missing; signal factors are 1 and nothing is filtered", path)
+        log.warning(
+            "signals file %s is missing; signal factors are 1 and nothing is filtered", path
+        )
         return None, fresh
     table = pl.read_parquet(path)
     if "computed_at" in table.columns and table.height:
@@ -142,29 +189,47 @@ def load(path: str | Path, now: dt.datetime, max_age_days: float = 14.0,
     version = table["version"][0] if "version" in table.columns and table.height else None
     if version != expect_version:
         fresh["status"] = "version_mismatch"
-        log.warning("signals file %s has version %s, expected %s; ignoring it", path, version, expect_version)
+        log.warning(
+            "signals file %s has version %s, expected %s; ignoring it",
+            path,
+            version,
+            expect_version,
+        )
         return None, fresh
     if fresh["age_days"] is None or fresh["age_days"] > max_age_days:
         fresh["status"] = "stale"
-        log.warning("signals file %s is stale (computed %s, older than %s days); ignoring it",
-                    path, fresh["computed_at"], max_age_days)
+        log.warning(
+            "signals file %s is stale (computed %s, older than %s days); ignoring it",
+            path,
+            fresh["computed_at"],
+            max_age_days,
+        )
         return None, fresh
     fresh["status"] = "fresh"
     return table, fresh
 
 
-def resolve(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime,
-            params: SignalsParams) -> tuple[pl.DataFrame | None, dict]:
+def resolve(
+    nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: SignalsParams
+) -> tuple[pl.DataFrame | None, dict]:
     """The run's signals: ``None`` if disabled, computed in-run if ``path`` is None, else ``load``ed."""
     if not params.enabled:
         return None, {"status": "disabled", "computed_at": None, "age_days": None}
     if params.path is None:
-        return compute(nodes, edges, now, params), {"status": "fresh", "computed_at": _utc(now), "age_days": 0.0}
+        return compute(nodes, edges, now, params), {
+            "status": "fresh",
+            "computed_at": _utc(now),
+            "age_days": 0.0,
+        }
     return load(params.path, now, params.max_age_days)
 
 
 def _f64(x) -> np.ndarray:
-    return x.cast(pl.Float64).to_numpy() if isinstance(x, pl.Series) else np.asarray(x, dtype=np.float64)
+    return (
+        x.cast(pl.Float64).to_numpy()
+        if isinstance(x, pl.Series)
+        else np.asarray(x, dtype=np.float64)
+    )
 
 
 def inbound_factor(inbound) -> np.ndarray:
@@ -193,10 +258,20 @@ def overlay(nodes: pl.DataFrame, table: pl.DataFrame) -> pl.DataFrame:
     cols = [c for c in OVERLAY if c in table.columns]
     if not cols:
         return nodes
-    j = nodes.join(table.select("node_id", *[pl.col(c).alias(f"{c}__fb") for c in cols]), on="node_id",
-                   how="left", maintain_order="left")
-    return j.with_columns([pl.coalesce(f"{c}__fb", c).alias(c) if c in nodes.columns else pl.col(f"{c}__fb").alias(c)
-                           for c in cols]).drop([f"{c}__fb" for c in cols])
+    j = nodes.join(
+        table.select("node_id", *[pl.col(c).alias(f"{c}__fb") for c in cols]),
+        on="node_id",
+        how="left",
+        maintain_order="left",
+    )
+    return j.with_columns(
+        [
+            pl.coalesce(f"{c}__fb", c).alias(c)
+            if c in nodes.columns
+            else pl.col(f"{c}__fb").alias(c)
+            for c in cols
+        ]
+    ).drop([f"{c}__fb" for c in cols])
 
 
 def for_group(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params) -> tuple:
@@ -210,11 +285,25 @@ def for_group(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params
         return nodes, table, fresh
     table = table.filter(pl.col("node_id").is_in(nodes["node_id"].implode()))
     nodes = overlay(nodes, table)
-    keep = [c for c in ("last_access_at", "access_days", "hits_30d", "revision") if c in table.columns]
+    keep = [
+        c for c in ("last_access_at", "access_days", "hits_30d", "revision") if c in table.columns
+    ]
     fresh_table = compute(nodes, edges, now, params)
-    out = fresh_table.join(table.select("node_id", *keep), on="node_id", how="left", maintain_order="left")
-    return nodes, out, {**fresh, **({"revision": int(table["revision"].max())} if "revision" in table.columns
-                                    and table.height else {})}
+    out = fresh_table.join(
+        table.select("node_id", *keep), on="node_id", how="left", maintain_order="left"
+    )
+    return (
+        nodes,
+        out,
+        {
+            **fresh,
+            **(
+                {"revision": int(table["revision"].max())}
+                if "revision" in table.columns and table.height
+                else {}
+            ),
+        },
+    )
 
 
 def run_stage(ctx, p: SignalsParams) -> object:
@@ -223,8 +312,14 @@ def run_stage(ctx, p: SignalsParams) -> object:
     from pipeline.common import corpus_step
 
     ctx.scored_nodes, table, ctx.freshness = corpus_step(
-        ctx.run.memo, f"signals@{ctx.now.isoformat()}", ctx.nodes, lambda: for_group(ctx.nodes, ctx.graph, ctx.now, p))
-    ctx.signals = None if table is None else table.with_columns(group_key=pl.lit(ctx.key, pl.String))
+        ctx.run.memo,
+        f"signals@{ctx.now.isoformat()}",
+        ctx.nodes,
+        lambda: for_group(ctx.nodes, ctx.graph, ctx.now, p),
+    )
+    ctx.signals = (
+        None if table is None else table.with_columns(group_key=pl.lit(ctx.key, pl.String))
+    )
     return ctx
 
 
@@ -234,9 +329,16 @@ def merge_groups(parts: list) -> pl.DataFrame | None:
     frames = [p for p in parts if p is not None and p.height]
     if not frames:
         return None
-    return (pl.concat(frames, how="diagonal_relaxed").sort("node_id", "group_key")
-            .unique("node_id", keep="first", maintain_order=True))
+    return (
+        pl.concat(frames, how="diagonal_relaxed")
+        .sort("node_id", "group_key")
+        .unique("node_id", keep="first", maintain_order=True)
+    )
 
 
-STAGE = Stage("signals", run_stage, enabled=lambda cfg: bool(cfg.signals.enabled), params=lambda run: SignalsParams.from_cfg(
-    run.cfg.signals, "signals", device=run.device))
+STAGE = Stage(
+    "signals",
+    run_stage,
+    enabled=lambda cfg: bool(cfg.signals.enabled),
+    params=lambda run: SignalsParams.from_cfg(run.cfg.signals, "signals", device=run.device),
+)
