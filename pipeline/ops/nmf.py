@@ -82,6 +82,23 @@ def _init_batched(
     return W, H
 
 
+def _sizes(V: torch.Tensor, m, k) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m, k) as long tensors of shape (B,) after checking V is (B, m_max, d) and
+    1 <= k <= m <= m_max; k defaults to min(MAX_TOPICS, m)."""
+    if V.ndim != 3:
+        raise ValueError(f"V must be (B, m_max, d); got shape {tuple(V.shape)}")
+    B, m_max, _d = V.shape
+    m = torch.as_tensor(m, device=V.device).long()
+    k = m.clamp(max=MAX_TOPICS) if k is None else torch.as_tensor(k, device=V.device).long()
+    if (
+        m.shape != (B,)
+        or k.shape != (B,)
+        or bool((m > m_max).any() | (k < 1).any() | (k > m).any())
+    ):
+        raise ValueError(f"need m, k of shape ({B},) with 1 <= k <= m <= {m_max}; got m={m}, k={k}")
+    return m, k
+
+
 def nmf_batched(
     V: torch.Tensor,
     m: torch.Tensor,
@@ -96,17 +113,8 @@ def nmf_batched(
     Every 10th iteration a problem with ‖V−WH‖_F/‖V‖_F < tol stops (frozen); the rest continue and are
     compacted so stopped problems cost nothing. Returns W (B, m_max, k_max), H (B, k_max, d), SolverInfo.
     """
-    if V.ndim != 3:
-        raise ValueError(f"V must be (B, m_max, d); got shape {tuple(V.shape)}")
+    m, k = _sizes(V, m, k)
     B, m_max, d = V.shape
-    m = torch.as_tensor(m, device=V.device).long()
-    k = m.clamp(max=MAX_TOPICS) if k is None else torch.as_tensor(k, device=V.device).long()
-    if (
-        m.shape != (B,)
-        or k.shape != (B,)
-        or bool((m > m_max).any() | (k < 1).any() | (k > m).any())
-    ):
-        raise ValueError(f"need m, k of shape ({B},) with 1 <= k <= m <= {m_max}; got m={m}, k={k}")
     if B == 0:
         z = torch.zeros(0, dtype=torch.long, device=V.device)
         return (
@@ -123,9 +131,7 @@ def nmf_batched(
     n_iter = torch.full((B,), max_iter, dtype=torch.long, device=V.device)
     converged = torch.zeros(B, dtype=torch.bool, device=V.device)
     idx, Va, v2a = torch.arange(B, device=V.device), V, v2
-    Vt = V.transpose(
-        1, 2
-    ).contiguous()  # V Hᵀ as (H Vᵀ)ᵀ: a plain NN product, ~2x faster bmm on CPU
+    Vt = V.transpose(1, 2).contiguous()  # V Hᵀ as (H Vᵀ)ᵀ: a plain NN product, ~2x faster on CPU
     eps_t = V.new_full((1, 1, 1), eps)
     for it in range(max_iter):
         Wt = W.transpose(1, 2)  # in-place updates keep the elementwise part cache-resident

@@ -102,6 +102,74 @@ def _solve(a, i, e, p: DiffusionParams) -> np.ndarray:
     return np.asarray(out.get() if hasattr(out, "get") else out)
 
 
+def _seeds(
+    cand: pl.DataFrame,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    p: DiffusionParams,
+    extra_seeds: pl.DataFrame | None,
+) -> pl.DataFrame:
+    """(query_idx, node_idx, energy): the fused seeds (speaker-boosted when asked) and the extra
+    seeds, deduplicated by max energy (BME)."""
+    if p.speaker_seed_boost:
+        cand = cand.with_columns(
+            pl.col(p.seed_from) * (1.0 + p.speaker_seed_boost * named_for(cand, nodes, queries))
+        )
+    seeds = seed_matrix(cand, p)
+    if extra_seeds is not None and extra_seeds.height:
+        seeds = (
+            pl.concat([seeds, extra_seeds.cast(seeds.schema)])
+            .group_by(["query_idx", "node_idx"])
+            .agg(pl.col("energy").max())
+            .sort(["query_idx", "node_idx"])
+        )
+    return seeds
+
+
+def _scope(rows, qs, n_nodes, edges, seeds, p, device, hubs, hub_seeds, now) -> list[pl.DataFrame]:
+    """The graph hits of one scope's queries (``qs``) over its nodes (``rows``), block by block
+    of queries so that nodes × queries stays under ``p.block``."""
+    if p.method == "expand":
+        adj, inhib = directed_topn(edges, n_nodes, rows, p.per_node, now)
+    else:
+        adj, inhib = adjacency(edges, n_nodes, rows, now)
+    cols = np.zeros(0, np.int64)
+    if hubs is not None and p.method != "expand":
+        adj, inhib, cols = hub_layer.augment(adj, inhib, hubs, rows)
+    local = np.full(n_nodes, -1, np.int64)
+    local[rows] = np.arange(len(rows))
+    step = max(1, p.block // max(1, len(rows) + len(cols)))
+    parts = []
+    for b in range(0, len(qs), step):
+        qb = qs[b : b + step]
+        e0 = _initial_energy(seeds, qb, local, len(rows) + len(cols))
+        if hub_seeds is not None:
+            hub_layer.seed(e0, len(rows), qb, cols, hub_seeds, p.entity_seed_share)
+        if p.method == "ppr":
+            # float64: the same per column whatever the block width
+            mass = e0.sum(axis=0, dtype=np.float64)
+            e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
+        out = _solve(*_to_device(adj, inhib, e0, device), p)[: len(rows)]
+        if p.keep and len(rows) > p.keep:  # PPR reaches a whole component: each query's top nodes
+            out = np.where(topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
+        r, c = np.nonzero(out > 0)
+        parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]}))
+    return parts
+
+
+def _initial_energy(
+    seeds: pl.DataFrame, qb: np.ndarray, local: np.ndarray, size: int
+) -> np.ndarray:
+    """(size × len(qb)) float32 seed energies of the block's queries on the scope's local rows."""
+    s = seeds.filter(pl.col("query_idx").is_in(qb.tolist()))
+    col = np.searchsorted(qb, s["query_idx"].to_numpy())
+    row = local[s["node_idx"].to_numpy()]
+    ok = row >= 0
+    e0 = np.zeros((size, len(qb)), np.float32)
+    e0[row[ok], col[ok]] = s["energy"].to_numpy()[ok]
+    return e0
+
+
 def run(
     cand: pl.DataFrame,
     nodes: pl.DataFrame,
@@ -124,59 +192,13 @@ def run(
     empty = pl.DataFrame(schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "graph": pl.Float32})
     if p.method == "none" or cand.height == 0:
         return empty
-    if p.speaker_seed_boost:
-        cand = cand.with_columns(
-            pl.col(p.seed_from) * (1.0 + p.speaker_seed_boost * named_for(cand, nodes, queries))
-        )
-    seeds = seed_matrix(cand, p)
-    if extra_seeds is not None and extra_seeds.height:
-        seeds = (
-            pl.concat([seeds, extra_seeds.cast(seeds.schema)])
-            .group_by(["query_idx", "node_idx"])
-            .agg(pl.col("energy").max())
-            .sort(["query_idx", "node_idx"])
-        )
+    seeds = _seeds(cand, nodes, queries, p, extra_seeds)
     parts = []
-    n_nodes = nodes.height
     for _key, rows, qs in progress(
         scope_groups(nodes, queries, include_archived), "diffuse", unit="scope"
     ):
-        if len(rows) == 0 or len(qs) == 0:
-            continue
-        if p.method == "expand":
-            adj, inhib = directed_topn(edges, n_nodes, rows, p.per_node, now)
-        else:
-            adj, inhib = adjacency(edges, n_nodes, rows, now)
-        cols = np.zeros(0, np.int64)
-        if hubs is not None and p.method != "expand":
-            adj, inhib, cols = hub_layer.augment(adj, inhib, hubs, rows)
-        local = np.full(n_nodes, -1, np.int64)
-        local[rows] = np.arange(len(rows))
-        step = max(1, p.block // max(1, len(rows) + len(cols)))
-        for b in range(0, len(qs), step):
-            qb = qs[b : b + step]
-            s = seeds.filter(pl.col("query_idx").is_in(qb.tolist()))
-            col = np.searchsorted(qb, s["query_idx"].to_numpy())
-            row = local[s["node_idx"].to_numpy()]
-            ok = row >= 0
-            e0 = np.zeros((len(rows) + len(cols), len(qb)), np.float32)
-            e0[row[ok], col[ok]] = s["energy"].to_numpy()[ok]
-            if hub_seeds is not None:
-                hub_layer.seed(e0, len(rows), qb, cols, hub_seeds, p.entity_seed_share)
-            if p.method == "ppr":
-                mass = e0.sum(
-                    axis=0, dtype=np.float64
-                )  # float64: the same per column whatever the block width
-                e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
-            out = _solve(*_to_device(adj, inhib, e0, device), p)[: len(rows)]
-            if (
-                p.keep and len(rows) > p.keep
-            ):  # PPR reaches a whole component: keep each query's top nodes
-                out = np.where(topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
-            r, c = np.nonzero(out > 0)
-            parts.append(
-                pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]})
-            )
+        if len(rows) and len(qs):
+            parts += _scope(rows, qs, nodes.height, edges, seeds, p, device, hubs, hub_seeds, now)
     return pl.concat(parts).cast(empty.schema) if parts else empty
 
 

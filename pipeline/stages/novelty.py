@@ -63,49 +63,13 @@ def run(
     include_archived: bool = False,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Returns (per-query analysis frame, residual hits: query_idx, node_idx, residual)."""
-    import torch  # deferred: runs without the novelty gate never load torch
-
-    from pipeline.ops.fista import fista_batched
-    from pipeline.ops.nmf import nmf_batched, novelty_batched, prepare_basis
-
-    ok = eligible(nodes, p)
-    basis = (
-        cand.filter(pl.col("dense_rank").is_not_null())
-        .filter(
-            pl.Series(ok[cand.filter(pl.col("dense_rank").is_not_null())["node_idx"].to_numpy()])
-        )
-        .sort(["query_idx", "dense_rank"])
-        .group_by("query_idx", maintain_order=True)
-        .head(p.basis_max)
-    )
+    basis = _basis(cand, eligible(nodes, p), p)
     m_of = dict(basis.group_by("query_idx").len().iter_rows())
     nq = queries.height
     m = np.array([m_of.get(q, 0) for q in range(nq)])
-    run_q = np.flatnonzero(m >= p.basis_min)
-    stats = {
-        k: np.full(nq, np.nan)
-        for k in ("novelty", "semantic_depth", "topic_coverage", "residual_norm")
-    }
-    passed_nov = np.zeros(nq, bool)
-    residuals = np.zeros((nq, xb.shape[1]), np.float32)
     rows_of = basis.group_by("query_idx", maintain_order=True).agg("node_idx")
     basis_nodes = dict(zip(rows_of["query_idx"].to_list(), rows_of["node_idx"].to_list()))
-    for s in range(0, len(run_q), p.batch):
-        qs = run_q[s : s + p.batch]
-        mm = m[qs]
-        E = np.zeros((len(qs), int(mm.max()), xb.shape[1]), np.float32)
-        for j, q in enumerate(qs):
-            E[j, : mm[j]] = xb[basis_nodes[q]]
-        Et, qt = torch.as_tensor(E, device=device), torch.as_tensor(xq[qs], device=device)
-        mt = torch.as_tensor(mm, device=device)
-        V, qv = prepare_basis(Et, p.mode, q=qt, m=mt)
-        _W, H, _info = nmf_batched(V, mt, mt.clamp(max=p.topics), p.max_iter, p.tol)
-        nov = novelty_batched(H, mt.clamp(max=p.topics), qv)
-        _alpha, r = fista_batched(Et, mt, qt, p.lam, p.fista_iter)
-        for key in ("novelty", "semantic_depth", "topic_coverage"):
-            stats[key][qs] = nov[key].double().cpu().numpy()
-        stats["residual_norm"][qs] = r.norm(dim=1).double().cpu().numpy()
-        residuals[qs] = r.float().cpu().numpy()
+    stats, residuals = _gates(xb, xq, m, basis_nodes, p, device)
     passed_nov = stats["novelty"] >= p.novelty_threshold
     passed_res = passed_nov & (stats["residual_norm"] > p.residual_threshold)
     hits = _residual_hits(
@@ -135,6 +99,55 @@ def run(
         }
     )
     return table, hits
+
+
+def _basis(cand: pl.DataFrame, ok: np.ndarray, p: NoveltyParams) -> pl.DataFrame:
+    """Each query's basis: its first ``basis_max`` eligible dense hits, in dense rank order."""
+    return (
+        cand.filter(pl.col("dense_rank").is_not_null())
+        .filter(
+            pl.Series(ok[cand.filter(pl.col("dense_rank").is_not_null())["node_idx"].to_numpy()])
+        )
+        .sort(["query_idx", "dense_rank"])
+        .group_by("query_idx", maintain_order=True)
+        .head(p.basis_max)
+    )
+
+
+def _gates(
+    xb: np.ndarray, xq: np.ndarray, m: np.ndarray, basis_nodes: dict, p: NoveltyParams, device: str
+) -> tuple[dict, np.ndarray]:
+    """(per-query novelty / semantic_depth / topic_coverage / residual_norm, residual vectors):
+    NMF novelty and the FISTA residual of every query with a large enough basis, in batches."""
+    import torch  # deferred: runs without the novelty gate never load torch
+
+    from pipeline.ops.fista import fista_batched
+    from pipeline.ops.nmf import nmf_batched, novelty_batched, prepare_basis
+
+    nq = len(m)
+    run_q = np.flatnonzero(m >= p.basis_min)
+    stats = {
+        k: np.full(nq, np.nan)
+        for k in ("novelty", "semantic_depth", "topic_coverage", "residual_norm")
+    }
+    residuals = np.zeros((nq, xb.shape[1]), np.float32)
+    for s in range(0, len(run_q), p.batch):
+        qs = run_q[s : s + p.batch]
+        mm = m[qs]
+        E = np.zeros((len(qs), int(mm.max()), xb.shape[1]), np.float32)
+        for j, q in enumerate(qs):
+            E[j, : mm[j]] = xb[basis_nodes[q]]
+        Et, qt = torch.as_tensor(E, device=device), torch.as_tensor(xq[qs], device=device)
+        mt = torch.as_tensor(mm, device=device)
+        V, qv = prepare_basis(Et, p.mode, q=qt, m=mt)
+        _W, H, _info = nmf_batched(V, mt, mt.clamp(max=p.topics), p.max_iter, p.tol)
+        nov = novelty_batched(H, mt.clamp(max=p.topics), qv)
+        _alpha, r = fista_batched(Et, mt, qt, p.lam, p.fista_iter)
+        for key in ("novelty", "semantic_depth", "topic_coverage"):
+            stats[key][qs] = nov[key].double().cpu().numpy()
+        stats["residual_norm"][qs] = r.norm(dim=1).double().cpu().numpy()
+        residuals[qs] = r.float().cpu().numpy()
+    return stats, residuals
 
 
 def _residual_hits(
