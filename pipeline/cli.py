@@ -14,6 +14,8 @@ from pipeline import paths
 from pipeline.errors import UserError, reported, require_one_of
 
 if TYPE_CHECKING:
+    import argparse
+
     from omegaconf import DictConfig
 
 CONF_DIR = str(paths.CONF_DIR)
@@ -156,29 +158,11 @@ def tool(cmd: str, args: list[str]) -> int:
     """The commands on finished runs (no Hydra): compare, report, export-trec, import-trec."""
     import argparse
 
-    import polars as pl
-
     from pipeline import report
 
     ap = argparse.ArgumentParser(prog=f"recall {cmd}", description=COMMANDS[cmd])
     if cmd == "compare":
-        ap.add_argument("runs", nargs="+", help="run directories, or one sweep directory")
-        ap.add_argument(
-            "--baseline", default=None, help="run name to test against (default: the first)"
-        )
-        ap.add_argument("--out", default=None, help="write compare.md / compare.html here")
-        a = ap.parse_args(args)
-        runs = [Path(r) for r in a.runs]
-        one_sweep = len(runs) == 1 and not (runs[0] / "manifest.json").exists()
-        res = (
-            report.compare_dir(runs[0], baseline=a.baseline)
-            if one_sweep
-            else report.compare(runs, baseline=a.baseline)
-        )
-        print(report.format_table(res))
-        if a.out:
-            md, html = report.compare_report(res, a.out)
-            print(f"report: {md} {html}")
+        return _compare(ap, args)
     elif cmd == "feedback":
         from pipeline.cli_feedback import main as feedback_main
 
@@ -193,29 +177,71 @@ def tool(cmd: str, args: list[str]) -> int:
         md, html = report.run_report(ap.parse_args(args).run_dir)
         print(f"report: {md} {html}")
     elif cmd == "export-trec":
-        ap.add_argument("run_dir")
-        ap.add_argument("path")
-        ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
-        ap.add_argument("--tag", default=None)
-        a = ap.parse_args(args)
-        rec = Path(a.run_dir) / "recall.parquet"
-        if not rec.exists():
-            raise UserError(f"{a.run_dir}: no recall.parquet; pass a finished run directory")
-        out = report.write_run(
-            pl.read_parquet(rec),
-            a.path,
-            tag=a.tag or Path(a.run_dir).name,
-            level=a.level,
-            score="rank",
-        )
-        print(f"wrote {out}")
+        return _export_trec(ap, args)
     else:
-        ap.add_argument("run_file")
-        ap.add_argument("--out", required=True)
-        ap.add_argument("--qrels", default=None)
-        ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
-        a = ap.parse_args(args)
-        print(f"wrote {report.import_run(a.run_file, a.out, a.qrels, a.level)}")
+        return _import_trec(ap, args)
+    return 0
+
+
+def _compare(ap: argparse.ArgumentParser, args: list[str]) -> int:
+    """0, after ``recall compare`` printed the table of the runs (or one sweep) and wrote --out."""
+    from pipeline import report
+
+    ap.add_argument("runs", nargs="+", help="run directories, or one sweep directory")
+    ap.add_argument(
+        "--baseline", default=None, help="run name to test against (default: the first)"
+    )
+    ap.add_argument("--out", default=None, help="write compare.md / compare.html here")
+    a = ap.parse_args(args)
+    runs = [Path(r) for r in a.runs]
+    one_sweep = len(runs) == 1 and not (runs[0] / "manifest.json").exists()
+    res = (
+        report.compare_dir(runs[0], baseline=a.baseline)
+        if one_sweep
+        else report.compare(runs, baseline=a.baseline)
+    )
+    print(report.format_table(res))
+    if a.out:
+        md, html = report.compare_report(res, a.out)
+        print(f"report: {md} {html}")
+    return 0
+
+
+def _export_trec(ap: argparse.ArgumentParser, args: list[str]) -> int:
+    """0, after ``recall export-trec`` wrote a run's recall.parquet as a TREC run file."""
+    import polars as pl
+
+    from pipeline import report
+
+    ap.add_argument("run_dir")
+    ap.add_argument("path")
+    ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
+    ap.add_argument("--tag", default=None)
+    a = ap.parse_args(args)
+    rec = Path(a.run_dir) / "recall.parquet"
+    if not rec.exists():
+        raise UserError(f"{a.run_dir}: no recall.parquet; pass a finished run directory")
+    out = report.write_run(
+        pl.read_parquet(rec),
+        a.path,
+        tag=a.tag or Path(a.run_dir).name,
+        level=a.level,
+        score="rank",
+    )
+    print(f"wrote {out}")
+    return 0
+
+
+def _import_trec(ap: argparse.ArgumentParser, args: list[str]) -> int:
+    """0, after ``recall import-trec`` turned a TREC run file into a run directory."""
+    from pipeline import report
+
+    ap.add_argument("run_file")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--qrels", default=None)
+    ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
+    a = ap.parse_args(args)
+    print(f"wrote {report.import_run(a.run_file, a.out, a.qrels, a.level)}")
     return 0
 
 

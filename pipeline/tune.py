@@ -84,16 +84,54 @@ def tune(args: list[str]) -> int:
     name = _opt(args, "tune.name", None) or f"{base}_{data}"
     if name in ("null", "None"):
         name = f"{base}_{data}"
+    space = _search_space(space_name)
+    out = Path(_opt(args, "out_dir", None) or f"runs/tune-{name}")
+    passthrough = [a for a in args if not a.startswith(("out_dir=", "query_part="))]
+    _recall(_sweep_args(passthrough, out, trials, seed, name, space))
+    res = yaml.safe_load((out / "optimization_results.yaml").read_text())
+    best, best_value = dict(res["best_params"]), float(res["best_value"])
+    cmd = "recall tune " + " ".join(args)
+    header = [
+        f"Written by `{cmd}`",
+        f"from preset {base!r}; search space {space_name!r} of conf/tune_spaces.yaml; {trials} TPE trials, "
+        f"seed {seed}; fitted on query half a of data={data}.",
+        f"best trial: {metric} = {best_value:.4f} on half a",
+    ]
+    path = CONF / "preset" / f"{name}.yaml"
+    io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
+    rest = [a for a in passthrough if not a.startswith(("preset=", "data=", "tune."))]
+    scores = _final_scores(name, base, data, rest, out, metric)
+    header.append(
+        f"rerun of this preset: {metric} half a {scores[(name, 'a')]:.4f}, held-out half b "
+        f"{scores[(name, 'b')]:.4f}, all queries {scores[(name, None)]:.4f}"
+    )
+    header.append(
+        f"base preset {base!r}: half a {scores[(base, 'a')]:.4f}, half b {scores[(base, 'b')]:.4f}"
+    )
+    io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
+    print(f"best {metric} on half a: {best_value:.4f} (trials in {out})")
+    for line in _score_lines(name, base, scores):
+        print(line)
+    print(f"wrote {path} (use: recall run data={data} preset={name})")
+    return 0
+
+
+def _search_space(space_name: str) -> dict:
+    """Entry ``space_name`` of conf/tune_spaces.yaml (config key → sweep expression)."""
     spaces = yaml.safe_load((CONF / "tune_spaces.yaml").read_text()) or {}
     if space_name not in spaces:
         raise ConfigError(
             f"{CONF / 'tune_spaces.yaml'}: no search space named {space_name!r}; "
             f"give tune.space=<one of {sorted(spaces)}> or add one there"
         )
-    space = spaces[space_name]
-    out = Path(_opt(args, "out_dir", None) or f"runs/tune-{name}")
-    passthrough = [a for a in args if not a.startswith(("out_dir=", "query_part="))]
-    sweep = [
+    return spaces[space_name]
+
+
+def _sweep_args(
+    passthrough: list[str], out: Path, trials: int, seed: int, name: str, space: dict
+) -> list[str]:
+    """The ``recall run --multirun`` arguments of the Optuna sweep on query half a."""
+    return [
         "--multirun",
         *passthrough,
         "query_part=a",
@@ -107,20 +145,13 @@ def tune(args: list[str]) -> int:
         f"hydra.sweeper.study_name={name}",
         *[f"{k}={v}" for k, v in space.items()],
     ]
-    _recall(sweep)
-    res = yaml.safe_load((out / "optimization_results.yaml").read_text())
-    best, best_value = dict(res["best_params"]), float(res["best_value"])
-    cmd = "recall tune " + " ".join(args)
-    header = [
-        f"Written by `{cmd}`",
-        f"from preset {base!r}; search space {space_name!r} of conf/tune_spaces.yaml; {trials} TPE trials, "
-        f"seed {seed}; fitted on query half a of data={data}.",
-        f"best trial: {metric} = {best_value:.4f} on half a",
-    ]
-    path = CONF / "preset" / f"{name}.yaml"
-    io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
+
+
+def _final_scores(
+    name: str, base: str, data: str, rest: list[str], out: Path, metric: str
+) -> dict[tuple[str, str | None], float]:
+    """``metric`` by (preset, query half) of the reruns: the tuned preset on a, b, all; the base on a, b."""
     scores = {}
-    rest = [a for a in passthrough if not a.startswith(("preset=", "data=", "tune."))]
     for preset, part in ((name, "a"), (name, "b"), (name, None), (base, "a"), (base, "b")):
         run_dir = out / f"final-{preset}-{part or 'all'}"
         extra = [f"query_part={part}"] if part else []
@@ -135,26 +166,18 @@ def tune(args: list[str]) -> int:
             ]
         )
         scores[(preset, part)] = _metric(run_dir, metric)
-    header.append(
-        f"rerun of this preset: {metric} half a {scores[(name, 'a')]:.4f}, held-out half b "
-        f"{scores[(name, 'b')]:.4f}, all queries {scores[(name, None)]:.4f}"
-    )
-    header.append(
-        f"base preset {base!r}: half a {scores[(base, 'a')]:.4f}, half b {scores[(base, 'b')]:.4f}"
-    )
-    io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
-    print(f"best {metric} on half a: {best_value:.4f} (trials in {out})")
-    print(
+    return scores
+
+
+def _score_lines(name: str, base: str, scores: dict) -> list[str]:
+    """The printed rerun and base-preset score lines, with a note when the base is not beaten on b."""
+    return [
         f"rerun: half a {scores[(name, 'a')]:.4f}, held-out half b {scores[(name, 'b')]:.4f}, "
-        f"all {scores[(name, None)]:.4f}"
-    )
-    print(
+        f"all {scores[(name, None)]:.4f}",
         f"base preset {base}: half a {scores[(base, 'a')]:.4f}, held-out half b {scores[(base, 'b')]:.4f}"
         + (
             ""
             if scores[(name, "b")] > scores[(base, "b")]
             else f"  (not beaten on half b: keep {base})"
-        )
-    )
-    print(f"wrote {path} (use: recall run data={data} preset={name})")
-    return 0
+        ),
+    ]

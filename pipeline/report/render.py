@@ -42,20 +42,12 @@ def run_report(run_dir: str | Path) -> tuple[Path, Path]:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     metrics = _json(run_dir / "metrics.json")
     cfg = upgrade_config(manifest.get("config", {}))
-    facts = {
-        "dataset": manifest.get("dataset") or cfg.get("data", {}).get("name"),
-        "preset": cfg.get("preset_name"),
-        "config hash": manifest.get("config_hash"),
-        "device": manifest.get("device"),
-        "finished at": manifest.get("finished_at"),
-        **{f"rows: {k}": v for k, v in manifest.get("rows", {}).items()},
-    }
+    facts = _run_facts(manifest, cfg)
     blocks: list[tuple[str, object]] = [
         ("h1", f"Run report: {run_dir.resolve().name}"),
         ("table", (["field", "value"], [[k, str(v)] for k, v in facts.items() if v is not None])),
     ]
     figures: list[tuple[str, Callable[[], Path]]] = []  # drawn only when matplotlib is present
-    name = run_dir.resolve().name
     if metrics:
         blocks += [
             ("h2", "Metrics"),
@@ -64,25 +56,55 @@ def run_report(run_dir: str | Path) -> tuple[Path, Path]:
         blocks += _judged_blocks(metrics) + _worst_blocks(
             run_dir / "per_query.parquet", _main_metric(metrics)
         )
-        if any(m.startswith("recall@") for m in metrics):
-            figures.append(
-                (
-                    "Recall@k",
-                    lambda: plots.recall_curve({name: metrics}, run_dir / "report-recall.png"),
-                )
-            )
-        if metrics.get("by_group"):
-            metric = _main_metric(metrics)
-            figures.append(
-                (
-                    f"{metric} per group",
-                    lambda: plots.group_bars(
-                        {name: metrics["by_group"]}, run_dir / "report-groups.png", metric
-                    ),
-                )
-            )
+        figures += _metric_figures(metrics, run_dir)
     else:
         blocks.append(("p", "No metrics.json: the dataset has no qrels, so nothing was scored."))
+    figures += _artifact_figures(run_dir, manifest, cfg)
+    blocks += _figure_blocks(figures)
+    return _write(blocks, run_dir / "report.md", run_dir / "report.html")
+
+
+def _run_facts(manifest: dict, cfg: dict) -> dict:
+    """The run's facts (dataset, preset, config hash, device, finish time, row counts) by label."""
+    return {
+        "dataset": manifest.get("dataset") or cfg.get("data", {}).get("name"),
+        "preset": cfg.get("preset_name"),
+        "config hash": manifest.get("config_hash"),
+        "device": manifest.get("device"),
+        "finished at": manifest.get("finished_at"),
+        **{f"rows: {k}": v for k, v in manifest.get("rows", {}).items()},
+    }
+
+
+def _metric_figures(metrics: dict, run_dir: Path) -> list[tuple[str, Callable[[], Path]]]:
+    """The (title, draw) pairs of a run's metric plots: recall@k curve, main metric per group."""
+    name = run_dir.resolve().name
+    figures: list[tuple[str, Callable[[], Path]]] = []
+    if any(m.startswith("recall@") for m in metrics):
+        figures.append(
+            (
+                "Recall@k",
+                lambda: plots.recall_curve({name: metrics}, run_dir / "report-recall.png"),
+            )
+        )
+    if metrics.get("by_group"):
+        metric = _main_metric(metrics)
+        figures.append(
+            (
+                f"{metric} per group",
+                lambda: plots.group_bars(
+                    {name: metrics["by_group"]}, run_dir / "report-groups.png", metric
+                ),
+            )
+        )
+    return figures
+
+
+def _artifact_figures(
+    run_dir: Path, manifest: dict, cfg: dict
+) -> list[tuple[str, Callable[[], Path]]]:
+    """The (title, draw) pairs of plots from the run's files: scores, latency, novelty, topics."""
+    figures: list[tuple[str, Callable[[], Path]]] = []
     if (run_dir / "recall.parquet").is_file():
         figures.append(
             (
@@ -124,8 +146,7 @@ def run_report(run_dir: str | Path) -> tuple[Path, Path]:
                 ),
             )
         )
-    blocks += _figure_blocks(figures)
-    return _write(blocks, run_dir / "report.md", run_dir / "report.html")
+    return figures
 
 
 def compare_report(result: CompareResult, out_dir: str | Path) -> tuple[Path, Path]:
