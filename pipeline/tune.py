@@ -36,6 +36,15 @@ def _opt(args: list[str], key: str, default: str | None = None) -> str | None:
     return default
 
 
+def _int_opt(args: list[str], key: str, default: str) -> int:
+    """An integer option, or a ConfigError naming it."""
+    value = _opt(args, key, default)
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{key}={value!r} is not an integer; give e.g. {key}={default}") from None
+
+
 def _recall(args: list[str]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "run", *args], capture_output=True, text=True
@@ -78,7 +87,7 @@ def tune(args: list[str]) -> int:
     """``recall tune``: sweep a preset's search space, write the best values as a preset and score it; 0 on success."""
     base = _opt(args, "preset", "best")
     data = _opt(args, "data", "sample")
-    trials, seed = int(_opt(args, "tune.trials", "40")), int(_opt(args, "tune.seed", "13"))
+    trials, seed = _int_opt(args, "tune.trials", "40"), _int_opt(args, "tune.seed", "13")
     metric = _opt(args, "tune.metric", "recall@5")
     space_name = _opt(args, "tune.space", None) or base
     name = _opt(args, "tune.name", None) or f"{base}_{data}"

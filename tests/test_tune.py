@@ -117,3 +117,14 @@ def test_tune_writes_a_preset_that_reproduces_its_best_trial(tmp_path):
         assert res2["best_params"] == res["best_params"] and res2["best_value"] == res["best_value"]
     finally:
         path.unlink(missing_ok=True)
+
+
+def test_a_non_integer_trial_count_is_one_line_naming_the_option():
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "tune", "data=sample", "tune.trials=oops"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "tune.trials='oops' is not an integer; give e.g. tune.trials=40" in proc.stderr
