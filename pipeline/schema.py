@@ -103,13 +103,9 @@ def _first_bad_row(mask: pl.Series) -> int:
     return int(mask.arg_true()[0])
 
 
-def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
-    """Validate ``df`` against ``table``'s contract; returns it with contract dtypes.
-
-    Rows are reported 0-based in the order the adapter read them.
-    """
-    spec = TABLES[table]
-    for col in spec["required"]:
+def _check_columns(df: pl.DataFrame, table: str, where: str) -> None:
+    """Returns None; a missing required column or a qrels target ambiguity is a DataError."""
+    for col in TABLES[table]["required"]:
         if col not in df.columns:
             raise DataError(
                 where,
@@ -124,6 +120,11 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
             "keep one target column",
             field="node_id/doc_id",
         )
+
+
+def _cast(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
+    """``df`` with every contract column cast to its contract dtype; a failed cast is a DataError."""
+    spec = TABLES[table]
     casts = []
     for col, dtype in {**spec["required"], **spec["optional"]}.items():
         if col not in df.columns or df.schema[col] == dtype:
@@ -141,7 +142,12 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
         casts.append(pl.col(col).cast(dtype, strict=True))
     if casts:
         df = df.with_columns(casts)
-    for col in spec["required"]:
+    return df
+
+
+def _check_present_and_finite(df: pl.DataFrame, table: str, where: str) -> None:
+    """Returns None; a null required value or a NaN/inf importance or weight is a DataError."""
+    for col in TABLES[table]["required"]:
         nulls = df[col].is_null()
         if nulls.any():
             raise DataError(
@@ -162,6 +168,10 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
                     row=_first_bad_row(bad.fill_null(False)),
                     field=col,
                 )
+
+
+def _check_scope_and_keys(df: pl.DataFrame, table: str, where: str) -> None:
+    """Returns None; an empty query ``doc_scope`` or a duplicate key is a DataError."""
     if table == "queries" and "doc_scope" in df.columns:
         empty = (df["doc_scope"].list.len() == 0).fill_null(False)
         if empty.any():
@@ -184,6 +194,17 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
                 row=row,
                 field=key,
             )
+
+
+def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
+    """Validate ``df`` against ``table``'s contract; returns it with contract dtypes.
+
+    Rows are reported 0-based in the order the adapter read them.
+    """
+    _check_columns(df, table, where)
+    df = _cast(df, table, where)
+    _check_present_and_finite(df, table, where)
+    _check_scope_and_keys(df, table, where)
     return df
 
 

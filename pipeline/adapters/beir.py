@@ -79,16 +79,8 @@ def _read_qrels(path: Path) -> list[tuple[str, str, int]]:
     return out
 
 
-def load(
-    path: str,
-    *,
-    name: str = "beir",
-    split: str = "test",
-    limit_queries: int | None = None,
-    max_docs: int | None = None,
-) -> Dataset:
-    """Load a BEIR folder (``corpus.jsonl[.gz]``, ``queries.jsonl``, ``qrels/<split>.tsv``)."""
-    root = Path(path)
+def _files(root: Path, split: str) -> tuple[Path, Path, Path]:
+    """The corpus, queries and qrels files of a BEIR folder, each checked to exist."""
     if not root.is_dir():
         raise DataError(
             str(root), "BEIR folder not found", "point data.path at a BEIR dataset folder"
@@ -96,7 +88,12 @@ def load(
     corpus_p = _corpus_file(root)
     queries_p = require_file(root / "queries.jsonl", "BEIR queries.jsonl")
     qrels_p = require_file(root / "qrels" / f"{split}.tsv", f"BEIR qrels for split '{split}'")
-    cw, qw, rw = str(corpus_p), str(queries_p), str(qrels_p)
+    return corpus_p, queries_p, qrels_p
+
+
+def _read_corpus(corpus_p: Path) -> list[dict]:
+    """One node row per corpus doc (title and text joined), in corpus order."""
+    cw = str(corpus_p)
     nodes = []
     for i, doc in enumerate(read_jsonl(corpus_p)):
         did, title = _field(doc, "_id", cw, i), _field(doc, "title", cw, i, default="")
@@ -109,28 +106,39 @@ def load(
                 "doc_id": did,
             }
         )
-    texts = {
-        _field(q, "_id", qw, i): _field(q, "text", qw, i)
-        for i, q in enumerate(read_jsonl(queries_p))
-    }
+    return nodes
+
+
+def _read_judged(qrels_p: Path, texts: dict[str, str], qw: str) -> list[tuple[str, str, int]]:
+    """The qrels rows of the split; a query-id with no query text is a DataError."""
     judged = _read_qrels(qrels_p)
     for i, (qid, _, _) in enumerate(judged):
         if qid not in texts:
             raise DataError(
-                rw,
+                str(qrels_p),
                 f"query-id {qid!r} is not in {qw}",
                 "add the query or drop its qrels",
                 row=f"line {i + 2}",
                 field="query-id",
             )
-    in_split = {qid for qid, _, _ in judged}
-    queries = [{"query_id": q, "text": t} for q, t in texts.items() if q in in_split]
+    return judged
+
+
+def _qrel_rows(judged: list[tuple[str, str, int]]) -> list[dict]:
+    """The qrels as rows, keeping the first of each repeated (query, doc) pair."""
     seen: set[tuple[str, str]] = set()
     qrels = []
     for qid, did, rel in judged:
         if (qid, did) not in seen:
             seen.add((qid, did))
             qrels.append({"query_id": qid, "node_id": did, "relevance": rel})
+    return qrels
+
+
+def _frames(
+    nodes: list[dict], queries: list[dict], qrels: list[dict], cw: str, qw: str, rw: str
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The conformed nodes, queries and qrels tables."""
     node_df = schema.conform(
         pl.DataFrame(
             nodes,
@@ -154,6 +162,37 @@ def load(
         "qrels",
         rw,
     )
+    return node_df, query_df, qrel_df
+
+
+def _keep_docs(ds: Dataset, max_docs: int | None) -> Dataset:
+    """``ds`` with its nodes cut to the first ``max_docs`` plus the judged ones (all when None)."""
+    if max_docs is not None:
+        keep = pl.int_range(pl.len()) < int(max_docs)
+        ds.nodes = ds.nodes.filter(keep | pl.col("node_id").is_in(ds.qrels["node_id"].implode()))
+    return ds
+
+
+def load(
+    path: str,
+    *,
+    name: str = "beir",
+    split: str = "test",
+    limit_queries: int | None = None,
+    max_docs: int | None = None,
+) -> Dataset:
+    """Load a BEIR folder (``corpus.jsonl[.gz]``, ``queries.jsonl``, ``qrels/<split>.tsv``)."""
+    corpus_p, queries_p, qrels_p = _files(Path(path), split)
+    cw, qw, rw = str(corpus_p), str(queries_p), str(qrels_p)
+    nodes = _read_corpus(corpus_p)
+    texts = {
+        _field(q, "_id", qw, i): _field(q, "text", qw, i)
+        for i, q in enumerate(read_jsonl(queries_p))
+    }
+    judged = _read_judged(qrels_p, texts, qw)
+    in_split = {qid for qid, _, _ in judged}
+    queries = [{"query_id": q, "text": t} for q, t in texts.items() if q in in_split]
+    node_df, query_df, qrel_df = _frames(nodes, queries, _qrel_rows(judged), cw, qw, rw)
     skipped: Counter = Counter()
     missing = qrel_df.filter(~pl.col("node_id").is_in(node_df["node_id"].implode())).height
     if missing:
@@ -170,7 +209,4 @@ def load(
         ),
         limit_queries,
     )
-    if max_docs is not None:
-        keep = pl.int_range(pl.len()) < int(max_docs)
-        ds.nodes = ds.nodes.filter(keep | pl.col("node_id").is_in(ds.qrels["node_id"].implode()))
-    return ds
+    return _keep_docs(ds, max_docs)

@@ -49,13 +49,9 @@ def _list(data: object, where: str, what: str) -> list:
     return data
 
 
-def load(
-    path: str, *, name: str = "musique", limit_queries: int | None = None, corpus: str | None = None
-) -> Dataset:
-    """Load MuSiQue-style questions and their passage corpus; ``limit_queries`` keeps the whole corpus."""
-    qp = require_file(path, "MuSiQue questions file")
-    cp = require_file(corpus if corpus is not None else corpus_path(qp), "MuSiQue corpus file")
-    qw, cw = str(qp), str(cp)
+def _read_corpus(cp: Path) -> tuple[list[dict], dict[tuple[str, str], str]]:
+    """The node rows of the corpus, and the first node id of each (title, text) passage."""
+    cw = str(cp)
     nodes, index = [], {}
     for i, passage in enumerate(_list(read_json(cp), cw, "passages")):
         title, text = _text(passage, ("title",), cw, str(i)), _text(passage, ("text",), cw, str(i))
@@ -63,6 +59,41 @@ def load(
             {"node_id": str(i), "title": title, "text": f"{title}\n{text}", "doc_id": str(i)}
         )
         index.setdefault((title, text), str(i))
+    return nodes, index
+
+
+def _supporting(item: dict, i: int, qid: str, index: dict, qw: str, cw: str) -> list[str]:
+    """The node ids of a question's supporting paragraphs, first occurrence order, no repeats."""
+    paragraphs = item.get("paragraphs") or []
+    if not isinstance(paragraphs, list):
+        raise DataError(
+            qw, "not a list", "write paragraphs as a list", row=str(i), field="paragraphs"
+        )
+    found: list[str] = []
+    for j, para in enumerate(paragraphs):
+        if not (isinstance(para, dict) and para.get("is_supporting")):
+            continue
+        row = f"{i} ({qid}) paragraphs[{j}]"
+        key = (
+            _text(para, ("title",), qw, row),
+            _text(para, ("paragraph_text", "text"), qw, row),
+        )
+        if key not in index:
+            raise DataError(
+                qw,
+                f"supporting paragraph {key[0]!r} matches no passage in {cw}",
+                "use the corpus file built for these questions (data.corpus)",
+                row=row,
+                field="paragraph_text",
+            )
+        if index[key] not in found:
+            found.append(index[key])
+    return found
+
+
+def _read_questions(qp: Path, index: dict, cw: str) -> tuple[list[dict], list[dict]]:
+    """The query rows (hop count as group) and the qrel rows of their supporting passages."""
+    qw = str(qp)
     queries, qrels = [], []
     for i, item in enumerate(_list(read_json(qp), qw, "questions")):
         qid = _text(item, ("id", "_id"), qw, str(i))
@@ -74,31 +105,20 @@ def load(
                 "group": hops.group(1) if hops else None,
             }
         )
-        paragraphs = item.get("paragraphs") or []
-        if not isinstance(paragraphs, list):
-            raise DataError(
-                qw, "not a list", "write paragraphs as a list", row=str(i), field="paragraphs"
-            )
-        seen: set[str] = set()
-        for j, para in enumerate(paragraphs):
-            if not (isinstance(para, dict) and para.get("is_supporting")):
-                continue
-            row = f"{i} ({qid}) paragraphs[{j}]"
-            key = (
-                _text(para, ("title",), qw, row),
-                _text(para, ("paragraph_text", "text"), qw, row),
-            )
-            if key not in index:
-                raise DataError(
-                    qw,
-                    f"supporting paragraph {key[0]!r} matches no passage in {cw}",
-                    "use the corpus file built for these questions (data.corpus)",
-                    row=row,
-                    field="paragraph_text",
-                )
-            if index[key] not in seen:
-                seen.add(index[key])
-                qrels.append({"query_id": qid, "node_id": index[key], "relevance": 1})
+        for node_id in _supporting(item, i, qid, index, qw, cw):
+            qrels.append({"query_id": qid, "node_id": node_id, "relevance": 1})
+    return queries, qrels
+
+
+def load(
+    path: str, *, name: str = "musique", limit_queries: int | None = None, corpus: str | None = None
+) -> Dataset:
+    """Load MuSiQue-style questions and their passage corpus; ``limit_queries`` keeps the whole corpus."""
+    qp = require_file(path, "MuSiQue questions file")
+    cp = require_file(corpus if corpus is not None else corpus_path(qp), "MuSiQue corpus file")
+    qw, cw = str(qp), str(cp)
+    nodes, index = _read_corpus(cp)
+    queries, qrels = _read_questions(qp, index, cw)
     node_df = schema.conform(
         pl.DataFrame(
             nodes,

@@ -220,16 +220,8 @@ def load_qrels(path: str | Path) -> pl.DataFrame:
     return conform(df, "qrels", where)
 
 
-def load(
-    path: str,
-    *,
-    name: str = "workspace",
-    queries: str | None = None,
-    qrels: str | None = None,
-    limit_queries: int | None = None,
-    importance_scale: str = "auto",
-) -> Dataset:
-    """A Dataset from a folder of markdown notes: a node per heading section, wikilink edges, queries/qrels."""
+def _root(path: str) -> Path:
+    """The workspace folder as a Path; a missing folder or a symlinked root is a DataError."""
     root = Path(path)
     if not root.is_dir():
         raise DataError(
@@ -237,8 +229,11 @@ def load(
         )
     if root.is_symlink():
         raise DataError(str(root), "workspace root is a symbolic link", "pass the real folder")
-    skipped: Counter = Counter()
-    files = list_notes(root)
+    return root
+
+
+def _read_notes(root: Path, files: list[Path], skipped: Counter) -> tuple[list[dict], list[tuple]]:
+    """The section rows and raw wikilinks of every note; no section with text is a DataError."""
     rows, links = [], []
     for f in files:
         r, l = _note_rows(root, f, skipped)
@@ -248,16 +243,21 @@ def load(
         raise DataError(
             str(root), "no markdown notes with text found", "add .md files to the workspace"
         )
-    nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
-    nodes, note = importance_to_10(nodes, importance_scale, str(root))  # OKS front matter is 0–1
+    return rows, links
+
+
+def _edges(
+    rows: list[dict], links: list[tuple], node_ids: set[str], skipped: Counter, where: str
+) -> pl.DataFrame:
+    """The conformed wikilink edges table (links resolved by path, then by unique file stem)."""
     first_node = {}
     for r in rows:
         first_node.setdefault(r["doc_id"], r["node_id"])
     stems: dict[str, list[str]] = {}
     for doc in first_node:
         stems.setdefault(posixpath.basename(doc)[:-3], []).append(doc)
-    edge_rows = _resolve_links(links, set(nodes["node_id"]), first_node, stems, skipped)
-    edges = conform(
+    edge_rows = _resolve_links(links, node_ids, first_node, stems, skipped)
+    return conform(
         pl.DataFrame(
             edge_rows,
             schema={
@@ -268,8 +268,27 @@ def load(
             },
         ),
         "edges",
-        str(root),
+        where,
     )
+
+
+def load(
+    path: str,
+    *,
+    name: str = "workspace",
+    queries: str | None = None,
+    qrels: str | None = None,
+    limit_queries: int | None = None,
+    importance_scale: str = "auto",
+) -> Dataset:
+    """A Dataset from a folder of markdown notes: a node per heading section, wikilink edges, queries/qrels."""
+    root = _root(path)
+    skipped: Counter = Counter()
+    files = list_notes(root)
+    rows, links = _read_notes(root, files, skipped)
+    nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
+    nodes, note = importance_to_10(nodes, importance_scale, str(root))  # OKS front matter is 0–1
+    edges = _edges(rows, links, set(nodes["node_id"]), skipped, str(root))
     fingerprints = {str(f): sha256_file(f) for f in files}
     q = (
         load_queries(queries)
