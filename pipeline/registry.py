@@ -7,24 +7,26 @@ command under ``recall analyze``. Here a target is a key of ``TARGETS`` or an er
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Callable
 
-from pipeline.adapters import beir, locomo, musique, parquet, sample, workspace
 from pipeline.errors import ConfigError
-from pipeline.stages.embed import HashingEmbedder, SentenceEncoder
 
-TARGETS: dict[str, Callable] = {
+# name → (module inside this package, attribute): a fixed table written here, never read from a
+# config; the module is imported when its target is first called (so importing the registry, and
+# pipeline.common with it, loads no adapter and no stage)
+TARGETS: dict[str, tuple[str, str]] = {
     # data adapters (conf/data/*.yaml): path, name, limit_queries, ... → Dataset
-    "beir": beir.load,
-    "locomo": locomo.load,
-    "musique": musique.load,
-    "parquet": parquet.load,
-    "sample": sample.load,
-    "workspace": workspace.load,
+    "beir": ("pipeline.adapters.beir", "load"),
+    "locomo": ("pipeline.adapters.locomo", "load"),
+    "musique": ("pipeline.adapters.musique", "load"),
+    "parquet": ("pipeline.adapters.parquet", "load"),
+    "sample": ("pipeline.adapters.sample", "load"),
+    "workspace": ("pipeline.adapters.workspace", "load"),
     # text encoders (conf/embed/*.yaml: embed.encoder)
-    "hashing_embedder": HashingEmbedder,
-    "sentence_encoder": SentenceEncoder,
+    "hashing_embedder": ("pipeline.stages.embed", "HashingEmbedder"),
+    "sentence_encoder": ("pipeline.stages.embed", "SentenceEncoder"),
 }
 
 
@@ -49,7 +51,8 @@ def call(spec: object, where: str, **extra):
 def resolve(name: object, where: str) -> Callable:
     """The registered callable called ``name``; ``where`` names the config key (and file) for the error."""
     if isinstance(name, str) and name in TARGETS:
-        return TARGETS[name]
+        module, attr = TARGETS[name]
+        return getattr(importlib.import_module(module), attr)
     raise ConfigError(
         f"{where}._target_={name!r} is not a registered target (targets are names, not import "
         f"paths); choose from {sorted(TARGETS)}"

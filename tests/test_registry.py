@@ -131,3 +131,26 @@ def test_registered_names_call_the_pipeline_callables():
     assert registry.resolve("sample", "data") is sample.load
     enc = registry.call({"_target_": "hashing_embedder", "dim": 8}, "embed.encoder")
     assert isinstance(enc, HashingEmbedder) and enc.dim == 8
+
+
+def test_every_registered_target_resolves_to_a_callable_of_this_package():
+    for name, (module, _attr) in registry.TARGETS.items():
+        assert module.startswith("pipeline.") and callable(registry.resolve(name, "test"))
+
+
+def test_the_shared_helpers_import_no_stage_and_no_adapter():
+    """pipeline.common (call_target, stage keys, the stage log) loads the registry, which names its
+    targets without importing them: no stage, no adapter comes with it."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    probe = (
+        "import sys, pipeline.common\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('pipeline.stages', 'pipeline.adapters'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
