@@ -159,6 +159,7 @@ class ShardWorker:
                 "reused_stages": got.reused,
                 "signals_freshness": got.freshness,
                 "peak_rss_mb": peak_rss_mb(),
+                "auto": got.auto,
                 "graph_algorithms": dict(backend.GRAPH_IMPL),
             },
         }
@@ -283,7 +284,25 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
         reused=sorted({s for m in mans for s in m["reused_stages"]}),
         freshness=mans[0]["signals_freshness"],
         executor=info,
+        auto=merge_auto([m.get("auto") for m in mans]),
     )
+
+
+def merge_auto(parts: list) -> list | None:
+    """The shards' ``preset=auto`` summaries as one (group counts added; a query group split over
+    shards counts once per shard); None when auto was off."""
+    from pipeline import autopreset
+
+    if all(p is None for p in parts):
+        return None
+    counts: dict = {}
+    for part in parts:
+        for e in part or []:
+            key = json.dumps(
+                {"features": e["features"], "overrides": e["overrides"]}, sort_keys=True
+            )
+            counts[key] = counts.get(key, 0) + e["groups"]
+    return autopreset.summary(counts)
 
 
 def _merge_counts(log, ds, mans: list[dict]) -> None:

@@ -85,6 +85,7 @@ def manifest(cfg: DictConfig, out_dir: Path, ds, got, log: StageLog, device: str
         "peak_rss_mb": peak_rss_mb(),
         "signals_freshness": got.freshness,
         "outputs": rundir.outputs(out_dir, cfg),
+        **({"auto": got.auto} if got.auto is not None else {}),
     }
 
 

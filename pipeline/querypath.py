@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from pipeline import autopreset
 from pipeline.context import RunContext, RunState
 from pipeline.ops.scope import EdgeIndex, run_groups
 from pipeline.stages import channels, cooccur, diffuse, fuse, graph, novelty, score, select, signals
@@ -48,11 +49,15 @@ class Recalled:
     reused: list = field(default_factory=list)
     freshness: dict = field(default_factory=lambda: {"status": "disabled"})
     executor: dict | None = None
+    auto: list | None = None  # preset=auto: per-group features and overrides (autopreset.summary)
 
 
 def run_group(state: RunState, ctx: RunContext, stages: list | None = None) -> RunContext:
     """Every stage after embedding for one group: skip the disabled, time the rest, stop after
-    ``state.until``. Parameters are built once per run."""
+    ``state.until``. Parameters are built once per run (``preset=auto``: once per distinct set of
+    the group's overrides, ``autopreset.group_state``)."""
+    state = autopreset.group_state(state, ctx)
+    ctx.run = state
     for stage in STAGES if stages is None else stages:
         if stage.enabled(state.cfg):
             params = state.const(f"params:{stage.name}", lambda: stage.params(state))
@@ -194,4 +199,5 @@ def recall_queries(
         n_embedded=n_embedded,
         reused=sorted({r for o in outs for r in o.reused}),
         freshness=outs[0].freshness if outs else {"status": "disabled"},
+        auto=autopreset.summary(state.consts["auto"]) if "auto" in state.consts else None,
     )

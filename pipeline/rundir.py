@@ -103,11 +103,16 @@ MOVED = {
 }
 
 
+# keys a group gained after runs were written: (group, key) → the value those runs had in effect
+ADDED = {("lexical", "prf_docs"): 0, ("lexical", "prf_terms"): 10, ("lexical", "prf_weight"): 0.5}
+
+
 def upgrade_config(conf: dict) -> dict:
     """A run directory's config (``manifest.json``) in today's group layout: runs written before the
     config groups mirrored the stages (``fusion``, ``eval``, ``scope``, anchors and cross recall
     under ``query``, ``query.cooccur``, ``select.prob_recall``, ``novelty.seed_diffusion``) still
-    load in ``analyze``, ``compare``, ``report`` and ``feedback``. A current config comes back equal."""
+    load in ``analyze``, ``compare``, ``report`` and ``feedback``; keys added since (``ADDED``) get
+    the value the run had in effect. A current config comes back equal."""
     out = {RENAMED.get(k, k): (dict(v) if isinstance(v, dict) else v) for k, v in conf.items()}
     for (group, key), (new_group, new_key) in MOVED.items():
         if key in out.get(group, {}):
@@ -115,4 +120,7 @@ def upgrade_config(conf: dict) -> dict:
     for group, key in (("query", "cooccur"), ("select", "prob_recall")):
         if key in out.get(group, {}):
             out[key] = out[group].pop(key)
+    for (group, key), value in ADDED.items():  # keys added since, with the value that is "off"
+        if isinstance(out.get(group), dict):
+            out[group].setdefault(key, value)
     return out

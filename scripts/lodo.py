@@ -29,6 +29,7 @@ RECIPES = {  # name → Hydra overrides; the first listed wins ties
     "best_musique": ["preset=best_musique"],
     "best_scifact": ["preset=best_scifact"],
     "best-no-diffusion": ["preset=best", "diffuse=none"],
+    "auto": ["preset=auto"],  # best adapted per query group to its corpus (pipeline/autopreset.py)
 }
 METRIC = {"locomo": "recall@5", "musique": "recall@5", "scifact": "ndcg@10"}
 

@@ -83,3 +83,23 @@ def test_idf_is_computed_over_the_scoped_rows_only():
     )
     pairs = lexical.pair_scores(q, s_sub, np.array([0, 0]), np.array([1, 2]))
     assert pairs == pytest.approx([IDF_APPLE * 2 / 4.0625, 0.0])
+
+
+def test_prf_expand_hand_computed():
+    import numpy as np
+    import scipy.sparse as sp
+
+    from pipeline.channels.lexical import prf_expand
+
+    # 3 documents × 4 terms of BM25 term scores; q0 asks t0 once, q1 asks t3 twice
+    s = sp.csr_matrix(np.array([[2.0, 1.0, 0, 0], [1.0, 0, 3.0, 0], [0, 0, 0, 5.0]], np.float32))
+    q = sp.csr_matrix(np.array([[1.0, 0, 0, 0], [0, 0, 0, 2.0]], np.float32))
+    assert prf_expand(q, s, 0, 10, 0.5) is q  # off
+    # q0's top document d0 (2 > 1) adds t1 with the whole 0.5 × 1; q1's d2 holds only its own t3
+    one = prf_expand(q, s, 1, 10, 0.5).toarray()
+    assert one.tolist() == [[1.0, 0.5, 0, 0], [0, 0, 0, 2.0]]
+    # d0 + d1: t1 1, t2 3 (t0 is the query's) → 0.5 split 1 : 3
+    two = prf_expand(q, s, 2, 2, 0.5).toarray()
+    assert np.allclose(two, [[1.0, 0.125, 0.375, 0], [0, 0, 0, 2.0]])
+    # one term only: t2 (3 > 1) takes the whole 0.5
+    assert np.allclose(prf_expand(q, s, 2, 1, 0.5).toarray()[0], [1.0, 0, 0.5, 0])

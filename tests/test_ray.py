@@ -66,6 +66,18 @@ def test_sample_ppr_ray_equals_local(ray_cluster, compose, tmp_path):
     _assert_same(tmp_path, res)
 
 
+def test_auto_ray_equals_local(ray_cluster, compose, tmp_path):
+    """preset=auto decides per query group from the group's nodes, so shards decide alike."""
+    res = _both(compose, tmp_path, ["preset=auto"], shards=3)
+    _assert_same(tmp_path, res)
+    decided = [
+        [(e["features"], e["overrides"]) for e in res[ex]["manifest"]["auto"]]
+        for ex in ("local", "ray")
+    ]
+    assert decided[0] == decided[1]
+    assert [o for _f, o in decided[0]] == [{}, {}]  # two visible node sets, both with edges
+
+
 def test_doc_scope_ray_equals_local(ray_cluster, compose, tmp_path):
     # whole scopes per shard: every scope's index and diffusion batch is the local one, so bytes match
     data = make_data(

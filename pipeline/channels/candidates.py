@@ -149,9 +149,18 @@ class LexicalChannel:
         p = self.p
         return lexical.bm25_matrix(self.tokens, p.field_weights, nodes_s, p.k1, p.b, p.idf)
 
-    def ranks(self, s_mat: sp.csr_matrix, nodes_s: np.ndarray, qs: np.ndarray) -> pl.DataFrame:
-        """(query_idx, node_idx, lexical_rank): each query's top ``candidates`` among the scope's nodes."""
-        r = lexical.score(self.q_terms[qs], s_mat)
+    def query_terms(self, s_mat: sp.csr_matrix, qs: np.ndarray) -> sp.csr_matrix:
+        """The scope's query term weights: the queries' own, plus pseudo-relevance feedback terms
+        from the scope's nodes when ``prf_docs`` > 0 (``lexical.prf_expand``)."""
+        p = self.p
+        return lexical.prf_expand(self.q_terms[qs], s_mat, p.prf_docs, p.prf_terms, p.prf_weight)
+
+    def ranks(
+        self, s_mat: sp.csr_matrix, nodes_s: np.ndarray, qs: np.ndarray, q_s: sp.csr_matrix
+    ) -> pl.DataFrame:
+        """(query_idx, node_idx, lexical_rank): each query's top ``candidates`` among the scope's
+        nodes; ``q_s`` is :meth:`query_terms` of ``qs``."""
+        r = lexical.score(q_s, s_mat)
         return _long(qs, nodes_s, topk_sparse(r, self.p.candidates), "lexical")
 
     def scores(
@@ -161,10 +170,11 @@ class LexicalChannel:
         qs: np.ndarray,
         qi: np.ndarray,
         ni: np.ndarray,
+        q_s: sp.csr_matrix,
     ) -> np.ndarray:
         """Exact BM25 score of each (query qi[j], node ni[j]) pair of the scope."""
         local, q_local = np.searchsorted(nodes_s, ni), np.searchsorted(qs, qi)
-        return lexical.pair_scores(self.q_terms[qs], s_mat, q_local, local)
+        return lexical.pair_scores(q_s, s_mat, q_local, local)
 
 
 def _scope_candidates(
@@ -176,7 +186,8 @@ def _scope_candidates(
         lists.append(dch.ranks(nodes_s, qs))
     if lch is not None:
         s_mat = lch.matrix(nodes_s)
-        lists.append(lch.ranks(s_mat, nodes_s, qs))
+        q_s = lch.query_terms(s_mat, qs)
+        lists.append(lch.ranks(s_mat, nodes_s, qs, q_s))
     cand = lists[0]
     for other in lists[1:]:
         cand = cand.join(other, on=["query_idx", "node_idx"], how="full", coalesce=True)
@@ -184,7 +195,7 @@ def _scope_candidates(
     if dch is not None:
         cand = cand.with_columns(dense=pl.Series(dch.scores(qi, ni)))
     if lch is not None:
-        cand = cand.with_columns(lexical=pl.Series(lch.scores(s_mat, nodes_s, qs, qi, ni)))
+        cand = cand.with_columns(lexical=pl.Series(lch.scores(s_mat, nodes_s, qs, qi, ni, q_s)))
     return cand
 
 

@@ -169,3 +169,32 @@ def pair_scores(q: sp.csr_matrix, s: sp.csr_matrix, qi: np.ndarray, di: np.ndarr
     if len(qi) == 0:
         return np.zeros(0, np.float32)
     return np.asarray(q[qi].multiply(s[di]).sum(axis=1)).ravel().astype(np.float32)
+
+
+def prf_expand(
+    q: sp.csr_matrix, s: sp.csr_matrix, docs: int, terms: int, weight: float
+) -> sp.csr_matrix:
+    """Pseudo-relevance feedback (RM3-like, one pass): each query's top ``docs`` BM25 documents give
+    expansion terms; the ``terms`` terms not in the query with the largest summed BM25 term score
+    over those documents are added, their weights scaled to ``weight`` × the query's own term
+    count. ``docs`` 0 returns ``q`` itself. ``q``: (nq, V) counts; ``s``: (n_docs, V) term
+    scores."""
+    from pipeline.ops.topk import topk_sparse
+
+    if docs <= 0 or terms <= 0 or weight <= 0 or q.shape[0] == 0:
+        return q
+    nq, nd = q.shape[0], s.shape[0]
+    qi, di, _sc, _r = topk_sparse(score(q, s), docs)
+    feedback = sp.csr_matrix((np.ones(len(qi), np.float32), (qi, di)), shape=(nq, nd))
+    w = (feedback @ s).tocsr()
+    in_query = q.copy()
+    in_query.data = np.ones_like(in_query.data)
+    w = (w - w.multiply(in_query)).tocsr()
+    w.eliminate_zeros()
+    ei, ti, ev, _r = topk_sparse(w, terms)
+    if len(ei) == 0:
+        return q
+    total = np.bincount(ei, weights=ev, minlength=nq)
+    mass = weight * np.asarray(q.sum(axis=1)).ravel()
+    vals = (ev * mass[ei] / total[ei]).astype(np.float32)
+    return (q + sp.csr_matrix((vals, (ei, ti)), shape=q.shape)).tocsr()

@@ -52,6 +52,9 @@ class LexicalParams(Params):
     dedupe_query_terms: bool
     idf: str  # lucene (bm25s) | fts5 (SQLite FTS5, OKS)
     field_weights: dict
+    prf_docs: int  # pseudo-relevance feedback: top documents read (0 = off; channels.lexical)
+    prf_terms: int  # expansion terms added per query
+    prf_weight: float  # their total weight, × the query's own term count
 
 
 KEYS = [
