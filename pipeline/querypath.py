@@ -97,18 +97,34 @@ def slice_group(
     return ctx
 
 
+@dataclass
+class GroupOut:
+    """What a group's run leaves for the run's outputs (its context, with candidates, graph and
+    vectors, is dropped as soon as the group is done)."""
+
+    recall: pl.DataFrame | None
+    novelty: pl.DataFrame | None
+    signals: pl.DataFrame | None
+    reused: list
+    freshness: dict
+
+    @classmethod
+    def of(cls, ctx: RunContext) -> GroupOut:
+        """The outputs of a finished group's context."""
+        return cls(ctx.recall, ctx.novelty, ctx.signals, ctx.reused, ctx.freshness)
+
+
 def run_all_groups(
     state: RunState, nodes: pl.DataFrame, queries: pl.DataFrame, stages: list | None = None
-) -> list[RunContext]:
+) -> list[GroupOut]:
     """:func:`run_group` for every query group that sees at least one node. Without a caller's memo,
     the per-node-table steps (graph, hubs, signals) are still shared by the groups that see the same
     nodes at other reference times (``run_groups`` yields them one after another)."""
     own, last, outs = state.memo is None, None, []
     state.memo = {} if own else state.memo
     if state.cfg.diffuse.method != "none" or state.cfg.signals.enabled:
-        state.edge_index = EdgeIndex(
-            nodes, state.ds.edges
-        )  # each group's explicit edges by lookup, not a scan
+        # each group's explicit edges by lookup, not a scan
+        state.edge_index = EdgeIndex(nodes, state.ds.edges)
     for key, rows, qs, now in run_groups(
         nodes, queries, state.cfg.include_archived, config_now(state.cfg)
     ):
@@ -116,9 +132,8 @@ def run_all_groups(
             state.memo.clear()
             last = rows
         if len(rows):
-            outs.append(
-                run_group(state, slice_group(state, nodes, queries, key, rows, qs, now), stages)
-            )
+            ctx = slice_group(state, nodes, queries, key, rows, qs, now)
+            outs.append(GroupOut.of(run_group(state, ctx, stages)))
     return outs
 
 
