@@ -18,6 +18,26 @@ from pipeline.errors import DataError
 
 TS = pl.Datetime("us", "UTC")
 
+# BME scope / story-time node columns and scene-state query columns (docs/presets.md): part of the
+# data contract below, and what the scope policy and BME's injection read
+SCOPE_NODE_COLUMNS = {
+    "scope_layer": pl.String,
+    "scope_owner_type": pl.String,
+    "scope_owner": pl.String,
+    "scope_region": pl.String,
+    "scope_regions": pl.List(pl.String),
+    "story_time": pl.Int64,
+    "story_time_end": pl.Int64,
+    "story_tense": pl.String,
+}
+SCENE_QUERY_COLUMNS = {
+    "active_owners": pl.List(pl.String),
+    "active_user_owners": pl.List(pl.String),
+    "active_region": pl.String,
+    "adjacent_regions": pl.List(pl.String),
+    "story_segment": pl.Int64,
+}
+
 TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
     "nodes": {
         "required": {"node_id": pl.String, "text": pl.String},
@@ -41,15 +61,7 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "start_line": pl.Int64,
             "end_line": pl.Int64,
             "speaker": pl.String,
-            # BME scope / story time (pipeline/stages/scope_policy.py, docs/presets.md)
-            "scope_layer": pl.String,
-            "scope_owner_type": pl.String,
-            "scope_owner": pl.String,
-            "scope_region": pl.String,
-            "scope_regions": pl.List(pl.String),
-            "story_time": pl.Int64,
-            "story_time_end": pl.Int64,
-            "story_tense": pl.String,
+            **SCOPE_NODE_COLUMNS,  # BME scope / story time (stages/scope_policy.py)
             "lesson": pl.String,  # OKS review.lesson (Soul Boost × 1.2 in inject.format=oks)
         },
     },
@@ -72,12 +84,7 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "doc_scope": pl.List(pl.String),
             "group": pl.String,
             "query_rewrite": pl.String,
-            # BME scene state (scope policy): who speaks, where, which story segment
-            "active_owners": pl.List(pl.String),
-            "active_user_owners": pl.List(pl.String),
-            "active_region": pl.String,
-            "adjacent_regions": pl.List(pl.String),
-            "story_segment": pl.Int64,
+            **SCENE_QUERY_COLUMNS,  # BME scene state: who speaks, where, which story segment
             "goals": pl.List(pl.String),
         },  # OKS goal slugs: their pages go first in inject.format=oks
     },

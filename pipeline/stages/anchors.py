@@ -95,3 +95,16 @@ def cross(
         .sort("query_idx", "node_idx")
         .cast(SCHEMA)
     )
+
+
+def of_group(ctx) -> pl.DataFrame:
+    """The exact-name anchors of a query group (``RunContext``) with the ``anchors`` group's
+    settings: what diffusion seeds from and co-occurrence anchors on."""
+    cfg = ctx.cfg
+    return find(
+        ctx.nodes,
+        ctx.queries,
+        min_len=cfg.anchors.min_len,
+        energy=cfg.anchors.energy,
+        include_archived=cfg.include_archived,
+    )

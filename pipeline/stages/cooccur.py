@@ -138,13 +138,7 @@ def run_stage(ctx, p: CooccurParams) -> object:
 
     cfg = ctx.cfg
     if ctx.anchors is None and cfg.anchors.enabled:
-        ctx.anchors = anchors.find(
-            ctx.nodes,
-            ctx.queries,
-            min_len=cfg.anchors.min_len,
-            energy=cfg.anchors.energy,
-            include_archived=cfg.include_archived,
-        )
+        ctx.anchors = anchors.of_group(ctx)
     bonus = boost(ctx.cand, ctx.nodes, ctx.queries, ctx.anchors, p, cfg.include_archived)
     ctx.cand = merge(ctx.cand, bonus)
     ctx.run.log.add("cooccur_boosts", bonus.height)

@@ -215,13 +215,7 @@ def _anchor_seeds(ctx, p: DiffusionParams) -> pl.DataFrame | None:
             )
         )
     if cfg.anchors.enabled:
-        ctx.anchors = anchors.find(
-            ctx.nodes,
-            ctx.queries,
-            min_len=cfg.anchors.min_len,
-            energy=cfg.anchors.energy,
-            include_archived=cfg.include_archived,
-        )
+        ctx.anchors = anchors.of_group(ctx)
         extra.append(ctx.anchors)
         ctx.run.log.add("anchors", ctx.anchors.height)
         if cfg.cross_recall.enabled:

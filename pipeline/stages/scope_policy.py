@@ -26,6 +26,7 @@ from typing import Callable, ClassVar
 import polars as pl
 
 from pipeline.errors import require_one_of
+from pipeline.schema import SCENE_QUERY_COLUMNS, SCOPE_NODE_COLUMNS
 from pipeline.stage import Params
 
 log = logging.getLogger(__name__)
@@ -39,23 +40,8 @@ SCOPE_BUCKETS = (
     "characterPov",
 )
 STORY_BUCKETS = ("future", "distantPast", "flashback", "undated", "adjacentPast", "current")
-NODE_COLS = {
-    "scope_layer": pl.String,
-    "scope_owner_type": pl.String,
-    "scope_owner": pl.String,
-    "scope_region": pl.String,
-    "scope_regions": pl.List(pl.String),
-    "story_time": pl.Int64,
-    "story_time_end": pl.Int64,
-    "story_tense": pl.String,
-}
-QUERY_COLS = {
-    "active_owners": pl.List(pl.String),
-    "active_user_owners": pl.List(pl.String),
-    "active_region": pl.String,
-    "adjacent_regions": pl.List(pl.String),
-    "story_segment": pl.Int64,
-}
+NODE_COLS = SCOPE_NODE_COLUMNS  # the node columns the policy reads (pipeline.schema)
+QUERY_COLS = SCENE_QUERY_COLUMNS  # the query columns (the scene state)
 
 
 @dataclass
