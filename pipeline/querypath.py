@@ -37,6 +37,14 @@ STAGES = [
 ]
 
 
+def inserted(stage, after: str) -> list:
+    """:data:`STAGES` with ``stage`` right after the stage named ``after``: how a new stage is
+    registered (``tests/test_toy_stage.py``; a new module of this package edits the list itself)."""
+    names = [s.name for s in STAGES]
+    at = names.index(after) + 1
+    return [*STAGES[:at], stage, *STAGES[at:]]
+
+
 @dataclass
 class Recalled:
     """What the query path computed for a run: recall rows (query order) and the per-run tables."""

@@ -8,7 +8,6 @@ from omegaconf import open_dict
 
 from pipeline import querypath, runner
 from pipeline.stage import Params, Stage
-from pipeline.stages import score
 
 
 @dataclass
@@ -25,32 +24,20 @@ def boost(ctx, p: BoostParams):
     return ctx
 
 
-BOOST = Stage(
-    "boost",
-    boost,
-    params=lambda run: BoostParams.from_cfg(run.cfg.boost, "boost"),
-    enabled=lambda cfg: bool(cfg.get("boost", {}).get("enabled")),
-)
+BOOST = Stage("boost", boost, lambda run: BoostParams.from_cfg(run.cfg.boost, "boost"),
+              enabled=lambda cfg: bool(cfg.get("boost", {}).get("enabled")))  # fmt: skip
 
 
 def test_a_toy_stage_is_registered_configured_and_run(compose, tmp_path, monkeypatch):
-    stages = list(querypath.STAGES)
-    monkeypatch.setattr(
-        querypath,
-        "STAGES",
-        [*stages[: stages.index(score.STAGE) + 1], BOOST, *stages[stages.index(score.STAGE) + 1 :]],
-    )
+    monkeypatch.setattr(querypath, "STAGES", querypath.inserted(BOOST, after="score"))
     cfg = compose(["data=sample", "preset=dense", "embed=hashing", "k=3", "report=false"])
     base = pl.read_parquet(runner.run(cfg, tmp_path / "a")["out_dir"] + "/recall.parquet")
     third = base.filter(pl.col("rank") == 3).row(0, named=True)
     with open_dict(cfg):  # its config group: conf/boost/*.yaml for a real stage
         cfg.boost = {"enabled": True, "node_id": third["node_id"], "bonus": 100.0}
     res = runner.run(cfg, tmp_path / "b")
-    top = (
-        pl.read_parquet(tmp_path / "b" / "recall.parquet")
-        .filter(pl.col("query_id") == third["query_id"])
-        .row(0, named=True)
-    )
+    rows = pl.read_parquet(tmp_path / "b" / "recall.parquet")
+    top = rows.filter(pl.col("query_id") == third["query_id"]).row(0, named=True)
     assert (top["node_id"], top["rank"]) == (third["node_id"], 1)
     assert abs(top["score"] - (third["score"] + 100.0)) < 1e-4
     assert "boost" in res["manifest"]["timings_s"]
