@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 
 import polars as pl
-import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline import backend, io, querypath, rundir
@@ -16,7 +15,7 @@ from pipeline.common import StageLog, call_target
 from pipeline.errors import ConfigError
 from pipeline.ingest import nodes_and_queries
 from pipeline.outputs import write_frames
-from pipeline.paths import CONF_DIR
+from pipeline.stage import group_yaml
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +69,7 @@ def novelty_afterwards(
             "no novelty analysis: the run has no dense channel (its hits are the novelty basis)"
         )
         return None
-    conf = yaml.safe_load((CONF_DIR / "novelty" / "bme.yaml").read_text())
+    conf = group_yaml("novelty", "bme")
     conf |= {
         k: v for k, v in OmegaConf.to_container(cfg.novelty, resolve=True).items() if k != "enabled"
     }

@@ -25,8 +25,7 @@ import yaml
 
 from pipeline import io
 from pipeline.errors import ConfigError
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
+from pipeline.paths import CONF_DIR
 
 
 def _opt(args: list[str], key: str, default: str | None = None) -> str | None:
@@ -66,7 +65,7 @@ def preset_text(base: str, best: dict, name: str, header: list[str]) -> str:
     """A preset that starts from ``base`` (``defaults: [<base>, _self_]``) and sets only what the
     search chose: group choices as ``override /group: value`` entries, other keys at their dotted
     path, floats rounded (:func:`rounded`)."""
-    groups = {p.name for p in CONF.iterdir() if p.is_dir()}
+    groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     doc: dict = {}
     for key, value in sorted(best.items()):
         if key in groups:
@@ -106,7 +105,7 @@ def tune(args: list[str]) -> int:
         f"seed {seed}; fitted on query half a of data={data}.",
         f"best trial: {metric} = {best_value:.4f} on half a",
     ]
-    path = CONF / "preset" / f"{name}.yaml"
+    path = CONF_DIR / "preset" / f"{name}.yaml"
     io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
     rest = [a for a in passthrough if not a.startswith(("preset=", "data=", "tune."))]
     scores = _final_scores(name, base, data, rest, out, metric)
@@ -127,10 +126,10 @@ def tune(args: list[str]) -> int:
 
 def _search_space(space_name: str) -> dict:
     """Entry ``space_name`` of conf/tune_spaces.yaml (config key → sweep expression)."""
-    spaces = yaml.safe_load((CONF / "tune_spaces.yaml").read_text()) or {}
+    spaces = yaml.safe_load((CONF_DIR / "tune_spaces.yaml").read_text()) or {}
     if space_name not in spaces:
         raise ConfigError(
-            f"{CONF / 'tune_spaces.yaml'}: no search space named {space_name!r}; "
+            f"{CONF_DIR / 'tune_spaces.yaml'}: no search space named {space_name!r}; "
             f"give tune.space=<one of {sorted(spaces)}> or add one there"
         )
     return spaces[space_name]
