@@ -27,9 +27,11 @@ def test_minilm_encode_cuda_matches_cpu():
     assert (cpu * gpu).sum(axis=1).min() > 0.9999
 
 
-def test_full_run_cuda_matches_cpu(compose, tmp_path):
+@pytest.mark.parametrize("embed", ["hashing", "minilm"])
+def test_full_run_cuda_matches_cpu(compose, tmp_path, embed):
     """Each device with its own cache folder (a shared one would hand the CUDA run the CPU run's
-    embeddings and candidates); every score column and the ranking compared."""
+    embeddings and candidates); every score column and the ranking compared. ``hashing`` runs every
+    GPU stage without model weights; ``minilm`` adds the encoder on the GPU."""
     from pipeline import runner
 
     out, man = {}, {}
@@ -38,6 +40,7 @@ def test_full_run_cuda_matches_cpu(compose, tmp_path):
             [
                 "preset=best",
                 "signals=default",
+                f"embed={embed}",
                 f"device={dev}",
                 f"out_dir={tmp_path / dev}",
                 f"cache_dir={tmp_path / ('cache-' + dev)}",
