@@ -116,11 +116,12 @@ if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call c
     tests/test_gpu.py tests/test_dpp.py tests/test_novelty_ops.py 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -15
   step sample run, embed=hashing, cpu then cuda
   sample_run hashing 2>&1 | tee -a "$OUT/runs.log"
-  step "bench_pipeline: 100k nodes x 1,000 queries (PPR), cuda then cpu; 1M nodes on cuda (PEDSA)"
+  step "bench_pipeline: 100k nodes x 1,000 queries (PPR), cuda then cpu; 1M nodes on cuda (PEDSA, PPR)"
   {
     timeout 100 python3 scripts/bench_pipeline.py --sizes 100000 --queries 1000 device=cuda | tail -9
     timeout 100 python3 scripts/bench_pipeline.py --sizes 100000 --queries 1000 device=cpu | tail -9
     timeout 150 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda diffuse=pedsa | tail -9
+    timeout 150 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda | tail -9
   } 2>&1 | tee -a "$OUT/bench.log"
   step CPU twins of the CuPy guards
   timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_xp_guards.py tests/test_graphalgo.py 2>&1 \

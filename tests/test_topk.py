@@ -100,3 +100,18 @@ def test_topk_by_row_orders_by_score_then_id():
     assert i.tolist() == [[10, 12], [11, 13]]
     d, i = topk_by_row(s, ids, 9)  # k above the width: every column, sorted
     assert i.tolist() == [[10, 12, 11, 13], [11, 13, 12, 10]]
+
+
+def test_diffusion_hits_keep_cut_by_hand():
+    """``diffuse._hits``: column 0 holds 0.5 (row 1), 0.5 (row 3), 0.9 (row 5); keep=2 keeps 0.9 and
+    the tie at the cut goes to the lower row (1). Hits come back row-major."""
+    from pipeline.stages.diffuse import _hits
+
+    out = np.zeros((10, 2), np.float32)
+    out[[1, 3, 5], 0] = [0.5, 0.5, 0.9]
+    out[2, 1] = 0.1
+    r, c, g = _hits(out, 2)
+    assert r.tolist() == [1, 2, 5] and c.tolist() == [0, 1, 0]
+    assert g.tolist() == pytest.approx([0.5, 0.1, 0.9]) and g.dtype == np.float32
+    r, c, g = _hits(out, 0)  # 0: every positive entry
+    assert r.tolist() == [1, 2, 3, 5]

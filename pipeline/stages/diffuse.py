@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from pipeline import backend
+from pipeline.backend import namespaces
 from pipeline.errors import require_one_of
 from pipeline.ops.expand import expand
 from pipeline.ops.pedsa import pedsa
@@ -79,8 +80,8 @@ def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
     )
 
 
-def _solve(a, i, e, p: DiffusionParams) -> np.ndarray:
-    """One block's diffusion by ``p.method`` on the device of its inputs; the energies as numpy."""
+def _solve(a, i, e, p: DiffusionParams):
+    """One block's diffusion by ``p.method`` on the device of its inputs (the energies stay there)."""
     if p.method == "pedsa":
         out = pedsa(
             a,
@@ -99,7 +100,18 @@ def _solve(a, i, e, p: DiffusionParams) -> np.ndarray:
         out = expand(a, i, e, depth=p.depth, decay=p.decay, budget=p.budget)
     else:
         out, _info = ppr(a, e, damping=p.damping, max_iter=p.max_iter)
-    return np.asarray(out.get() if hasattr(out, "get") else out)
+    return out
+
+
+def _hits(out, keep: int):
+    """(row, column, energy) of the positive entries of a solved (rows, B) block, each column cut to
+    its ``keep`` largest first (0: all), computed where ``out`` lives; only the hits reach the host."""
+    xp, _ = namespaces(out)
+    if keep and out.shape[0] > keep:  # PPR reaches a whole component: each query's top nodes
+        out = xp.where(topk_abs_mask(xp.ascontiguousarray(out), keep), out, 0)
+    r, c = xp.nonzero(out > 0)
+    host = [a.get() if hasattr(a, "get") else a for a in (r, c, out[r, c])]
+    return host[0], host[1], np.asarray(host[2], np.float32)
 
 
 def _seeds(
@@ -149,11 +161,8 @@ def _scope(rows, qs, n_nodes, edges, seeds, p, device, hubs, hub_seeds, now) -> 
             # float64: the same per column whatever the block width
             mass = e0.sum(axis=0, dtype=np.float64)
             e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
-        out = _solve(*_to_device(adj, inhib, e0, device), p)[: len(rows)]
-        if p.keep and len(rows) > p.keep:  # PPR reaches a whole component: each query's top nodes
-            out = np.where(topk_abs_mask(np.ascontiguousarray(out), p.keep), out, 0)
-        r, c = np.nonzero(out > 0)
-        parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": out[r, c]}))
+        r, c, g = _hits(_solve(*_to_device(adj, inhib, e0, device), p)[: len(rows)], p.keep)
+        parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": g}))
     return parts
 
 
