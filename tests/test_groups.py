@@ -3,6 +3,7 @@ config's ``now``, else its own ``now``, else the latest timestamp among the node
 
 import datetime as dt
 
+import numpy as np
 import polars as pl
 
 from pipeline.ops.scope import run_groups
@@ -61,3 +62,17 @@ def test_config_now_overrides_every_query():
         1,
         2,
     ]  # q1 and q3 now share a group
+
+
+def test_rows_by_key_is_isin_and_spans_by_hand():
+    """``RowsByKey.of`` is ``flatnonzero(isin(key, keys))`` on unsorted keys with repeats (a query's
+    parts), and ``spans`` concatenates ranges: [2, 3, 4] + [] + [7]."""
+    from pipeline.ops.scope import RowsByKey, spans
+
+    assert spans(np.array([2, 5, 7]), np.array([5, 5, 8])).tolist() == [2, 3, 4, 7]
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        key = rng.integers(0, 30, rng.integers(0, 200))
+        keys = np.unique(rng.integers(0, 35, rng.integers(0, 12)))
+        got = RowsByKey(key).of(keys)
+        assert got.tolist() == np.flatnonzero(np.isin(key, keys)).tolist()

@@ -118,20 +118,16 @@ def scope_groups(
     members = _members(nodes, list(dict.fromkeys(s for s, _v in by_key if s is not None)))
     vis = nodes["visibility"].to_list() if "visibility" in nodes.columns else None
     seen: dict = {}
+    everyone = np.arange(nodes.height, dtype=np.int64)
     out = []
-    for (scope, viewer), qs in by_key.items():
-        if scope is None:
-            mask = base.copy()
-        else:
-            mask = np.zeros(nodes.height, dtype=bool)
-            mask[members[scope]] = base[members[scope]]
+    for (scope, viewer), qs in by_key.items():  # a group costs its own nodes, not the corpus
+        rows = everyone if scope is None else members[scope]
+        rows = rows[base[rows]]
         if vis is not None:
             if viewer not in seen:
                 seen[viewer] = visible(vis, viewer)
-            mask &= seen[viewer]
-        out.append(
-            ((scope, viewer), np.flatnonzero(mask).astype(np.int64), np.asarray(qs, dtype=np.int64))
-        )
+            rows = rows[seen[viewer][rows]]
+        out.append(((scope, viewer), rows, np.asarray(qs, dtype=np.int64)))
     return out
 
 
@@ -160,18 +156,41 @@ class EdgeIndex:
         self.src, self.dst = edge_ends(nodes, edges)
         self.order = np.argsort(self.src, kind="stable")
         self.start = np.searchsorted(self.src[self.order], np.arange(self.n + 1))
+        self.inside = np.zeros(self.n + 1, dtype=bool)
 
     def within(self, rows: np.ndarray) -> pl.DataFrame | None:
         """The edge table's rows with both ends in ``rows`` (sorted node indices), in table order."""
         if self.edges is None or self.edges.height == 0:
             return self.edges
-        lo, lens = self.start[rows], self.start[rows + 1] - self.start[rows]
-        offs = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-        picks = self.order[np.repeat(lo, lens) + offs]
-        inside = np.zeros(self.n + 1, dtype=bool)  # the extra last slot stands for -1 (not a node)
+        picks = self.order[spans(self.start[rows], self.start[rows + 1])]
+        # all False between calls; the extra last slot stands for -1 (not a node)
+        inside = self.inside
         inside[rows] = True
         picks = np.sort(picks[inside[self.dst[picks]]])
+        inside[rows] = False
         return self.edges[picks]
+
+
+def spans(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The positions ``lo[j] .. hi[j] - 1`` of every j, concatenated (ranges of a sorted index)."""
+    lens = hi - lo
+    return np.repeat(lo, lens) + (
+        np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    )
+
+
+class RowsByKey:
+    """The rows of a table by an integer key column (a query's parts by query index), so a group's
+    rows cost its own, not the whole table's. ``of(keys)`` = ``np.flatnonzero(np.isin(key, keys))``."""
+
+    def __init__(self, key: np.ndarray) -> None:
+        self.order = np.argsort(key, kind="stable")
+        self.sorted = key[self.order]
+
+    def of(self, keys: np.ndarray) -> np.ndarray:
+        """Row positions whose key is in ``keys`` (unique), ascending."""
+        lo = np.searchsorted(self.sorted, keys, "left")
+        return np.sort(self.order[spans(lo, np.searchsorted(self.sorted, keys, "right"))])
 
 
 STAMPS = ("updated_at", "created_at", "last_access_at")
