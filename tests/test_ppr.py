@@ -158,3 +158,22 @@ def test_ppr_result_of_a_query_does_not_depend_on_its_batch(n, nnz):
         axis=1,
     )
     assert info.converged and np.array_equal(full, single) and np.array_equal(full, halves)
+
+
+def test_ppr_result_does_not_depend_on_column_block_width(monkeypatch):
+    """Each column is its own sparse × dense arithmetic and stops on its own residual, so the block
+    width (cache-sized on the CPU, far wider on a GPU) changes no bit of the result."""
+    rng = np.random.default_rng(5)
+    adj, n = _components_graph(rng, False)
+    pers = np.zeros((n, 300))
+    for q in range(300):
+        idx = rng.choice(n, size=3, replace=False)
+        pers[idx, q] = rng.uniform(0.1, 1.0, 3)
+    pers /= pers.sum(axis=0)
+    monkeypatch.setattr(ppr_module, "DENSE_MIN", 1)
+    monkeypatch.setattr(ppr_module, "DENSE_WORK", 0)  # every component by column blocks
+    out = {}
+    for budget in (1, 1 << 23, 1 << 40):  # width 8, the CPU's, one block per component
+        monkeypatch.setattr(ppr_module, "BLOCK_BYTES", budget)
+        out[budget] = ppr(adj, pers, damping=0.5, tol=1e-10)[0]
+    assert np.array_equal(out[1], out[1 << 23]) and np.array_equal(out[1], out[1 << 40])

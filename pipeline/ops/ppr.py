@@ -15,7 +15,9 @@ from pipeline.ops.sparse_entries import is_sparse, segment_ids, triplets
 DENSE_MIN, DENSE_WORK = 64, 1 << 16  # a component this large, with size × queries this large, is
 # solved by a sparse × dense product; smaller work goes to the per-(query, component) operator
 PAIR_NNZ = 1 << 20  # stored entries per small-component operator (keeps its iterate in cache)
-BLOCK_BYTES = 1 << 23  # an (n_component, B) iterate of about this size stays in cache
+BLOCK_BYTES = 1 << 23  # an (n_component, B) iterate of about this size stays in cache (CPU)
+GPU_BLOCK_BYTES = 1 << 30  # a GPU is bound by launches and syncs per step, not cache: wide blocks
+# (the first H200 run: 100k nodes × 1,000 queries took 63 blocks of 16 columns, ~10 s)
 
 
 @dataclass
@@ -207,9 +209,9 @@ def _column_blocks(xp, sp, trans, label, c: int, sel, q, i, v, solve):
     op = trans if whole else sp.csr_matrix(trans[members][:, members])
     cols = xp.unique(q[sel])
     sq, si, sv = q[sel], local[i[sel]], v[sel]  # grouped by query
-    width = max(
-        8, min(256, 1 << max(0, (BLOCK_BYTES // (members.size * sv.itemsize)).bit_length() - 1))
-    )
+    gpu = xp.__name__ != "numpy"
+    budget, cap = (GPU_BLOCK_BYTES, 1 << 16) if gpu else (BLOCK_BYTES, 256)
+    width = max(8, min(cap, 1 << max(0, (budget // (members.size * sv.itemsize)).bit_length() - 1)))
     for s in range(0, cols.size, width):  # sparse seeds of a column block → its dense scores
         blk = cols[s : s + width]
         lo = int(xp.searchsorted(sq, blk[0], side="left"))

@@ -56,15 +56,16 @@ class DiffusionParams(Params):
     residual_seeds: bool  # novelty's residual hits seed the diffusion too (BME)
 
 
-def _to_device(adj, inhib, e0, device: str):
+def _to_device(device: str, *arrays) -> list:
+    """``arrays`` (scipy.sparse or numpy) on ``device``: cupyx/cupy on cuda with CuPy, else as given."""
     if device == "cuda" and backend.has_cupy():
         import cupy
         import cupyx.scipy.sparse as cusp
 
-        return cusp.csr_matrix(adj), cusp.csr_matrix(inhib), cupy.asarray(e0)
+        return [cusp.csr_matrix(a) if hasattr(a, "tocsr") else cupy.asarray(a) for a in arrays]
     if device == "cuda":
         backend.fallback("CuPy is not installed; graph diffusion on cpu (scipy.sparse)")
-    return adj, inhib, e0
+    return list(arrays)
 
 
 def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
@@ -152,6 +153,7 @@ def _scope(rows, qs, n_nodes, edges, seeds, p, device, hubs, hub_seeds, now) -> 
     local[rows] = np.arange(len(rows))
     step = max(1, p.block // max(1, len(rows) + len(cols)))
     parts = []
+    adj_d, inhib_d = _to_device(device, adj, inhib)  # once per scope, not per block of queries
     for b in range(0, len(qs), step):
         qb = qs[b : b + step]
         e0 = _initial_energy(seeds, qb, local, len(rows) + len(cols))
@@ -161,7 +163,8 @@ def _scope(rows, qs, n_nodes, edges, seeds, p, device, hubs, hub_seeds, now) -> 
             # float64: the same per column whatever the block width
             mass = e0.sum(axis=0, dtype=np.float64)
             e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
-        r, c, g = _hits(_solve(*_to_device(adj, inhib, e0, device), p)[: len(rows)], p.keep)
+        (e0,) = _to_device(device, e0)
+        r, c, g = _hits(_solve(adj_d, inhib_d, e0, p)[: len(rows)], p.keep)
         parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": g}))
     return parts
 
