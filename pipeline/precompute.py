@@ -4,6 +4,7 @@ Layout under ``<cache_dir>/recall/`` (hive-partitioned Parquet, e.g.
 ``pl.scan_parquet(f"{cache_dir}/recall/**/*.parquet", hive_partitioning=True)``)::
 
     scope=<scope id>/data.parquet   recall rows of that scope's queries + their key columns
+    _keys.arrow                     every entry's key (read on the next run instead of the partitions)
     _manifest.json                  recipe, partitions, hits/misses (written last)
 
 Each row carries its query's key (``query_hash``, ``scope_version``, ``recipe``), so a partition
@@ -22,6 +23,7 @@ import logging
 import shutil
 import time
 from collections import Counter
+from io import BytesIO
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,9 @@ from pipeline.ops.scope import scope_groups
 
 log = logging.getLogger(__name__)
 KEY_COLUMNS = ["query_hash", "scope_version", "recipe"]
+KEY_INDEX = (
+    "_keys.arrow"  # every entry's key in one file (not *.parquet: scans see partitions only)
+)
 
 
 def partition_path(root: Path, scope: str) -> Path:
@@ -44,7 +49,16 @@ def partition_path(root: Path, scope: str) -> Path:
 
 
 def read_keys(root: Path) -> pl.DataFrame:
-    """(query_id, scope, query_hash, scope_version, recipe) of every cached entry."""
+    """(query_id, query_hash, scope_version, recipe, scope) of every cached entry: the key index
+    when the last run finished (its manifest is there; the index is written just before it), else
+    read back from every partition (an unfinished run, or a cache from before the index)."""
+    if (root / "_manifest.json").is_file() and (root / KEY_INDEX).is_file():
+        return pl.read_ipc(BytesIO((root / KEY_INDEX).read_bytes()))
+    return scan_keys(root)
+
+
+def scan_keys(root: Path) -> pl.DataFrame:
+    """:func:`read_keys` from the partitions themselves (one file read per scope)."""
     frames = [
         pl.read_parquet(p, columns=["query_id", *KEY_COLUMNS])
         .unique()
@@ -135,6 +149,15 @@ def write_partitions(
     return {"rewritten": sorted(dirty), "removed": sorted(old_scopes - cur_scopes)}
 
 
+def write_key_index(root: Path, keys: pl.DataFrame) -> None:
+    """The key index: after :func:`write_partitions` the cache holds exactly this run's ``keys``
+    (every query is a hit or was recomputed; a query without recall keeps a null-rank row)."""
+    cols = ["query_id", *KEY_COLUMNS, "scope"]
+    buf = BytesIO()
+    keys.select(pl.col(c).cast(pl.String) for c in cols).sort("scope", "query_id").write_ipc(buf)
+    io.atomic_write_bytes(root / KEY_INDEX, buf.getvalue())
+
+
 def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     """Bring ``<cfg.cache_dir>/recall`` up to date; returns hits, misses, partitions and timings."""
     t0 = time.perf_counter()
@@ -155,6 +178,7 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     t_run = time.perf_counter() - t0 - t_keys
     (root / "_manifest.json").unlink(missing_ok=True)  # partitions change now; manifest comes last
     changed = write_partitions(root, keys, hit, new, cached)
+    write_key_index(root, keys)
     parts = {
         s: {"doc_scope": None, "queries": g.height, "scope_version": g["scope_version"][0]}
         for (s,), g in keys.group_by("scope", maintain_order=True)

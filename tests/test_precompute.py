@@ -203,3 +203,32 @@ def test_scope_rows_match_in_scope():
     got, docs = scope_rows(nodes, scopes), nodes["doc_id"].fill_null("").to_numpy().astype(str)
     for s in scopes:
         assert np.array_equal(got[s], np.flatnonzero(in_scope(docs, s))), s
+
+
+def _sorted_keys(df):
+    cols = ["query_id", *precompute.KEY_COLUMNS, "scope"]
+    return df.select(cols).unique().sort(cols)
+
+
+def test_key_index_equals_partitions_and_is_only_trusted_after_a_finished_run(setup, tmp_path):
+    """The next run reads its keys from ``_keys.arrow`` instead of every partition; the index
+    must hold exactly what the partitions hold, after a first build and after an edit. Without the
+    manifest (an interrupted run), the index is not read: the partitions are."""
+    data, cfg = setup
+    root = tmp_path / "cache" / "recall"
+    precompute.precompute(cfg())
+    assert _sorted_keys(pl.read_ipc(root / precompute.KEY_INDEX)).equals(
+        _sorted_keys(precompute.scan_keys(root))
+    )
+    make_data(data, changed="c2-04")
+    res = precompute.precompute(cfg())
+    assert (res["hits"], res["misses"]) == (4, 4)
+    index = pl.read_ipc(root / precompute.KEY_INDEX)
+    assert _sorted_keys(index).equals(_sorted_keys(precompute.scan_keys(root)))
+    assert index.height == 8
+    # an interrupted run leaves no manifest; a stale index (here: emptied) must then be ignored
+    (root / "_manifest.json").unlink()
+    index.head(0).write_ipc(root / precompute.KEY_INDEX)
+    assert _sorted_keys(precompute.read_keys(root)).equals(_sorted_keys(index))
+    again = precompute.precompute(cfg())
+    assert (again["hits"], again["misses"]) == (8, 0)
