@@ -38,9 +38,8 @@ from pipeline.ops.scope import scope_groups
 
 log = logging.getLogger(__name__)
 KEY_COLUMNS = ["query_hash", "scope_version", "recipe"]
-KEY_INDEX = (
-    "_keys.arrow"  # every entry's key in one file (not *.parquet: scans see partitions only)
-)
+# every entry's key in one file (not *.parquet, so `recall/**/*.parquet` scans see partitions only)
+KEY_INDEX = "_keys.arrow"
 
 
 def partition_path(root: Path, scope: str) -> Path:

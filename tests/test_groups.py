@@ -67,9 +67,10 @@ def test_config_now_overrides_every_query():
 def test_rows_by_key_is_isin_and_spans_by_hand():
     """``RowsByKey.of`` is ``flatnonzero(isin(key, keys))`` on unsorted keys with repeats (a query's
     parts), and ``spans`` concatenates ranges: [2, 3, 4] + [] + [7]."""
-    from pipeline.ops.scope import RowsByKey, spans
+    from pipeline.ops.scope import RowsByKey
+    from pipeline.ops.sparse_entries import spans
 
-    assert spans(np.array([2, 5, 7]), np.array([5, 5, 8])).tolist() == [2, 3, 4, 7]
+    assert spans(np, np.array([2, 5, 7]), np.array([5, 5, 8])).tolist() == [2, 3, 4, 7]
     rng = np.random.default_rng(4)
     for _ in range(50):
         key = rng.integers(0, 30, rng.integers(0, 200))

@@ -19,6 +19,8 @@ import datetime as dt
 import numpy as np
 import polars as pl
 
+from pipeline.ops.sparse_entries import spans
+
 
 def in_scope(doc_ids: np.ndarray, scope: tuple[str, ...] | None) -> np.ndarray:
     """Boolean mask over nodes for one scope (None = everything): the rule, by string matching
@@ -162,21 +164,13 @@ class EdgeIndex:
         """The edge table's rows with both ends in ``rows`` (sorted node indices), in table order."""
         if self.edges is None or self.edges.height == 0:
             return self.edges
-        picks = self.order[spans(self.start[rows], self.start[rows + 1])]
+        picks = self.order[spans(np, self.start[rows], self.start[rows + 1])]
         # all False between calls; the extra last slot stands for -1 (not a node)
         inside = self.inside
         inside[rows] = True
         picks = np.sort(picks[inside[self.dst[picks]]])
         inside[rows] = False
         return self.edges[picks]
-
-
-def spans(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The positions ``lo[j] .. hi[j] - 1`` of every j, concatenated (ranges of a sorted index)."""
-    lens = hi - lo
-    return np.repeat(lo, lens) + (
-        np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-    )
 
 
 class RowsByKey:
@@ -190,7 +184,7 @@ class RowsByKey:
     def of(self, keys: np.ndarray) -> np.ndarray:
         """Row positions whose key is in ``keys`` (unique), ascending."""
         lo = np.searchsorted(self.sorted, keys, "left")
-        return np.sort(self.order[spans(lo, np.searchsorted(self.sorted, keys, "right"))])
+        return np.sort(self.order[spans(np, lo, np.searchsorted(self.sorted, keys, "right"))])
 
 
 STAMPS = ("updated_at", "created_at", "last_access_at")

@@ -23,6 +23,15 @@ def segment_ids(xp, indptr, total: int):
     return xp.cumsum(starts, dtype=dt)
 
 
+def spans(xp, lo, hi):
+    """The positions ``lo[j] .. hi[j] - 1`` of every j, concatenated (ranges of a sorted index):
+    :func:`segment_ids` over the ranges' lengths, plus each entry's offset in its range."""
+    indptr = xp.concatenate([xp.zeros(1, xp.int64), xp.cumsum(hi - lo)])
+    total = int(indptr[-1])
+    seg = segment_ids(xp, indptr, total)
+    return lo[seg] + xp.arange(total) - indptr[seg]
+
+
 def triplets(xp, sp, x):
     """(query, node, value) of the nonzeros of an (N, B) dense or sparse matrix, sorted by (query, node)."""
     if is_sparse(x):
