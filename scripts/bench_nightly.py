@@ -32,9 +32,16 @@ from pipeline import precompute  # noqa: E402
 from pipeline.synth import workspaces  # noqa: E402
 
 
-def run_precompute(data: Path, cache: Path, out: Path) -> tuple[dict, float]:
-    """(the cache's _manifest.json, wall seconds) of one ``recall precompute`` in a fresh process."""
+def run_precompute(data: Path, cache: Path, out: Path) -> tuple[dict, float, float]:
+    """(the cache's _manifest.json, wall seconds, peak RSS MiB) of one ``recall precompute`` in a
+    fresh process; the peak is ``/usr/bin/time``'s maximum resident set size of that process."""
+    rss = out.parent / f"{out.name}.maxrss"
     cmd = [
+        "/usr/bin/time",
+        "-f",
+        "%M",
+        "-o",
+        str(rss),
         sys.executable,
         "-m",
         "pipeline",
@@ -55,7 +62,8 @@ def run_precompute(data: Path, cache: Path, out: Path) -> tuple[dict, float]:
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
-    return json.loads((cache / "recall" / "_manifest.json").read_text()), wall
+    peak = int(rss.read_text().split()[-1]) / 1024  # KiB -> MiB
+    return json.loads((cache / "recall" / "_manifest.json").read_text()), wall, peak
 
 
 def edited(data: Path, dst: Path, changed: float) -> int:
@@ -74,11 +82,11 @@ def edited(data: Path, dst: Path, changed: float) -> int:
     return int(hit.sum())
 
 
-def line(name: str, man: dict, wall: float) -> str:
+def line(name: str, man: dict, wall: float, peak: float) -> str:
     t = man["timings_s"]
     return (
         f"| {name} | {man['hits']:,} | {man['misses']:,} | {t['keys']:.1f} | {t['run']:.1f} | "
-        f"{wall:.1f} |"
+        f"{wall:.1f} | {peak:,.0f} |"
     )
 
 
@@ -96,15 +104,16 @@ def main() -> None:
     out = Path(a.out)
     subprocess.run(["rm", "-rf", str(out)], check=True)
     data = workspaces.write(workspaces.make(a.workspaces, a.notes, a.queries), out / "data")
-    full, full_wall = run_precompute(data, out / "cache", out / "run1")
+    full, full_wall, full_peak = run_precompute(data, out / "cache", out / "run1")
     n = edited(data, out / "data-edited", a.changed)
-    rerun, rerun_wall = run_precompute(out / "data-edited", out / "cache", out / "run2")
+    rerun, rerun_wall, rerun_peak = run_precompute(out / "data-edited", out / "cache", out / "run2")
     print(f"{a.workspaces:,} workspaces × {a.notes} notes × {a.queries} queries; {n} changed")
-    print("| build | hits | misses | keys s | run s | wall s |\n|---|---|---|---|---|---|")
-    print(line("full", full, full_wall))
-    print(line(f"rerun, {n} changed", rerun, rerun_wall))
+    print("| build | hits | misses | keys s | run s | wall s | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
+    print(line("full", full, full_wall, full_peak))
+    print(line(f"rerun, {n} changed", rerun, rerun_wall, rerun_peak))
     if a.check:
-        fresh, _ = run_precompute(out / "data-edited", out / "cache-fresh", out / "run3")
+        fresh, _, _ = run_precompute(out / "data-edited", out / "cache-fresh", out / "run3")
         same = precompute.served(out / "cache").equals(precompute.served(out / "cache-fresh"))
         print(f"rerun serves the rows of a fresh build: {same}")
     print(
