@@ -8,16 +8,16 @@ channel's list rank is kept for rank-based fusion. Output: one row per (query, n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from pipeline.channels import dense, lexical
+from pipeline.channels import dense, lexical, segvocab
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_dense, topk_long, topk_sparse
-from pipeline.progress import progress
 
 CHANNELS = ("dense", "lexical")
 
@@ -34,11 +34,6 @@ def node_fields(nodes: pl.DataFrame) -> dict[str, list[str]]:
         return c.fill_null("").to_list()
 
     return {"title": col("title"), "tags": col("tags"), "body": col("text"), "code": col("code")}
-
-
-def _long(qs: np.ndarray, nodes: np.ndarray, res: tuple, name: str) -> pl.DataFrame:
-    qi, di, sc, rank = res
-    return pl.DataFrame({"query_idx": qs[qi], "node_idx": nodes[di], f"{name}_rank": rank})
 
 
 def dense_pairs(
@@ -144,50 +139,73 @@ class LexicalChannel:
         )
         return cls(tokens, q_terms, p)
 
-    def matrix(self, nodes_s: np.ndarray) -> sp.csr_matrix:
-        """The BM25 matrix of the scope's nodes (``lexical.bm25_matrix``)."""
+    def ranks_and_scores(self, segs: Segments) -> tuple[pl.DataFrame, Callable]:
+        """(query_idx, node_idx, lexical_rank) of every segment's queries over its own nodes, and
+        the exact score of (query, node) pairs of a segment: one block-diagonal BM25 matrix
+        (``segvocab``), each segment with its own vocabulary and statistics."""
         p = self.p
-        return lexical.bm25_matrix(self.tokens, p.field_weights, nodes_s, p.k1, p.b, p.idf)
+        lay = segvocab.layout(self.tokens.first, segs.rows, segs.seg, len(self.tokens.vocab))
+        s_mat = lexical.bm25_matrix(
+            self.tokens, p.field_weights, segs.rows, p.k1, p.b, p.idf, segs.seg, lay
+        )
+        q = segvocab.remap(self.q_terms[segs.qs], segs.qseg, lay)
+        q = lexical.prf_expand(q, s_mat, p.prf_docs, p.prf_terms, p.prf_weight)
+        qi, di, _sc, rank = topk_sparse(lexical.score(q, s_mat), p.candidates)
+        ranks = pl.DataFrame(
+            {"query_idx": segs.qs[qi], "node_idx": segs.rows[di], "lexical_rank": rank}
+        )
 
-    def query_terms(self, s_mat: sp.csr_matrix, qs: np.ndarray) -> sp.csr_matrix:
-        """The scope's query term weights: the queries' own, plus pseudo-relevance feedback terms
-        from the scope's nodes when ``prf_docs`` > 0 (``lexical.prf_expand``)."""
-        p = self.p
-        return lexical.prf_expand(self.q_terms[qs], s_mat, p.prf_docs, p.prf_terms, p.prf_weight)
+        def scores(qi: np.ndarray, ni: np.ndarray) -> np.ndarray:
+            vq = segs.query_pos(qi)
+            return lexical.pair_scores(q, s_mat, vq, segs.row_pos(segs.qseg[vq], ni))
 
-    def ranks(
-        self, s_mat: sp.csr_matrix, nodes_s: np.ndarray, qs: np.ndarray, q_s: sp.csr_matrix
-    ) -> pl.DataFrame:
-        """(query_idx, node_idx, lexical_rank): each query's top ``candidates`` among the scope's
-        nodes; ``q_s`` is :meth:`query_terms` of ``qs``."""
-        r = lexical.score(q_s, s_mat)
-        return _long(qs, nodes_s, topk_sparse(r, self.p.candidates), "lexical")
-
-    def scores(
-        self,
-        s_mat: sp.csr_matrix,
-        nodes_s: np.ndarray,
-        qs: np.ndarray,
-        qi: np.ndarray,
-        ni: np.ndarray,
-        q_s: sp.csr_matrix,
-    ) -> np.ndarray:
-        """Exact BM25 score of each (query qi[j], node ni[j]) pair of the scope."""
-        local, q_local = np.searchsorted(nodes_s, ni), np.searchsorted(qs, qi)
-        return lexical.pair_scores(q_s, s_mat, q_local, local)
+        return ranks, scores
 
 
-def _scope_candidates(
-    nodes_s: np.ndarray, qs: np.ndarray, dch: DenseChannel | None, lch: LexicalChannel | None
-) -> pl.DataFrame:
-    """One scope's candidates: the union of the channels' lists, each pair scored by every channel."""
+@dataclass
+class Segments:
+    """Scope groups laid end to end: virtual row j is node ``rows[j]`` of segment ``seg[j]``,
+    virtual query j is query ``qs[j]`` of segment ``qseg[j]`` (a node may sit in several segments;
+    a query in one)."""
+
+    rows: np.ndarray
+    seg: np.ndarray
+    qs: np.ndarray
+    qseg: np.ndarray
+    parts: list
+
+    @classmethod
+    def of(cls, parts: list) -> Segments:
+        """From [(key, node indices (ascending), query indices)] with at least one node each."""
+        parts = [(r, q) for _k, r, q in parts]
+        cat = lambda arrs: np.concatenate(arrs) if arrs else np.zeros(0, np.int64)  # noqa: E731
+        seg_of = lambda k: np.repeat(  # noqa: E731
+            np.arange(len(parts), dtype=np.int64), [len(x[k]) for x in parts]
+        )
+        return cls(
+            cat([r for r, _ in parts]), seg_of(0), cat([q for _, q in parts]), seg_of(1), parts
+        )
+
+    def query_pos(self, qi: np.ndarray) -> np.ndarray:
+        """Virtual index of each query index (each query sits in one segment)."""
+        order = np.argsort(self.qs, kind="stable")
+        return order[np.searchsorted(self.qs[order], qi)]
+
+    def row_pos(self, seg: np.ndarray, ni: np.ndarray) -> np.ndarray:
+        """Virtual row of node ``ni[j]`` in segment ``seg[j]``."""
+        n = int(max(self.rows.max(initial=0), ni.max(initial=0))) + 1
+        return np.searchsorted(self.seg * n + self.rows, seg * n + ni)
+
+
+def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | None):
+    """Every segment's candidates: the union of the channels' lists, each pair scored by every
+    channel."""
     lists = []
     if dch is not None:
-        lists.append(dch.ranks(nodes_s, qs))
+        lists.append(pl.concat([dch.ranks(rows, qs) for rows, qs in segs.parts]))
     if lch is not None:
-        s_mat = lch.matrix(nodes_s)
-        q_s = lch.query_terms(s_mat, qs)
-        lists.append(lch.ranks(s_mat, nodes_s, qs, q_s))
+        lex_ranks, lex_scores = lch.ranks_and_scores(segs)
+        lists.append(lex_ranks)
     cand = lists[0]
     for other in lists[1:]:
         cand = cand.join(other, on=["query_idx", "node_idx"], how="full", coalesce=True)
@@ -195,7 +213,7 @@ def _scope_candidates(
     if dch is not None:
         cand = cand.with_columns(dense=pl.Series(dch.scores(qi, ni)))
     if lch is not None:
-        cand = cand.with_columns(lexical=pl.Series(lch.scores(s_mat, nodes_s, qs, qi, ni, q_s)))
+        cand = cand.with_columns(lexical=pl.Series(lex_scores(qi, ni)))
     return cand
 
 
@@ -212,12 +230,15 @@ def generate(
     include_archived: bool = False,
     part_q: np.ndarray | None = None,
     part_w: np.ndarray | None = None,
+    parts: list | None = None,
 ) -> pl.DataFrame:
     """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel;
     ``dense_p`` and ``lex_p`` are the ``channels`` stage's ``DenseParams`` and ``LexicalParams``.
 
     ``xq`` holds one vector per query, or — with ``part_q`` (query of each row) and ``part_w`` (its
     weight) — several per query (``pipeline.stages.query.plan``): their hits merge by max of w·cos.
+    ``parts`` are the scope groups [(key, node indices, query indices)] (default: ``scope_groups``
+    of the tables); each query's candidates come from its group's nodes only.
     """
     if xq is not None and part_q is None:
         part_q, part_w = np.arange(len(xq)), np.ones(len(xq))
@@ -228,18 +249,13 @@ def generate(
         DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device) if "dense" in enabled else None
     )
     lch = LexicalChannel.tokenise(nodes, queries, lex_p) if "lexical" in enabled else None
-    parts = [
-        _scope_candidates(nodes_s, qs, dch, lch)
-        for _key, nodes_s, qs in progress(
-            scope_groups(nodes, queries, include_archived), "channels", unit="scope"
-        )
-        if len(nodes_s)
-    ]
+    if parts is None:
+        parts = scope_groups(nodes, queries, include_archived)
+    parts = [(k, r, q) for k, r, q in parts if len(r) and len(q)]
     cols = {"query_idx": pl.Int64, "node_idx": pl.Int64}
     for ch in enabled:
         cols |= {f"{ch}_rank": pl.Int32, ch: pl.Float32}
     if not parts:
         return pl.DataFrame(schema=cols)
-    return pl.concat([p.select(list(cols)).cast(cols) for p in parts]).sort(
-        ["query_idx", "node_idx"]
-    )
+    cand = _candidates(Segments.of(parts), dch, lch)
+    return cand.select(list(cols)).cast(cols).sort(["query_idx", "node_idx"])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from pipeline.channels.segvocab import Layout, first_keys, remap
 from pipeline.errors import ConfigError
 from pipeline.ops.tokenize import has_cjk, splitter
 
@@ -27,6 +28,7 @@ class Tokens:
 
     fields: dict[str, sp.csr_matrix]
     vocab: dict[str, int]
+    first: tuple | None = None  # segvocab.first_keys: where each document's terms first appear
 
 
 def make_tokenizer(
@@ -96,8 +98,9 @@ def tokenize_fields(tokenizer, fields: dict[str, list[str]], cjk_set: bool = Fal
                 list(dict.fromkeys(row)) if has_cjk(text) else row
                 for row, text in zip(rows, fields[name])
             ]
+        ids[name] = rows
         out[name] = _counts(rows, len(vocab))
-    return Tokens(out, vocab)
+    return Tokens(out, vocab, first_keys(ids))
 
 
 def tokenize_queries(
@@ -124,8 +127,13 @@ def bm25_matrix(
     k1: float = 1.5,
     b: float = 0.75,
     idf: str = "lucene",
+    seg: np.ndarray | None = None,
+    lay: Layout | None = None,
 ) -> sp.csr_matrix:
     """(n_docs, V) BM25 term scores for the documents ``rows`` (all when None); IDF over those rows.
+    With ``seg`` (segment of each of ``rows``, contiguous) and its ``lay`` (``segvocab.layout``):
+    each segment's documents in its own columns, with its own N, average length and df, so the
+    block of a segment equals the matrix of that segment alone.
 
     ``idf="lucene"``: ln(1 + (N − df + 0.5)/(df + 0.5)), tf/(tf + k1·norm) (bm25s default);
     ``idf="reme"``: the same idf, tf·(k1+1)/(tf + k1·norm) (ReMe's ``bm25_index.py``);
@@ -139,13 +147,15 @@ def bm25_matrix(
             f"lexical.field_weights has unknown fields {sorted(unknown)}; choose from {list(FIELDS)}"
         )
     mats = {f: (m if rows is None else m[rows]) for f, m in tokens.fields.items()}
+    if lay is not None:
+        mats = {f: remap(m, seg, lay) for f, m in mats.items()}
     n = next(iter(mats.values())).shape[0]
     tf = sum(
         (float(weights.get(f, 0.0)) * m for f, m in mats.items() if weights.get(f, 0.0)),
         start=sp.csr_matrix(next(iter(mats.values())).shape, dtype=np.float32),
     ).tocsr()
     length = np.asarray(sum(m for f, m in mats.items() if weights.get(f, 0.0)).sum(axis=1)).ravel()
-    avgdl = max(float(length.mean()) if n else 0.0, 1e-9)
+    n, avgdl = _segment_stats(length, seg, lay, n)
     df = np.bincount(tf.indices, minlength=tf.shape[1]).astype(np.float64)
     if idf in ("lucene", "reme"):  # ReMe's bm25_index keeps the (k1 + 1) factor bm25s drops
         w_idf, top = np.log1p((n - df + 0.5) / (df + 0.5)), (k1 + 1.0 if idf == "reme" else 1.0)
@@ -154,9 +164,23 @@ def bm25_matrix(
         w_idf = np.where(w_idf <= 0, 1e-6, w_idf)
     norm = k1 * (1.0 - b + b * length / avgdl)
     out = tf.copy().astype(np.float32)
-    row_of = np.repeat(np.arange(n), np.diff(out.indptr))
+    row_of = np.repeat(np.arange(out.shape[0]), np.diff(out.indptr))
     out.data = (w_idf[out.indices] * out.data * top / (out.data + norm[row_of])).astype(np.float32)
     return out
+
+
+def _segment_stats(length: np.ndarray, seg, lay, n: int) -> tuple:
+    """(N, average length): plain numbers for one set of documents; with segments, N per column
+    and the average length (float32, as the plain number enters float32 arithmetic) per row, each
+    computed exactly as for that segment alone."""
+    if lay is None:
+        return n, max(float(length.mean()) if n else 0.0, 1e-9)
+    cut = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1], True]) if n else np.zeros(1, np.int64)
+    sizes = np.diff(cut)
+    means = [max(float(length[a:z].mean()), 1e-9) for a, z in zip(cut[:-1], cut[1:])]
+    per_col = np.bincount(lay.codes // lay.n_terms, minlength=int(seg.max(initial=-1)) + 1)
+    col_n = np.repeat(np.bincount(seg, minlength=len(per_col)) if n else per_col, per_col)
+    return col_n, np.repeat(np.asarray(means, np.float32), sizes)
 
 
 def score(q: sp.csr_matrix, s: sp.csr_matrix) -> sp.csr_matrix:

@@ -1,0 +1,97 @@
+"""BM25 term columns per segment: several scopes' documents in one matrix, each scope with its own
+vocabulary, so one sparse product scores them all and no statistic crosses a scope.
+
+A scope's own tokenisation (``lexical.tokenize_fields`` over its documents alone) numbers terms in
+order of first appearance: field by field (title, tags, body, code), document by document, token by
+token. Sums over a query's terms run in that column order, so the scores' last bits depend on it.
+:func:`relabel` gives every (segment, term) its own column, numbered within the segment in exactly
+that order, from a tokenisation of all documents at once (``Tokens.first``: where each document's
+terms first appear). A segment's block of columns is then the matrix its own tokenisation would
+give, and the blocks of different segments share no column (a block-diagonal layout).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from pipeline.ops.sparse_entries import spans
+
+POS_BITS = 32  # a first-appearance key: field << POS_BITS | token position in that field's text
+
+
+def first_keys(ids: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(doc, term, key) once per (doc, term), sorted by (doc, term): ``key`` = field << POS_BITS |
+    position of the term's first appearance in the document (fields in ``ids`` order)."""
+    docs, terms, keys = [], [], []
+    for f, rows in enumerate(ids.values()):
+        lens = np.fromiter((len(r) for r in rows), np.int64, count=len(rows))
+        total = int(lens.sum())
+        doc = np.repeat(np.arange(len(rows), dtype=np.int64), lens)
+        starts = np.cumsum(lens) - lens
+        pos = np.arange(total, dtype=np.int64) - starts[doc]
+        docs.append(doc)
+        terms.append(np.fromiter((t for r in rows for t in r), np.int64, count=total))
+        keys.append((np.int64(f) << POS_BITS) | np.minimum(pos, (1 << POS_BITS) - 1))
+    doc, term, key = (np.concatenate(a) for a in (docs, terms, keys))
+    order = np.lexsort((key, term, doc))
+    doc, term, key = doc[order], term[order], key[order]
+    head = np.r_[True, (doc[1:] != doc[:-1]) | (term[1:] != term[:-1])] if len(doc) else doc > 0
+    return doc[head], term[head], key[head]
+
+
+@dataclass
+class Layout:
+    """Where each (segment, term) lives: sorted ``seg * n_terms + term`` codes and their columns."""
+
+    codes: np.ndarray
+    cols: np.ndarray
+    n_terms: int
+    n_cols: int
+
+    def columns(self, seg: np.ndarray, term: np.ndarray) -> np.ndarray:
+        """Column of each (segment, term) pair; −1 where the segment's documents lack the term."""
+        code = seg.astype(np.int64) * self.n_terms + term
+        at = np.minimum(np.searchsorted(self.codes, code), max(len(self.codes) - 1, 0))
+        hit = (self.codes[at] == code) if len(self.codes) else np.zeros(len(code), bool)
+        return np.where(hit, self.cols[at] if len(self.codes) else -1, -1)
+
+
+def layout(first: tuple, rows: np.ndarray, seg: np.ndarray, n_terms: int) -> Layout:
+    """The columns of the documents ``rows`` (virtual row j is document ``rows[j]`` of segment
+    ``seg[j]``; segments contiguous and ascending, rows ascending within one): each segment's terms
+    numbered by first appearance (field, then document, then position), segments one after another."""
+    doc, term, key = first
+    n_docs = max(int(doc.max(initial=-1)), int(rows.max(initial=-1))) + 1
+    starts = np.searchsorted(doc, np.arange(n_docs + 1))
+    pick = spans(np, starts[rows], starts[rows + 1])
+    vrow = np.repeat(np.arange(len(rows)), starts[rows + 1] - starts[rows])
+    s, t = seg[vrow].astype(np.int64), term[pick]
+    # (field, document, position): the order a segment's own tokenisation meets its terms
+    f, pos = key[pick] >> POS_BITS, key[pick] & ((1 << POS_BITS) - 1)
+    order = np.lexsort((pos, vrow, f, t, s))  # per (segment, term): earliest appearance first
+    s, t, f, vr, pos = s[order], t[order], f[order], vrow[order], pos[order]
+    head = np.r_[True, (s[1:] != s[:-1]) | (t[1:] != t[:-1])] if len(s) else s > 0
+    s, t, f, vr, pos = s[head], t[head], f[head], vr[head], pos[head]
+    order = np.lexsort((pos, vr, f, s))  # within a segment: by first appearance
+    code = s[order] * n_terms + t[order]
+    cols = np.empty(len(code), np.int64)
+    cols[order] = np.arange(len(code))
+    by_code = np.argsort(s * n_terms + t, kind="stable")
+    return Layout((s * n_terms + t)[by_code], cols[by_code], n_terms, len(code))
+
+
+def remap(m: sp.csr_matrix, seg: np.ndarray, lay: Layout) -> sp.csr_matrix:
+    """``m`` (rows × terms) with each row's terms moved to its segment's columns (terms its segment
+    lacks dropped); canonical (sorted, summed) like the matrices of a segment's own tokenisation."""
+    m = m.tocsr()
+    row = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    col = lay.columns(seg[row], m.indices.astype(np.int64))
+    ok = col >= 0
+    out = sp.csr_matrix(
+        (m.data[ok], (row[ok], col[ok])), shape=(m.shape[0], max(lay.n_cols, 1)), dtype=m.dtype
+    )
+    out.sum_duplicates()
+    return out
