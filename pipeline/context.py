@@ -75,6 +75,26 @@ class RunContext:
     policy: object = None  # score: the scope policy applied (stages.scope_policy.Applied)
     recall: pl.DataFrame | None = None  # select: the group's recall rows
     reused: list = field(default_factory=list)  # stages served from the stage cache
+    # several small groups laid end to end (querypath.packs): [(key, node rows, query rows)] in
+    # this context's numbering, and the segment of each node and query; None for one group
+    segments: list | None = None
+    seg: np.ndarray | None = None
+    qseg: np.ndarray | None = None
+
+    def segment_tag(self) -> str:
+        """ "" for one group; else a tag of the segment sizes (memo keys of per-node-table work)."""
+        if self.seg is None:
+            return ""
+        return "|" + ",".join(str(len(r)) for _k, r, _q in self.segments)
+
+    def diffusion_parts(self) -> list | None:
+        """The node and query sets diffusion runs on: every segment at once (the graph and hubs
+        join no two segments, and a query's seeds are its own segment's), else the default
+        (``scope_groups`` of the tables)."""
+        if self.segments is None:
+            return None
+        every = np.arange(self.nodes.height, dtype=np.int64)
+        return [(None, every, np.arange(self.queries.height, dtype=np.int64))]
 
     @property
     def cfg(self) -> DictConfig:

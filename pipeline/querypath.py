@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from pipeline import autopreset
+from pipeline import autopreset, packs
 from pipeline.context import RunContext, RunState
 from pipeline.ops.scope import EdgeIndex, RowsByKey, run_groups
 from pipeline.stages import channels, cooccur, diffuse, fuse, graph, novelty, score, select, signals
@@ -125,7 +125,9 @@ class GroupOut:
 def run_all_groups(
     state: RunState, nodes: pl.DataFrame, queries: pl.DataFrame, stages: list | None = None
 ) -> list[GroupOut]:
-    """:func:`run_group` for every query group that sees at least one node. Without a caller's memo,
+    """:func:`run_group` for every query group that sees at least one node; small groups run
+    together, as the segments of one context (``pipeline.packs``), when the config allows it and
+    the default stages run. Without a caller's memo,
     the per-node-table steps (graph, hubs, signals) are still shared by the groups that see the same
     nodes at other reference times (``run_groups`` yields them one after another)."""
     own, last, outs = state.memo is None, None, []
@@ -133,13 +135,17 @@ def run_all_groups(
     if state.cfg.diffuse.method != "none" or state.cfg.signals.enabled:
         # each group's explicit edges by lookup, not a scan
         state.edge_index = EdgeIndex(nodes, state.ds.edges)
-    for key, rows, qs, now in run_groups(
-        nodes, queries, state.cfg.include_archived, config_now(state.cfg)
-    ):
-        if own and (last is None or not np.array_equal(last, rows)):
+    groups = run_groups(nodes, queries, state.cfg.include_archived, config_now(state.cfg))
+    pack = packs.packable(state.cfg, state.ds, state.until) and stages is None
+    for some in packs.packs(groups) if pack else [[g] for g in groups]:
+        key, rows, qs, now = some[0]
+        if own and (len(some) > 1 or last is None or not np.array_equal(last, rows)):
             state.memo.clear()
-            last = rows
-        if len(rows):
+            last = None if len(some) > 1 else rows
+        if len(some) > 1:
+            ctx = packs.slice_pack(state, nodes, queries, some)
+            outs.append(GroupOut.of(run_group(state, ctx, stages)))
+        elif len(rows):
             ctx = slice_group(state, nodes, queries, key, rows, qs, now)
             outs.append(GroupOut.of(run_group(state, ctx, stages)))
     return outs

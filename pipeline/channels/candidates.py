@@ -75,9 +75,8 @@ class DenseChannel:
     seed: int
     device: str
 
-    def ranks(self, nodes_s: np.ndarray, qs: np.ndarray) -> pl.DataFrame:
-        """(query_idx, node_idx, dense_rank): each query's top ``candidates`` among the scope's nodes,
-        its parts' hits merged by the maximum of weight × cosine."""
+    def hits(self, nodes_s: np.ndarray, qs: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(query, node, weight × cosine) of each part's top ``per_part`` among one scope's nodes."""
         p = self.p
         xs = (
             self.xb if len(nodes_s) == len(self.xb) else self.xb[nodes_s]
@@ -100,17 +99,18 @@ class DenseChannel:
             I = np.where(D > p.min_score, I, -1)
         D = D * self.part_w[rows][:, None]
         pi, di, sc, _ = topk_dense(D, I, per_part)
-        merged = (
-            pl.DataFrame({"query_idx": self.part_q[rows][pi], "node_idx": nodes_s[di], "s": sc})
-            .group_by("query_idx", "node_idx")
-            .agg(pl.col("s").max())
-        )
-        q_, n_, _, rank = topk_long(
-            merged["query_idx"].to_numpy(),
-            merged["node_idx"].to_numpy(),
-            merged["s"].to_numpy(),
-            p.candidates,
-        )
+        return self.part_q[rows][pi], nodes_s[di], sc
+
+    def ranks(self, parts: list) -> pl.DataFrame:
+        """(query_idx, node_idx, dense_rank): each query's top ``candidates`` among its scope's
+        nodes (``parts``: [(node indices, query indices)] per scope), its parts' hits merged by
+        the maximum of weight × cosine."""
+        q, n, s = (np.concatenate(a) for a in zip(*(self.hits(r, qs) for r, qs in parts)))
+        order = np.lexsort((n, q))
+        q, n, s = q[order], n[order], s[order]
+        head = np.flatnonzero(np.r_[True, (q[1:] != q[:-1]) | (n[1:] != n[:-1])]) if len(q) else q
+        best = np.maximum.reduceat(s, head) if len(q) else s
+        q_, n_, _, rank = topk_long(q[head], n[head], best, self.p.candidates)
         return pl.DataFrame({"query_idx": q_, "node_idx": n_, "dense_rank": rank})
 
     def scores(self, qi: np.ndarray, ni: np.ndarray) -> np.ndarray:
@@ -202,7 +202,7 @@ def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | 
     channel."""
     lists = []
     if dch is not None:
-        lists.append(pl.concat([dch.ranks(rows, qs) for rows, qs in segs.parts]))
+        lists.append(dch.ranks(segs.parts))
     if lch is not None:
         lex_ranks, lex_scores = lch.ranks_and_scores(segs)
         lists.append(lex_ranks)

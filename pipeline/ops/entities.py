@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 # A capitalised word: an upper-case letter, then letters, digits, apostrophes, hyphens, dots.
 _CAP = r"[A-Z][\w'’\-\.]*"
@@ -38,6 +39,7 @@ monday tuesday wednesday thursday friday saturday sunday
 )
 
 
+@lru_cache(maxsize=1 << 16)  # a pure function of short strings that repeat (names, stop words)
 def normalise(s: str) -> str:
     """Case-folded, accents and possessives stripped, a leading article dropped, spaces collapsed."""
     s = unicodedata.normalize("NFKD", s)

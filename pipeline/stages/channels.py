@@ -97,6 +97,7 @@ def run_stage(ctx, p: tuple) -> object:
             cfg.include_archived,
             ctx.part_q,
             ctx.part_w,
+            ctx.segments,
         )
         io.write_parquet(path, ctx.cand)
     state.log.add("candidates", ctx.cand.height)

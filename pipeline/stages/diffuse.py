@@ -108,7 +108,8 @@ def _hits(out, keep: int):
     """(row, column, energy) of the positive entries of a solved (rows, B) block, each column cut to
     its ``keep`` largest first (0: all), computed where ``out`` lives; only the hits reach the host."""
     xp, _ = namespaces(out)
-    if keep and out.shape[0] > keep:  # PPR reaches a whole component: each query's top nodes
+    # PPR reaches a whole component: each query's top nodes (no cut where no column holds more)
+    if keep and out.shape[0] > keep and out.shape[1] and int((out != 0).sum(axis=0).max()) > keep:
         out = xp.where(topk_abs_mask(xp.ascontiguousarray(out), keep), out, 0)
     r, c = xp.nonzero(out > 0)
     host = [a.get() if hasattr(a, "get") else a for a in (r, c, out[r, c])]
@@ -194,24 +195,26 @@ def run(
     hubs: hub_layer.Hubs | None = None,
     hub_seeds: pl.DataFrame | None = None,
     now=None,
+    parts: list | None = None,
 ) -> pl.DataFrame:
     """Returns (query_idx, node_idx, graph) for every node with positive energy. ``extra_seeds``
     (query_idx, node_idx, energy) join the fused seeds, deduplicated by max energy (BME). ``hubs``
     (entity and group layers) join each scope's graph; ``hub_seeds`` (query_idx, hub_idx, weight)
     seed them with ``entity_seed_share`` of the seed energy. Hubs never appear in the output. Edges
-    whose validity window does not contain ``now`` (the reference time) carry nothing."""
+    whose validity window does not contain ``now`` (the reference time) carry nothing. ``parts``
+    are the scope groups (default: ``scope_groups`` of the tables)."""
     require_one_of("diffusion.method", p.method, METHODS)
     empty = pl.DataFrame(schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "graph": pl.Float32})
     if p.method == "none" or cand.height == 0:
         return empty
     seeds = _seeds(cand, nodes, queries, p, extra_seeds)
-    parts = []
-    for _key, rows, qs in progress(
-        scope_groups(nodes, queries, include_archived), "diffuse", unit="scope"
-    ):
+    if parts is None:
+        parts = scope_groups(nodes, queries, include_archived)
+    hits = []
+    for _key, rows, qs in progress(parts, "diffuse", unit="scope"):
         if len(rows) and len(qs):
-            parts += _scope(rows, qs, nodes.height, edges, seeds, p, device, hubs, hub_seeds, now)
-    return pl.concat(parts).cast(empty.schema) if parts else empty
+            hits += _scope(rows, qs, nodes.height, edges, seeds, p, device, hubs, hub_seeds, now)
+    return pl.concat(hits).cast(empty.schema) if hits else empty
 
 
 def _anchor_seeds(ctx, p: DiffusionParams) -> pl.DataFrame | None:
@@ -251,7 +254,7 @@ def run_stage(ctx, p: DiffusionParams) -> object:
 
     seeds_extra = _anchor_seeds(ctx, p)
     hub_seeds = (
-        hub_layer.query_seeds(ctx.queries, ctx.hub_graph, ctx.hub_params)
+        hub_layer.query_seeds(ctx.queries, ctx.hub_graph, ctx.hub_params, ctx.qseg)
         if p.entity_seed_share > 0
         else None
     )
@@ -267,6 +270,7 @@ def run_stage(ctx, p: DiffusionParams) -> object:
         ctx.hub_graph,
         hub_seeds,
         now=ctx.now,
+        parts=ctx.diffusion_parts(),
     )
     ctx.run.log.add("graph_hits", hits.height)
     ctx.cand = join_component(ctx, hits, "graph")

@@ -124,6 +124,7 @@ def script_scaled(
     nodes: pl.DataFrame,
     queries: pl.DataFrame,
     include_archived: bool = False,
+    parts: list | None = None,
 ) -> dict:
     """Fusion params whose dense weight is × the non-Han letter share of each query's scope when the
     embedding model is English-only (``embed.english_only``): its cosine carries little on Chinese
@@ -136,7 +137,7 @@ def script_scaled(
         return params
     han, letters = han_letters(nodes["text"].fill_null("").to_list())
     scale = np.ones(queries.height)
-    for _key, nodes_s, qs in scope_groups(nodes, queries, include_archived):
+    for _key, nodes_s, qs in parts or scope_groups(nodes, queries, include_archived):
         total = letters[nodes_s].sum()
         scale[qs] = 1.0 - han[nodes_s].sum() / total if total else 1.0
     if scale.min() == 1.0:
@@ -152,7 +153,12 @@ def run_stage(ctx, p: dict) -> object:
     """Fuse the channel scores into ``fused``; keeps the settings for the components added later."""
     cfg = ctx.cfg
     ctx.fusion = script_scaled(
-        p, bool(cfg.embed.get("english_only", False)), ctx.nodes, ctx.queries, cfg.include_archived
+        p,
+        bool(cfg.embed.get("english_only", False)),
+        ctx.nodes,
+        ctx.queries,
+        cfg.include_archived,
+        ctx.segments,
     )
     ctx.cand = fuse(
         ctx.cand,

@@ -99,11 +99,16 @@ def explicit_edges(
     return out
 
 
-def temporal_edges(nodes: pl.DataFrame, p: GraphParams) -> pl.DataFrame:
-    """Consecutive nodes (by seq) sharing ``temporal_key`` (and type, if asked) get one edge."""
+def temporal_edges(
+    nodes: pl.DataFrame, p: GraphParams, seg: np.ndarray | None = None
+) -> pl.DataFrame:
+    """Consecutive nodes (by seq) sharing ``temporal_key`` (and type, if asked) get one edge;
+    with ``seg`` (each node's segment), only within a segment."""
     if not p.temporal or "seq" not in nodes.columns or p.temporal_key not in nodes.columns:
         return pl.DataFrame(schema=EDGE_SCHEMA)
     keys = [p.temporal_key] + (["type"] if p.temporal_same_type and "type" in nodes.columns else [])
+    if seg is not None:
+        nodes, keys = nodes.with_columns(_seg=pl.Series(seg, dtype=pl.Int64)), ["_seg", *keys]
     t = (
         nodes.with_row_index("i")
         .filter(pl.col("seq").is_not_null() & pl.col(p.temporal_key).is_not_null())
@@ -176,16 +181,23 @@ def build(
     p: GraphParams,
     xb: np.ndarray | None = None,
     skipped: Counter | None = None,
+    seg: np.ndarray | None = None,
 ) -> pl.DataFrame:
-    """All edges of the graph: explicit, temporal, mention and kNN, one frame in EDGE_SCHEMA."""
+    """All edges of the graph: explicit, temporal, mention and kNN, one frame in EDGE_SCHEMA.
+    With ``seg`` (each node's segment: scope groups laid end to end, ``querypath``) no edge joins
+    two segments, so each segment's graph is the one it would have alone; mention and kNN edges
+    are then not built (``querypath.packable`` keeps such configs out of segments)."""
     skipped = Counter() if skipped is None else skipped
-    parts = [
-        explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight),
-        temporal_edges(nodes, p),
-        mention_edges(nodes, p),
-        knn_edges(xb, p),
-    ]
-    return pl.concat(parts, how="diagonal_relaxed")
+    explicit = explicit_edges(
+        edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight
+    )
+    if seg is None:
+        return pl.concat(
+            [explicit, temporal_edges(nodes, p), mention_edges(nodes, p), knn_edges(xb, p)],
+            how="diagonal_relaxed",
+        )
+    same = seg[explicit["src"].to_numpy()] == seg[explicit["dst"].to_numpy()]
+    return pl.concat([explicit.filter(same), temporal_edges(nodes, p, seg)], how="diagonal_relaxed")
 
 
 def in_window(edges: pl.DataFrame, now) -> pl.DataFrame:
@@ -272,8 +284,12 @@ def run_stage(ctx, p: GraphParams) -> object:
     explicit = (
         state.ds.edges if ctx.edges is None else ctx.edges
     )  # dangling/self-loop edges: counted once per run
+    tag = ctx.segment_tag()  # a memo entry per segmentation of the node table
     ctx.graph = corpus_step(
-        state.memo, "graph", ctx.nodes, lambda: build(ctx.nodes, explicit, p, ctx.xb, Counter())
+        state.memo,
+        f"graph{tag}",
+        ctx.nodes,
+        lambda: build(ctx.nodes, explicit, p, ctx.xb, Counter(), ctx.seg),
     )
     if cfg.diffuse.method != "none":
         embed = (
@@ -284,7 +300,10 @@ def run_stage(ctx, p: GraphParams) -> object:
         hub_p = state.const("hubs", lambda: hubs.HubParams.from_cfg(p.hubs, "graph.hubs"))
         ctx.hub_params = hub_p
         ctx.hub_graph = corpus_step(
-            state.memo, "hubs", ctx.nodes, lambda: hubs.build(ctx.nodes, hub_p, embed)
+            state.memo,
+            f"hubs{tag}",
+            ctx.nodes,
+            lambda: hubs.build(ctx.nodes, hub_p, embed, ctx.seg),
         )
     state.log.most("graph_edges", ctx.graph.height)
     state.log.most("hubs", 0 if ctx.hub_graph is None else ctx.hub_graph.size)

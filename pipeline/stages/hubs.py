@@ -55,7 +55,7 @@ class Hubs:
     syn: sp.csr_matrix  # (H × H), symmetric
     keys: list[str]  # hub names: "entity:<key>" or "<column>:<value>"
     df: np.ndarray  # units per hub
-    entity_index: dict[str, int]  # entity key → hub index
+    entity_index: dict[tuple, int]  # (segment, entity key) → hub index
 
     @property
     def size(self) -> int:
@@ -67,35 +67,52 @@ def _extract_kw(p: HubParams) -> dict:
     return {"numbers": p.numbers, "quoted": p.quoted, "subwords": p.subwords}
 
 
-def _entity_pairs(nodes: pl.DataFrame, p: HubParams) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _entity_pairs(
+    nodes: pl.DataFrame, p: HubParams, seg: np.ndarray
+) -> tuple[list[str], np.ndarray, np.ndarray, list[tuple]]:
+    """Entity hubs per segment (``seg``: each unit's): df and the ``max_df`` cut counted within
+    the segment; hubs sorted by (segment, key). Returns names, units, hubs and (segment, key) per hub."""
     kw = _extract_kw(p)
     texts = nodes["text"].to_list()
     pairs = (
         pl.DataFrame(
             {
                 "unit": np.arange(len(texts), dtype=np.int64),
+                "seg": seg,
                 "key": [entities.extract(t, **kw) for t in texts],
             },
-            schema={"unit": pl.Int64, "key": pl.List(pl.String)},
+            schema={"unit": pl.Int64, "seg": pl.Int64, "key": pl.List(pl.String)},
         )
         .explode("key")
         .drop_nulls()
     )
-    df = pairs.group_by("key").len()
-    keep = df.filter(pl.col("len") <= max(1, int(p.max_df * max(1, len(texts))))).sort("key")
-    pairs = pairs.join(keep.with_row_index("hub"), on="key").sort("hub", "unit")
-    return keep["key"].to_list(), pairs["unit"].to_numpy(), pairs["hub"].cast(pl.Int64).to_numpy()
+    size = np.bincount(seg, minlength=int(seg.max(initial=-1)) + 1)
+    limit = np.maximum(1, (p.max_df * np.maximum(1, size)).astype(np.int64))
+    df = pairs.group_by("seg", "key").len()
+    keep = df.filter(pl.col("len") <= pl.lit(pl.Series(limit)).gather(pl.col("seg"))).sort(
+        "seg", "key"
+    )
+    pairs = pairs.join(keep.with_row_index("hub"), on=["seg", "key"]).sort("hub", "unit")
+    names = keep["key"].to_list()
+    return (
+        names,
+        pairs["unit"].to_numpy(),
+        pairs["hub"].cast(pl.Int64).to_numpy(),
+        list(zip(keep["seg"].to_list(), names)),
+    )
 
 
-def _group_pairs(nodes: pl.DataFrame, col: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _group_pairs(
+    nodes: pl.DataFrame, col: str, seg: np.ndarray
+) -> tuple[list[str], np.ndarray, np.ndarray]:
     if col not in nodes.columns:
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
-    v = nodes[col].cast(pl.String)
-    vals = sorted(set(v.drop_nulls().to_list()))
-    pos = {x: i for i, x in enumerate(vals)}
-    units = np.flatnonzero(v.is_not_null().to_numpy())
-    hubs = np.array([pos[x] for x in v.drop_nulls().to_list()], np.int64)
-    return [f"{col}:{x}" for x in vals], units.astype(np.int64), hubs
+    v = pl.DataFrame({"seg": seg, "v": nodes[col].cast(pl.String)}).with_row_index("unit")
+    v = v.filter(pl.col("v").is_not_null())
+    vals = v.select("seg", "v").unique().sort("seg", "v").with_row_index("hub")
+    hit = v.join(vals, on=["seg", "v"], how="left", maintain_order="left")
+    names = [f"{col}:{x}" for x in vals["v"].to_list()]
+    return names, hit["unit"].cast(pl.Int64).to_numpy(), hit["hub"].cast(pl.Int64).to_numpy()
 
 
 def _synonyms(
@@ -123,17 +140,24 @@ def _synonyms(
 
 
 def build(
-    nodes: pl.DataFrame, p: HubParams, embed: Callable[[list[str]], np.ndarray] | None = None
+    nodes: pl.DataFrame,
+    p: HubParams,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+    seg: np.ndarray | None = None,
 ) -> Hubs | None:
-    """The hub layers of ``nodes`` (None when no layer is enabled)."""
+    """The hub layers of ``nodes`` (None when no layer is enabled). With ``seg`` (the segment of
+    each node: scope groups laid end to end, ``querypath``) every segment gets its own hubs and
+    counts, as if built from its nodes alone; without, one segment."""
+    seg = np.zeros(nodes.height, np.int64) if seg is None else seg
     layers = []  # (names, units, hubs, weight per unit-hub pair)
     ent_keys: list[str] = []
+    ent_index: list[tuple] = []
     if p.entities:
-        ent_keys, u, hb = _entity_pairs(nodes, p)
+        ent_keys, u, hb, ent_index = _entity_pairs(nodes, p, seg)
         layers.append(([f"entity:{k}" for k in ent_keys], u, hb, p.entity_weight))
     for col, w in sorted((p.groups or {}).items()):
         if w:
-            names, u, hb = _group_pairs(nodes, col)
+            names, u, hb = _group_pairs(nodes, col, seg)
             layers.append((names, u, hb, float(w)))
     if not layers:
         return None
@@ -168,21 +192,24 @@ def build(
         syn=syn.astype(np.float32),
         keys=keys,
         df=np.concatenate(df),
-        entity_index={k: i for i, k in enumerate(ent_keys)},
+        entity_index={k: i for i, k in enumerate(ent_index)},
     )
 
 
-def query_seeds(queries: pl.DataFrame, hubs: Hubs | None, p: HubParams) -> pl.DataFrame:
-    """(query_idx, hub_idx, weight): the entity hubs a query's text mentions, weights
-    ``1/df**df_power`` normalised to sum 1 per query."""
+def query_seeds(
+    queries: pl.DataFrame, hubs: Hubs | None, p: HubParams, qseg: np.ndarray | None = None
+) -> pl.DataFrame:
+    """(query_idx, hub_idx, weight): the entity hubs of its own segment (``qseg``; default one)
+    that a query's text mentions, weights ``1/df**df_power`` normalised to sum 1 per query."""
     schema = {"query_idx": pl.Int64, "hub_idx": pl.Int64, "weight": pl.Float32}
     if hubs is None or not hubs.entity_index:
         return pl.DataFrame(schema=schema)
     kw = _extract_kw(p)
     q, hb = [], []
+    qseg = np.zeros(queries.height, np.int64) if qseg is None else qseg
     for i, t in enumerate(queries["text"].to_list()):
         for k in entities.extract(t, **kw):
-            j = hubs.entity_index.get(k)
+            j = hubs.entity_index.get((int(qseg[i]), k))
             if j is not None:
                 q.append(i)
                 hb.append(j)

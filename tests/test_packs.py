@@ -1,0 +1,128 @@
+"""Small query groups run together (``pipeline.packs``): for random workspace layouts — nested
+scopes, overlapping scope lists, a viewer with private notes, archived notes, explicit edges across
+workspaces, queries with their own ``now`` — and random pack sizes, the packed run writes the same
+recall rows, byte for byte, as the run that takes one group at a time; and ``packable`` refuses
+every config that reads something across the nodes of a pack."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from pipeline import packs, runner
+from pipeline.dataset import Dataset
+from pipeline.synth.workspaces import make
+
+COMMON = ["embed=hashing", "report=false", "k=8", "graph.hubs.max_df=0.5"]
+PACKABLE = {
+    "best": ["preset=best"],
+    "hipporag-no-synonyms": ["preset=hipporag", "graph.hubs.synonym_k=0"],
+    "bm25+ppr": ["preset=bm25", "diffuse=ppr", "graph.hubs.groups.doc_id=0.5"],
+    "best+plan": ["preset=best", "query.intent_split=true", "fuse=rrf"],
+    "reme": ["preset=reme"],
+    "oks": ["preset=oks"],
+}
+
+
+def layout(seed: int) -> Dataset:
+    """A few workspaces with random extra queries over random scopes, viewers and times."""
+    rng = np.random.default_rng(seed)
+    w = int(rng.integers(3, 7))
+    ds = make(w, notes=int(rng.integers(4, 12)), queries=2, per_doc=3, seed=seed)
+    ids = ds.nodes["node_id"].to_list()
+    private = set(rng.choice(ids, 3, replace=False).tolist())
+    archived = set(rng.choice(ids, 2, replace=False).tolist())
+    nodes = ds.nodes.with_columns(
+        visibility=pl.Series(
+            [["alice"] if i in private else None for i in ids], dtype=pl.List(pl.String)
+        ),
+        archived=pl.Series([i in archived for i in ids]),
+    )
+    spaces = [f"u{k}" for k in range(w)] + [f"u{k}/d0" for k in range(w)] + ["u0/d1"]
+    n_extra = int(rng.integers(3, 9))
+    scopes = [
+        None if rng.random() < 0.1 else rng.choice(spaces, int(rng.integers(1, 4))).tolist()
+        for _ in range(n_extra)
+    ]
+    when = dt.datetime(2025, 1, 3, tzinfo=dt.timezone.utc)
+    extra = pl.DataFrame(
+        {
+            "query_id": [f"x{j}" for j in range(n_extra)],
+            "text": [
+                " ".join(rng.choice(ds.nodes["text"].to_list(), 1)[0].split()[:6])
+                for _ in range(n_extra)
+            ],
+            "doc_scope": scopes,
+            "viewer": ["alice" if rng.random() < 0.3 else None for _ in range(n_extra)],
+            "now": [when if rng.random() < 0.3 else None for _ in range(n_extra)],
+        },
+        schema_overrides={"doc_scope": pl.List(pl.String), "now": pl.Datetime("us", "UTC")},
+    )
+    across = pl.DataFrame(
+        {
+            "src": rng.choice(ids, 4).tolist(),
+            "dst": rng.choice(ids, 4).tolist(),
+            "relation": "related",
+            "weight": pl.Series(rng.random(4), dtype=pl.Float32),
+        }
+    )
+    queries = pl.concat([ds.queries, extra], how="diagonal_relaxed")
+    return Dataset("layout", nodes, queries, pl.concat([ds.edges, across]))
+
+
+def _recall(compose, where, overrides, ds) -> bytes:
+    cfg = compose([*overrides, *COMMON, f"cache_dir={where}-cache", f"out_dir={where}"])
+    runner.run(cfg, where, dataset=ds)
+    return (where / "recall.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("recipe", list(PACKABLE))
+@settings(
+    max_examples=5,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],  # a failing example is reported as is, not shrunk
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(seed=st.integers(0, 10_000), target=st.sampled_from([20, 60, 4096]))
+def test_packed_run_equals_one_group_at_a_time(
+    compose, tmp_path, monkeypatch, recipe, seed, target
+):
+    ds = layout(seed)
+    tag = f"{recipe}-{seed}-{target}"
+    calls = []
+    real = packs.slice_pack
+    with monkeypatch.context() as m:  # undone after each example, not only after the test
+        m.setattr(packs, "TARGET", target)
+        m.setattr(packs, "slice_pack", lambda *a: calls.append(len(a[3])) or real(*a))
+        packed = _recall(compose, tmp_path / f"packed-{tag}", PACKABLE[recipe], ds)
+    assert calls and min(calls) > 1  # some groups did share a pack
+    with monkeypatch.context() as m:
+        m.setattr(packs, "packable", lambda *a: False)
+        alone = _recall(compose, tmp_path / f"alone-{tag}", PACKABLE[recipe], ds)
+    assert packed == alone
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["preset=bme"],
+        ["preset=auto"],
+        ["preset=best", "graph.mentions=true"],
+        ["preset=best", "graph.knn_k=3"],
+        ["preset=best", "signals=default"],
+        ["preset=best", "diffuse=pedsa"],
+        ["preset=best", "select=dpp"],
+        ["preset=best", "dense=hnsw"],
+        ["preset=hipporag"],
+    ],
+)
+def test_configs_that_read_across_nodes_are_not_packed(compose, overrides):
+    cfg = compose([*overrides, "embed=hashing"])
+    assert not packs.packable(cfg, None, None)
+    assert packs.packable(compose(["preset=best", "embed=hashing"]), None, None)
