@@ -87,14 +87,23 @@ class RunContext:
             return ""
         return "|" + ",".join(str(len(r)) for _k, r, _q in self.segments)
 
-    def diffusion_parts(self) -> list | None:
-        """The node and query sets diffusion runs on: every segment at once (the graph and hubs
-        join no two segments, and a query's seeds are its own segment's), else the default
-        (``scope_groups`` of the tables)."""
+    def diffusion_parts(self, rows: int = 1024) -> list | None:
+        """The node and query sets diffusion runs on: runs of consecutive segments of about
+        ``rows`` nodes, each solved at once (the graph and hubs join no two segments, and a query's
+        seeds are its own segment's; a run's iterate is its nodes × its queries, so runs stay
+        small); else the default (``scope_groups`` of the tables)."""
         if self.segments is None:
             return None
-        every = np.arange(self.nodes.height, dtype=np.int64)
-        return [(None, every, np.arange(self.queries.height, dtype=np.int64))]
+        out, first = [], 0
+        for j, (_k, r, _q) in enumerate(self.segments):
+            last = j + 1 == len(self.segments)
+            if last or self.segments[j + 1][1][0] - self.segments[first][1][0] > rows:
+                lo, hi = self.segments[first], self.segments[j]
+                out.append(
+                    (None, np.arange(lo[1][0], r[-1] + 1), np.arange(lo[2][0], hi[2][-1] + 1))
+                )
+                first = j + 1
+        return out
 
     @property
     def cfg(self) -> DictConfig:

@@ -9,9 +9,11 @@ process (imports included); "recall s" is every stage after ingest and embedding
 the top functions by cumulative and by own time. ``--against <repo>`` runs every size a second time
 with that checkout's code (e.g. the per-scope path on main), checks that both write the same
 ``recall.parquet`` bytes, and the last line is ``scopes speedup at <W>: <ratio>`` (recall stages).
+Above ``--against-max`` workspaces (default 10,000) the other checkout runs on that many only and
+its recall seconds are scaled to W (its cost per workspace is flat: docs/benchmarks.md).
 
 Usage: python scripts/bench_scopes.py [--sizes 500,2000] [--notes 40] [--queries 5] [--out /tmp/bench_scopes]
-       [--against /work/main] [--profile]
+       [--against /work/main] [--against-max 10000] [--profile]
 """
 
 from __future__ import annotations
@@ -102,6 +104,13 @@ def main() -> None:
     ap.add_argument(
         "--against", default=None, help="another checkout to time on the same data (old path)"
     )
+    ap.add_argument(
+        "--against-max",
+        type=int,
+        default=10000,
+        help="above this many workspaces the other checkout runs on this many and its recall "
+        "seconds are scaled by W / this (its cost per workspace is flat)",
+    )
     a = ap.parse_args()
     sizes, out = [int(s) for s in a.sizes.split(",")], Path(a.out)
     print(
@@ -116,14 +125,24 @@ def main() -> None:
         prof = out / f"profile-{w}.prof" if a.profile and w == max(sizes) else None
         m, wall = run_once(data, out / f"run-{w}", prof)
         print(row(w, m, wall, "this") + (" (under cProfile)" if prof else ""), flush=True)
-        if a.against:
+        if a.against and w > a.against_max:  # the old path on a sample of workspaces, scaled
+            few = a.against_max
+            sample = write(make(few, a.notes, a.queries), out / f"data-{few}")
+            old, old_wall = run_once(sample, out / f"old-{few}", None, Path(a.against))
+            print(
+                row(few, old, old_wall, Path(a.against).name)
+                + f" (sample for {w:,}: recall s × {w / few:g} = {recall_s(old) * w / few:.1f})",
+                flush=True,
+            )
+            ratio = recall_s(old) * w / few / recall_s(m)
+        elif a.against:
             old, old_wall = run_once(data, out / f"old-{w}", None, Path(a.against))
             same = (out / f"run-{w}" / "recall.parquet").read_bytes() == (
                 out / f"old-{w}" / "recall.parquet"
             ).read_bytes()
             print(
                 row(w, old, old_wall, Path(a.against).name)
-                + ("" if same else " (recall.parquet DIFFERS)"),
+                + (" (same recall.parquet bytes)" if same else " (recall.parquet DIFFERS)"),
                 flush=True,
             )
             ratio = recall_s(old) / recall_s(m)

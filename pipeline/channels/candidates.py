@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from pipeline.channels import dense, lexical, segvocab
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
-from pipeline.ops.topk import topk_dense, topk_long, topk_sparse
+from pipeline.ops.topk import topk_long, topk_sparse
 
 CHANNELS = ("dense", "lexical")
 
@@ -76,7 +76,8 @@ class DenseChannel:
     device: str
 
     def hits(self, nodes_s: np.ndarray, qs: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(query, node, weight × cosine) of each part's top ``per_part`` among one scope's nodes."""
+        """(part, node, weight × cosine) of the search hits of the scope's query parts among its
+        nodes (each part's ``per_part`` best, unordered)."""
         p = self.p
         xs = (
             self.xb if len(nodes_s) == len(self.xb) else self.xb[nodes_s]
@@ -97,15 +98,17 @@ class DenseChannel:
         D, I = dense.search(index, self.xq[rows], per_part)
         if p.min_score is not None:
             I = np.where(D > p.min_score, I, -1)
-        D = D * self.part_w[rows][:, None]
-        pi, di, sc, _ = topk_dense(D, I, per_part)
-        return self.part_q[rows][pi], nodes_s[di], sc
+        D = (D * self.part_w[rows][:, None]).astype(np.float32)
+        ok = I >= 0
+        return np.broadcast_to(rows[:, None], I.shape)[ok], nodes_s[I[ok]], D[ok]
 
     def ranks(self, parts: list) -> pl.DataFrame:
         """(query_idx, node_idx, dense_rank): each query's top ``candidates`` among its scope's
         nodes (``parts``: [(node indices, query indices)] per scope), its parts' hits merged by
         the maximum of weight × cosine."""
-        q, n, s = (np.concatenate(a) for a in zip(*(self.hits(r, qs) for r, qs in parts)))
+        part, n, s = (np.concatenate(a) for a in zip(*(self.hits(r, qs) for r, qs in parts)))
+        part, n, s, _ = topk_long(part, n, s, self.p.per_part or self.p.candidates)
+        q = self.part_q[part]
         order = np.lexsort((n, q))
         q, n, s = q[order], n[order], s[order]
         head = np.flatnonzero(np.r_[True, (q[1:] != q[:-1]) | (n[1:] != n[:-1])]) if len(q) else q

@@ -11,6 +11,7 @@ field of weight 1 this equals bm25s exactly (tests check it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import scipy.sparse as sp
@@ -80,27 +81,50 @@ def _counts(ids: list[list[int]], n_vocab: int) -> sp.csr_matrix:
     return m
 
 
+def _field_ids(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Term ids of each text, the vocabulary growing in order of first appearance. Each distinct
+    non-empty text is tokenised once, in order of first occurrence (a repeat adds no term, so
+    the ids are those of tokenising every text); empty texts (most nodes' tags and code) hold none."""
+    first = {t: None for t in texts if t}
+    if not first:
+        return [[] for _ in texts]
+    got = tokenizer.tokenize(list(first), update_vocab=True, return_as="ids", show_progress=False)
+    ids = dict(zip(first, got))
+    return [ids[t] if t else [] for t in texts]
+
+
 def tokenize_fields(tokenizer, fields: dict[str, list[str]], cjk_set: bool = False) -> Tokens:
     """Tokenise each field's texts into one growing vocabulary. ``cjk_set`` (OKS): a text holding
     Han characters counts each of its terms once (tf = 1, |d| = distinct terms)."""
-    ids = {
-        name: tokenizer.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
-        for name, texts in fields.items()
-    }
+    ids = {name: _field_ids(tokenizer, texts) for name, texts in fields.items()}
     vocab = dict(tokenizer.get_vocab_dict())
     empty = vocab.get("")
-    out = {}
+    out, flat = {}, {}
     for name, rows in ids.items():
-        if empty is not None:
-            rows = [[t for t in row if t != empty] for row in rows]
         if cjk_set:
             rows = [
                 list(dict.fromkeys(row)) if has_cjk(text) else row
                 for row, text in zip(rows, fields[name])
             ]
-        ids[name] = rows
-        out[name] = _counts(rows, len(vocab))
-    return Tokens(out, vocab, first_keys(ids))
+        doc, pos, term = _flat(rows)
+        if empty is not None:  # bm25s's "" token is not a term
+            keep = term != empty
+            doc, pos, term = doc[keep], pos[keep], term[keep]
+        m = sp.csr_matrix(
+            (np.ones(len(term), np.float32), (doc, term)), shape=(len(rows), len(vocab))
+        )
+        m.sum_duplicates()
+        out[name], flat[name] = m, (doc, pos, term)
+    return Tokens(out, vocab, first_keys(flat))
+
+
+def _flat(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(document, position, term) of every token of ``rows`` (one list of term ids per document)."""
+    lens = np.fromiter(map(len, rows), np.int64, count=len(rows))
+    total = int(lens.sum())
+    term = np.fromiter(chain.from_iterable(rows), np.int64, count=total)
+    doc = np.repeat(np.arange(len(rows), dtype=np.int64), lens)
+    return doc, np.arange(total, dtype=np.int64) - (np.cumsum(lens) - lens)[doc], term
 
 
 def tokenize_queries(

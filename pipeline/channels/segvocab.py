@@ -22,20 +22,15 @@ from pipeline.ops.sparse_entries import spans
 POS_BITS = 32  # a first-appearance key: field << POS_BITS | token position in that field's text
 
 
-def first_keys(ids: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def first_keys(flat: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(doc, term, key) once per (doc, term), sorted by (doc, term): ``key`` = field << POS_BITS |
-    position of the term's first appearance in the document (fields in ``ids`` order)."""
-    docs, terms, keys = [], [], []
-    for f, rows in enumerate(ids.values()):
-        lens = np.fromiter((len(r) for r in rows), np.int64, count=len(rows))
-        total = int(lens.sum())
-        doc = np.repeat(np.arange(len(rows), dtype=np.int64), lens)
-        starts = np.cumsum(lens) - lens
-        pos = np.arange(total, dtype=np.int64) - starts[doc]
-        docs.append(doc)
-        terms.append(np.fromiter((t for r in rows for t in r), np.int64, count=total))
-        keys.append((np.int64(f) << POS_BITS) | np.minimum(pos, (1 << POS_BITS) - 1))
-    doc, term, key = (np.concatenate(a) for a in (docs, terms, keys))
+    position of the term's first appearance in the document. ``flat``: per field, in order, the
+    (document, position, term) of its tokens."""
+    parts = [
+        (doc, term, (np.int64(f) << POS_BITS) | np.minimum(pos, (1 << POS_BITS) - 1))
+        for f, (doc, pos, term) in enumerate(flat.values())
+    ]
+    doc, term, key = (np.concatenate(a) for a in zip(*parts))
     order = np.lexsort((key, term, doc))
     doc, term, key = doc[order], term[order], key[order]
     head = np.r_[True, (doc[1:] != doc[:-1]) | (term[1:] != term[:-1])] if len(doc) else doc > 0

@@ -73,18 +73,11 @@ def _entity_pairs(
     """Entity hubs per segment (``seg``: each unit's): df and the ``max_df`` cut counted within
     the segment; hubs sorted by (segment, key). Returns names, units, hubs and (segment, key) per hub."""
     kw = _extract_kw(p)
-    texts = nodes["text"].to_list()
-    pairs = (
-        pl.DataFrame(
-            {
-                "unit": np.arange(len(texts), dtype=np.int64),
-                "seg": seg,
-                "key": [entities.extract(t, **kw) for t in texts],
-            },
-            schema={"unit": pl.Int64, "seg": pl.Int64, "key": pl.List(pl.String)},
-        )
-        .explode("key")
-        .drop_nulls()
+    found = [entities.extract(t, **kw) for t in nodes["text"].to_list()]
+    unit = np.repeat(np.arange(len(found), dtype=np.int64), [len(k) for k in found])
+    pairs = pl.DataFrame(
+        {"unit": unit, "seg": seg[unit], "key": [k for keys in found for k in keys]},
+        schema={"unit": pl.Int64, "seg": pl.Int64, "key": pl.String},
     )
     size = np.bincount(seg, minlength=int(seg.max(initial=-1)) + 1)
     limit = np.maximum(1, (p.max_df * np.maximum(1, size)).astype(np.int64))
