@@ -30,8 +30,8 @@ def packable(cfg, ds, until: str | None) -> bool:
     """Whether the config's stages all keep to a segment: no per-node-table step beyond the graph
     and hubs (signals, novelty, co-occurrence, anchors, probabilistic recall, scope policy,
     ``preset=auto``), no edge or hub that joins nodes by text across the table (mentions, kNN,
-    hub synonyms), PPR or no diffusion, a flat dense index, top-k selection, and no edge whose
-    validity depends on the reference time."""
+    hub synonyms), PPR or no diffusion, a flat dense index, no per-document selection (spread
+    gap, chunks per document), and no edge whose validity depends on the reference time."""
     g, edges = cfg.graph, getattr(ds, "edges", None)
     return (
         until is None
@@ -44,7 +44,7 @@ def packable(cfg, ds, until: str | None) -> bool:
         and not (g.hubs.entities and int(g.hubs.synonym_k) > 0)
         and cfg.diffuse.method in ("none", "ppr")
         and cfg.dense.index == "flat"
-        and cfg.select.method == "topk"
+        and cfg.select.method in ("topk", "dpp", "mmr")
         and not cfg.select.top_chunks_per_doc
         and not float(cfg.select.spread_gap)
         and (edges is None or not {"valid_from", "valid_to"} & set(edges.columns))

@@ -226,3 +226,42 @@ def test_ppr_keep_limits_graph_hits_to_each_querys_largest():
             .sort("graph", "node_idx", descending=[True, False])
             .equals(top)
         )
+
+
+def test_segmented_hubs_are_each_segment_built_alone():
+    """``hubs.build(seg=)`` (small groups packed end to end): every segment's hubs, counts, unit
+    weights and query seeds are those of the segment built alone — an entity frequent in one
+    segment is cut by ``max_df`` there only, and a query seeds its own segment's hub."""
+    texts = [
+        ["Ada met Bo in Oslo.", "Ada, Cy.", "Ada again.", "Di in 1999."],
+        ["Ada, then Lima.", "Bo and Cy in Lima.", "Ed.", "Cy at Oslo in 1999."],
+        ["Oslo.", "Oslo and Ada."],
+    ]
+    p = hubs.HubParams.defaults(entities=True, max_df=0.5, groups={"doc_id": 0.3})
+    parts = [
+        pl.DataFrame(
+            {"node_id": [f"s{j}n{i}" for i in range(len(t))], "text": t, "doc_id": f"d{j % 2}"}
+        )
+        for j, t in enumerate(texts)
+    ]
+    seg = np.repeat(np.arange(len(parts)), [x.height for x in parts])
+    packed = hubs.build(pl.concat(parts), p, seg=seg)
+    queries = pl.DataFrame({"text": ["Ada in Oslo", "Cy in Lima", "Oslo"]})
+    qs = hubs.query_seeds(queries, packed, p, qseg=np.arange(3))
+    row0 = 0
+    for j, part in enumerate(parts):
+        alone = hubs.build(part, p)
+        rows = np.arange(row0, row0 + part.height)
+        cols = np.flatnonzero(np.diff(packed.inc[rows].tocsc().indptr))
+        assert [packed.keys[c] for c in cols] == alone.keys
+        np.testing.assert_array_equal(packed.df[cols], alone.df)
+        np.testing.assert_array_equal(packed.inc[rows][:, cols].toarray(), alone.inc.toarray())
+        own = hubs.query_seeds(queries[j : j + 1], alone, p)
+        mine = qs.filter(pl.col("query_idx") == j)
+        assert [packed.keys[h] for h in mine["hub_idx"]] == [alone.keys[h] for h in own["hub_idx"]]
+        np.testing.assert_array_equal(mine["weight"].to_numpy(), own["weight"].to_numpy())
+        row0 += part.height
+    # "ada" is in 3 of segment 0's 4 units (> max_df) but in 1 of 4 in segment 1: kept there only
+    assert alone.keys  # the last segment has hubs of its own
+    assert "entity:ada" not in hubs.build(parts[0], p).keys
+    assert "entity:ada" in hubs.build(parts[1], p).keys

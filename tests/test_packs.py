@@ -25,6 +25,8 @@ PACKABLE = {
     "bm25+ppr": ["preset=bm25", "diffuse=ppr", "graph.hubs.groups.doc_id=0.5"],
     "best+plan": ["preset=best", "query.intent_split=true", "fuse=rrf"],
     "reme": ["preset=reme"],
+    "best+dpp": ["preset=best", "select=dpp"],
+    "best+mmr": ["preset=best", "select=mmr", "select.target=4"],
     "oks": ["preset=oks"],
 }
 
@@ -117,7 +119,7 @@ def test_packed_run_equals_one_group_at_a_time(
         ["preset=best", "graph.knn_k=3"],
         ["preset=best", "signals=default"],
         ["preset=best", "diffuse=pedsa"],
-        ["preset=best", "select=dpp"],
+        ["preset=best", "select.spread_gap=2"],
         ["preset=best", "dense=hnsw"],
         ["preset=hipporag"],
     ],
