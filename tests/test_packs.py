@@ -7,6 +7,7 @@ every config that reads something across the nodes of a pack."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import numpy as np
 import polars as pl
@@ -77,10 +78,12 @@ def layout(seed: int) -> Dataset:
     return Dataset("layout", nodes, queries, pl.concat([ds.edges, across]))
 
 
-def _recall(compose, where, overrides, ds) -> bytes:
+def _recall(compose, where, overrides, ds) -> tuple:
+    """The run's recall.parquet bytes and its manifest's row counts (per-group maxima included)."""
     cfg = compose([*overrides, *COMMON, f"cache_dir={where}-cache", f"out_dir={where}"])
     runner.run(cfg, where, dataset=ds)
-    return (where / "recall.parquet").read_bytes()
+    rows = json.loads((where / "manifest.json").read_text())["rows"]
+    return (where / "recall.parquet").read_bytes(), rows
 
 
 @pytest.mark.parametrize("recipe", list(PACKABLE))

@@ -305,9 +305,24 @@ def run_stage(ctx, p: GraphParams) -> object:
             ctx.nodes,
             lambda: hubs.build(ctx.nodes, hub_p, embed, ctx.seg),
         )
-    state.log.most("graph_edges", ctx.graph.height)
-    state.log.most("hubs", 0 if ctx.hub_graph is None else ctx.hub_graph.size)
+    state.log.most("graph_edges", _largest(ctx.seg, ctx.graph["src"].to_numpy()))
+    hub_seg = None if ctx.hub_graph is None else _hub_segments(ctx.hub_graph, ctx.seg)
+    state.log.most("hubs", 0 if hub_seg is None else _largest(ctx.seg, hub_seg))
     return ctx
+
+
+def _largest(seg: np.ndarray | None, of: np.ndarray) -> int:
+    """The largest group's count of items whose segment (or node, mapped by ``seg``) is ``of``:
+    the whole count for one group, so the manifest's per-group maxima do not depend on packing."""
+    if seg is None or len(of) == 0:
+        return len(of)
+    return int(np.bincount(seg[of]).max())
+
+
+def _hub_segments(hub_graph, seg: np.ndarray | None) -> np.ndarray:
+    """A node of each hub's segment (its first unit), for :func:`_largest`."""
+    inc = hub_graph.inc.tocsc()
+    return inc.indices[inc.indptr[:-1]] if seg is not None else np.zeros(hub_graph.size, np.int64)
 
 
 STAGE = Stage(
