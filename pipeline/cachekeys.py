@@ -106,11 +106,13 @@ def query_keys(
             else [None] * queries.height
         )
     ]
-    versions = scope_versions(nodes, edges, list(dict.fromkeys(scopes)), cfg)
+    distinct = list(dict.fromkeys(scopes))
+    versions = scope_versions(nodes, edges, distinct, cfg)
+    ids = {s: scope_id(s) for s in distinct}
     return pl.DataFrame(
         {
             "query_id": queries["query_id"].cast(pl.String),
-            "scope": [scope_id(s) for s in scopes],
+            "scope": [ids[s] for s in scopes],
             "query_hash": query_hashes(queries),
             "scope_version": [versions[s] for s in scopes],
             "recipe": recipe_hash(cfg),

@@ -178,17 +178,20 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     (root / "_manifest.json").unlink(missing_ok=True)  # partitions change now; manifest comes last
     changed = write_partitions(root, keys, hit, new, cached)
     write_key_index(root, keys)
+    per_scope = keys.group_by("scope", maintain_order=True).agg(
+        n=pl.len(), version=pl.col("scope_version").first()
+    )
     parts = {
-        s: {"doc_scope": None, "queries": g.height, "scope_version": g["scope_version"][0]}
-        for (s,), g in keys.group_by("scope", maintain_order=True)
+        s: {"doc_scope": None, "queries": n, "scope_version": v}
+        for s, n, v in zip(*(per_scope[c].to_list() for c in ("scope", "n", "version")))
     }
     scopes = (
         queries["doc_scope"].to_list()
         if "doc_scope" in queries.columns
         else [None] * queries.height
     )
-    for s in scopes:
-        parts[cachekeys.scope_id(cachekeys.scope_of(s))]["doc_scope"] = cachekeys.scope_of(s)
+    for scope in dict.fromkeys(cachekeys.scope_of(s) for s in scopes):
+        parts[cachekeys.scope_id(scope)]["doc_scope"] = scope
     summary = {
         "hits": hit.height,
         "misses": miss.height,
