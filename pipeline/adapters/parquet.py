@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from pipeline.adapters.common import sha256_file, slice_queries
@@ -28,6 +29,19 @@ def _read(path: Path, table: str) -> pl.DataFrame:
             f"write the {table} table with polars/pyarrow write_parquet",
         ) from None
     return conform(df, table, str(path))
+
+
+def _known(edges: pl.DataFrame, col: str, ids: pl.DataFrame) -> pl.Series:
+    """Whether each edge's ``col`` end is a node: one semi-join (4M edges: 0.5 s; ``is_in`` on the
+    imploded ids took 2 s per end, and was evaluated three times). Required ends are never null."""
+    rows = (
+        edges.select(col)
+        .with_row_index("_r")
+        .join(ids, left_on=col, right_on="node_id", how="semi")
+    )
+    mask = np.zeros(edges.height, bool)
+    mask[rows["_r"].to_numpy()] = True
+    return pl.Series(mask)
 
 
 def load(
@@ -51,13 +65,12 @@ def load(
     if (root / "edges.parquet").is_file():
         edges = _read(root / "edges.parquet", "edges")
         files.append(root / "edges.parquet")
-        ids = nodes["node_id"].implode()
-        dangling = ~(pl.col("src").is_in(ids) & pl.col("dst").is_in(ids))
-        skipped["edge_dangling"] += edges.filter(dangling).height
-        skipped["edge_self_loop"] += edges.filter(
-            ~dangling & (pl.col("src") == pl.col("dst"))
-        ).height
-        edges = edges.filter(~dangling & (pl.col("src") != pl.col("dst")))
+        ids = nodes.select("node_id")
+        dangling = ~(_known(edges, "src", ids) & _known(edges, "dst", ids))
+        loop = ~dangling & (edges["src"] == edges["dst"])
+        skipped["edge_dangling"] += int(dangling.sum())
+        skipped["edge_self_loop"] += int(loop.sum())
+        edges = edges.filter(~dangling & ~loop)
     if (root / "queries.parquet").is_file():
         queries = _read(root / "queries.parquet", "queries")
         files.append(root / "queries.parquet")
