@@ -97,11 +97,21 @@ def slice_pack(
     ]
     ctx.seg = np.repeat(np.arange(len(pack), dtype=np.int64), sizes)
     ctx.qseg = np.repeat(np.arange(len(pack), dtype=np.int64), qsizes)
+    return slice_inputs(state, ctx, rows, qs, queries.height)
+
+
+def slice_inputs(
+    state: RunState, ctx: RunContext, rows: np.ndarray, qs: np.ndarray, n_queries: int
+) -> RunContext:
+    """The context's explicit edges (both ends among ``rows``), node embeddings (``rows``, in that
+    order) and query parts (those of ``qs``, in that order, renumbered to it): for one group
+    (``querypath.slice_group``, rows and queries ascending) and for a pack alike."""
     if state.edge_index is not None:
         ctx.edges = state.edge_index.within(np.sort(rows))
     if state.xb is not None:
-        ctx.xb = np.ascontiguousarray(state.xb[rows])
-        pos = np.full(queries.height, -1, np.int64)
+        whole = len(rows) == len(state.xb)  # the whole corpus keeps the run's array (a memmap)
+        ctx.xb = state.xb if whole else np.ascontiguousarray(state.xb[rows])
+        pos = np.full(n_queries, -1, np.int64)
         pos[qs] = np.arange(len(qs))
         sel = state.const("parts_by_query", lambda: RowsByKey(state.part_q)).of(np.sort(qs))
         sel = sel[np.argsort(pos[state.part_q[sel]], kind="stable")]

@@ -19,7 +19,7 @@ import polars as pl
 
 from pipeline import autopreset, packs
 from pipeline.context import RunContext, RunState
-from pipeline.ops.scope import EdgeIndex, RowsByKey, run_groups
+from pipeline.ops.scope import EdgeIndex, run_groups
 from pipeline.stages import channels, cooccur, diffuse, fuse, graph, novelty, score, select, signals
 from pipeline.stages.vectors import embed_run
 
@@ -94,15 +94,7 @@ def slice_group(
         now,
         f"{list(scope) if scope is not None else None}|{viewer}|{now.isoformat()}",
     )
-    if state.edge_index is not None:
-        ctx.edges = state.edge_index.within(rows)
-    if state.xb is not None:
-        ctx.xb = state.xb if len(rows) == len(state.xb) else np.ascontiguousarray(state.xb[rows])
-        sel = state.const("parts_by_query", lambda: RowsByKey(state.part_q)).of(qs)
-        ctx.xparts, ctx.part_w = state.xparts[sel], state.part_w[sel]
-        ctx.part_q = np.searchsorted(qs, state.part_q[sel])
-        ctx.xq = ctx.xparts[np.r_[0, np.flatnonzero(np.diff(ctx.part_q)) + 1]]
-    return ctx
+    return packs.slice_inputs(state, ctx, rows, qs, queries.height)
 
 
 @dataclass

@@ -203,7 +203,7 @@ def _segment_stats(length: np.ndarray, seg, lay, n: int) -> tuple:
     sizes = np.diff(cut)
     means = [max(float(length[a:z].mean()), 1e-9) for a, z in zip(cut[:-1], cut[1:])]
     per_col = np.bincount(lay.codes // lay.n_terms, minlength=int(seg.max(initial=-1)) + 1)
-    col_n = np.repeat(np.bincount(seg, minlength=len(per_col)) if n else per_col, per_col)
+    col_n = np.repeat(np.bincount(seg, minlength=len(per_col)), per_col)
     return col_n, np.repeat(np.asarray(means, np.float32), sizes)
 
 

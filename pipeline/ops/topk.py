@@ -79,6 +79,9 @@ def topk_abs_mask(x, k):
     top = min(int(kk.max()), n)
     if top <= 0:
         return xp.zeros(a.shape, bool)
+    nonzero = a > 0
+    if bool((nonzero.sum(axis=0) <= kk).all()):  # no column holds more than its k: keep them all
+        return nonzero
     srt = -xp.sort(xp.partition(-a, top - 1, axis=0)[:top], axis=0)  # each column's top largest |x|
     thr = srt[xp.clip(kk - 1, 0, top - 1), xp.arange(b)]  # k-th largest (the smallest when k ≥ n)
     thr = xp.where(kk > 0, thr, xp.inf)

@@ -108,8 +108,7 @@ def _hits(out, keep: int):
     """(row, column, energy) of the positive entries of a solved (rows, B) block, each column cut to
     its ``keep`` largest first (0: all), computed where ``out`` lives; only the hits reach the host."""
     xp, _ = namespaces(out)
-    # PPR reaches a whole component: each query's top nodes (no cut where no column holds more)
-    if keep and out.shape[0] > keep and out.shape[1] and int((out != 0).sum(axis=0).max()) > keep:
+    if keep and out.shape[0] > keep:  # PPR reaches a whole component: each query's top nodes
         out = xp.where(topk_abs_mask(xp.ascontiguousarray(out), keep), out, 0)
     r, c = xp.nonzero(out > 0)
     host = [a.get() if hasattr(a, "get") else a for a in (r, c, out[r, c])]

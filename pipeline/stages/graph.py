@@ -186,18 +186,23 @@ def build(
     """All edges of the graph: explicit, temporal, mention and kNN, one frame in EDGE_SCHEMA.
     With ``seg`` (each node's segment: scope groups laid end to end, ``querypath``) no edge joins
     two segments, so each segment's graph is the one it would have alone; mention and kNN edges
-    are then not built (``querypath.packable`` keeps such configs out of segments)."""
+    are searched over the whole table, so segments refuse them (``packs.packable`` keeps such
+    configs group by group)."""
     skipped = Counter() if skipped is None else skipped
-    explicit = explicit_edges(
-        edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight
+    if seg is not None and (p.mentions or p.knn_k > 0):
+        raise ValueError("mention and kNN edges are found over the whole table, not per segment")
+    out = pl.concat(
+        [
+            explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight),
+            temporal_edges(nodes, p, seg),
+            mention_edges(nodes, p),
+            knn_edges(xb, p),
+        ],
+        how="diagonal_relaxed",
     )
     if seg is None:
-        return pl.concat(
-            [explicit, temporal_edges(nodes, p), mention_edges(nodes, p), knn_edges(xb, p)],
-            how="diagonal_relaxed",
-        )
-    same = seg[explicit["src"].to_numpy()] == seg[explicit["dst"].to_numpy()]
-    return pl.concat([explicit.filter(same), temporal_edges(nodes, p, seg)], how="diagonal_relaxed")
+        return out
+    return out.filter(seg[out["src"].to_numpy()] == seg[out["dst"].to_numpy()])
 
 
 def in_window(edges: pl.DataFrame, now) -> pl.DataFrame:
