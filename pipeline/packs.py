@@ -109,8 +109,10 @@ def slice_inputs(
     if state.edge_index is not None:
         ctx.edges = state.edge_index.within(np.sort(rows))
     if state.xb is not None:
-        whole = len(rows) == len(state.xb)  # the whole corpus keeps the run's array (a memmap)
-        ctx.xb = state.xb if whole else np.ascontiguousarray(state.xb[rows])
+        # the whole corpus in its own order keeps the run's array (a memmap); a pack may hold
+        # every node in another order
+        same = len(rows) == len(state.xb) and bool((rows == np.arange(len(rows))).all())
+        ctx.xb = state.xb if same else np.ascontiguousarray(state.xb[rows])
         pos = np.full(n_queries, -1, np.int64)
         pos[qs] = np.arange(len(qs))
         sel = state.const("parts_by_query", lambda: RowsByKey(state.part_q)).of(np.sort(qs))

@@ -131,3 +131,17 @@ def test_configs_that_read_across_nodes_are_not_packed(compose, overrides):
     cfg = compose([*overrides, "embed=hashing"])
     assert not packs.packable(cfg, None, None)
     assert packs.packable(compose(["preset=best", "embed=hashing"]), None, None)
+
+
+def test_a_pack_holding_every_node_out_of_order(compose, tmp_path, monkeypatch):
+    """Groups met in reverse order fill one pack with every node of the corpus, out of table order
+    (a nightly rerun's subset looks like this): rows, vectors and scores still line up."""
+    ds = make(4, notes=6, queries=2, per_doc=3, seed=3)
+    ds = Dataset("reversed", ds.nodes, ds.queries.reverse(), ds.edges)
+    calls = []
+    real = packs.slice_pack
+    monkeypatch.setattr(packs, "slice_pack", lambda *a: calls.append(len(a[3])) or real(*a))
+    packed = _recall(compose, tmp_path / "packed", PACKABLE["best"], ds)
+    assert calls == [4]  # one pack, all four workspaces, every node
+    monkeypatch.setattr(packs, "packable", lambda *a: False)
+    assert packed == _recall(compose, tmp_path / "alone", PACKABLE["best"], ds)
