@@ -23,7 +23,7 @@ from pipeline.context import RunContext, RunState
 from pipeline.ops.scope import RowsByKey
 
 SMALL = 512  # a group with at most this many nodes may share a pack
-TARGET = 4096  # a pack closes once it holds this many nodes
+TARGET = 16384  # a pack closes once it holds this many nodes
 
 
 def packable(cfg, ds, until: str | None) -> bool:

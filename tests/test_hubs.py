@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.ops.entities import extract, normalise
 from pipeline.stages import diffuse, graph, hubs
@@ -265,3 +267,24 @@ def test_segmented_hubs_are_each_segment_built_alone():
     assert alone.keys  # the last segment has hubs of its own
     assert "entity:ada" not in hubs.build(parts[0], p).keys
     assert "entity:ada" in hubs.build(parts[1], p).keys
+
+
+# The patterns as first written (look-behind first); the module's are rewritten for speed.
+_OLD_SPAN = (
+    r"(?<![\w'’])[A-Z][\w'’\-\.]*(?:[ \t]+(?:(?:of|the|de|du|da|di|del|der|la|le|van|von|and|&"
+    r"|for|on|in|y)[ \t]+)*[A-Z][\w'’\-\.]*)*"
+)
+_OLD_NUMBER = r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])"
+_PIECES = list("AaBbZz09.,'’ \t\n-_\"é") + ["Of", " of ", " the ", "Ölaf", "x1", "3.5", "1,000"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
+def test_entity_patterns_match_as_first_written(text):
+    import re
+
+    from pipeline.ops import entities
+
+    for new, old in ((entities._SPAN, _OLD_SPAN), (entities._NUMBER, _OLD_NUMBER)):
+        got = [(m.start(), m.group(0)) for m in new.finditer(text)]
+        assert got == [(m.start(), m.group(0)) for m in re.finditer(old, text)]

@@ -220,3 +220,54 @@ def test_cjk_set_counts_each_term_of_a_chinese_text_once_as_oks_does():
     norm = lambda dl: 1.5 * (0.25 + 0.75 * dl / 2.5)  # noqa: E731
     assert got[0] == pytest.approx([math.log(2) / (1 + norm(2)), 0.0], rel=1e-6)
     assert got[1] == pytest.approx([0.0, 2 * math.log(2) * 2 / (2 + norm(3))], rel=1e-6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_latin_pattern_finds_what_bm25s_default_pattern_finds(text):
+    import re
+
+    assert tokenize._LATIN.findall(text) == re.findall(r"(?u)\b\w\w+\b", text)
+
+
+_WORDS = [
+    "the",
+    "and",
+    "Running",
+    "runs",
+    "run",
+    "cats",
+    "cat",
+    "数据库",
+    "备份",
+    "x",
+    "",
+    "A1",
+    "été",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.lists(st.sampled_from(_WORDS), max_size=6).map(" ".join), max_size=6),
+        min_size=1,
+        max_size=3,
+    ),
+    st.sampled_from([None, "en"]),
+    st.sampled_from([None, "english"]),
+    st.sampled_from(["auto", "english"]),
+)
+def test_term_ids_equal_bm25s_ids_and_vocabulary(batches, stopwords, stemmer, splitter):
+    # each batch is one field's texts, tokenised into the growing vocabulary of the ones before
+    ours = lexical.make_tokenizer(stopwords, stemmer, splitter)
+    ref = lexical.make_tokenizer(stopwords, stemmer, splitter)
+    for texts in batches:
+        lens, ids = lexical.term_ids(ours, texts)
+        want = ref.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
+        assert lens.tolist() == [len(x) for x in want]
+        assert ids.tolist() == [t for row in want for t in row]
+    assert ours.word_to_id == ref.word_to_id
+    assert ours.stem_to_sid == ref.stem_to_sid
+    assert ours.word_to_stem == ref.word_to_stem
+    assert list(ours.get_vocab_dict()) == list(ref.get_vocab_dict())

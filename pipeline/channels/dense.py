@@ -90,7 +90,7 @@ def _tiny_flat(index, nq: int) -> bool:
 
 
 def pair_scores(
-    xq: np.ndarray, xb: np.ndarray, qi: np.ndarray, di: np.ndarray, block: int = 1 << 16
+    xq: np.ndarray, xb: np.ndarray, qi: np.ndarray, di: np.ndarray, block: int = 2048
 ) -> np.ndarray:
     """Cosine of each (query qi[j], item di[j]) pair, in blocks."""
     out = np.empty(len(qi), np.float32)

@@ -81,16 +81,81 @@ def _counts(ids: list[list[int]], n_vocab: int) -> sp.csr_matrix:
     return m
 
 
-def _field_ids(tokenizer, texts: list[str]) -> list[list[int]]:
-    """Term ids of each text, the vocabulary growing in order of first appearance. Each distinct
-    non-empty text is tokenised once, in order of first occurrence (a repeat adds no term, so
-    the ids are those of tokenising every text); empty texts (most nodes' tags and code) hold none."""
-    first = {t: None for t in texts if t}
-    if not first:
-        return [[] for _ in texts]
-    got = tokenizer.tokenize(list(first), update_vocab=True, return_as="ids", show_progress=False)
-    ids = dict(zip(first, got))
-    return [ids[t] if t else [] for t in texts]
+def term_ids(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """bm25s's ``tokenizer.tokenize(texts, update_vocab=True, return_as="ids")`` as flat arrays
+    (each text's number of ids, and the ids end to end), with the tokenizer's vocabulary updated
+    exactly as bm25s updates it. bm25s decides a word's id at its first occurrence, so deciding
+    once per distinct word, in order of first occurrence, gives the same ids (tests check parity)."""
+    split = tokenizer.splitter
+    words = [list(split(t.lower() if tokenizer.lower else t)) or [""] for t in texts]
+    w2id, stem, stems = tokenizer.word_to_id, tokenizer.stemmer, tokenizer.stem_to_sid
+    if "" not in w2id:  # bm25s's empty-text token
+        w2id[""] = max(w2id.values(), default=-1) + 1
+        if stem is not None:
+            tokenizer.word_to_stem.setdefault("", "")
+            stems.setdefault("", w2id[""])
+    stop = set(tokenizer.stopwords) if tokenizer.stopwords is not None else set()
+    flat = list(chain.from_iterable(words))
+    ids: dict[str, int] = {}
+    for w in dict.fromkeys(flat):
+        if w in w2id:
+            ids[w] = w2id[w]
+        elif w in stop:
+            ids[w] = -1
+        elif stem is None:
+            ids[w] = w2id[w] = len(w2id)
+        else:
+            s = tokenizer.word_to_stem.get(w)
+            if s is None:
+                s = tokenizer.word_to_stem[w] = stem(w)
+            if s not in stems:
+                stems[s] = len(stems)
+            ids[w] = w2id[w] = stems[s]
+    term = np.fromiter(map(ids.__getitem__, flat), np.int64, count=len(flat))
+    doc = np.repeat(np.arange(len(words)), np.fromiter(map(len, words), np.int64, len(words)))
+    keep = term >= 0
+    lens = np.bincount(doc[keep], minlength=len(words))
+    if (lens == 0).any():  # only stopwords: bm25s gives the empty-text token
+        term = np.concatenate([term[keep], np.full(int((lens == 0).sum()), w2id[""], np.int64)])
+        doc = np.concatenate([doc[keep], np.flatnonzero(lens == 0)])
+        term = term[np.argsort(doc, kind="stable")]
+        lens = np.maximum(lens, 1)
+    else:
+        term = term[keep]
+    return lens, term
+
+
+def _field_ids(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(document, position, term) of every token of ``texts``, the vocabulary growing in order of
+    first appearance. Each distinct non-empty text is tokenised once, in order of first occurrence
+    (a repeat adds no term, so the ids are those of tokenising every text); empty texts (most
+    nodes' tags and code) hold none."""
+    first = {t: i for i, t in enumerate(dict.fromkeys(t for t in texts if t))}
+    lens_u, term_u = term_ids(tokenizer, list(first)) if first else (np.zeros(0, np.int64),) * 2
+    which = np.fromiter((first.get(t, -1) if t else -1 for t in texts), np.int64, len(texts))
+    lens = np.where(which >= 0, lens_u[np.maximum(which, 0)] if len(lens_u) else 0, 0)
+    doc, pos = _doc_pos(lens)
+    start_u = np.cumsum(lens_u) - lens_u
+    return doc, pos, term_u[start_u[which[doc]] + pos]
+
+
+def _doc_pos(lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Document and position within it of each of ``lens.sum()`` tokens laid end to end."""
+    doc = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+    return doc, np.arange(len(doc), dtype=np.int64) - (np.cumsum(lens) - lens)[doc]
+
+
+def _first_of_each(doc: np.ndarray, term: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Mask of the tokens to keep when the documents flagged in ``rows`` count each term once
+    (its first occurrence)."""
+    keep = np.ones(len(doc), bool)
+    flagged = rows[doc]
+    if flagged.any():
+        key = doc[flagged] * (int(term.max()) + 1) + term[flagged]
+        first = np.zeros(int(flagged.sum()), bool)
+        first[np.unique(key, return_index=True)[1]] = True
+        keep[flagged] = first
+    return keep
 
 
 def tokenize_fields(tokenizer, fields: dict[str, list[str]], cjk_set: bool = False) -> Tokens:
@@ -100,31 +165,20 @@ def tokenize_fields(tokenizer, fields: dict[str, list[str]], cjk_set: bool = Fal
     vocab = dict(tokenizer.get_vocab_dict())
     empty = vocab.get("")
     out, flat = {}, {}
-    for name, rows in ids.items():
+    for name, (doc, pos, term) in ids.items():
+        n_rows = len(fields[name])
         if cjk_set:
-            rows = [
-                list(dict.fromkeys(row)) if has_cjk(text) else row
-                for row, text in zip(rows, fields[name])
-            ]
-        doc, pos, term = _flat(rows)
+            cjk = np.fromiter(map(has_cjk, fields[name]), bool, n_rows)
+            keep = _first_of_each(doc, term, cjk)
+            doc, term = doc[keep], term[keep]
+            pos = _doc_pos(np.bincount(doc, minlength=n_rows))[1]
         if empty is not None:  # bm25s's "" token is not a term
             keep = term != empty
             doc, pos, term = doc[keep], pos[keep], term[keep]
-        m = sp.csr_matrix(
-            (np.ones(len(term), np.float32), (doc, term)), shape=(len(rows), len(vocab))
-        )
+        m = sp.csr_matrix((np.ones(len(term), np.float32), (doc, term)), shape=(n_rows, len(vocab)))
         m.sum_duplicates()
         out[name], flat[name] = m, (doc, pos, term)
     return Tokens(out, vocab, first_keys(flat))
-
-
-def _flat(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(document, position, term) of every token of ``rows`` (one list of term ids per document)."""
-    lens = np.fromiter(map(len, rows), np.int64, count=len(rows))
-    total = int(lens.sum())
-    term = np.fromiter(chain.from_iterable(rows), np.int64, count=total)
-    doc = np.repeat(np.arange(len(rows), dtype=np.int64), lens)
-    return doc, np.arange(total, dtype=np.int64) - (np.cumsum(lens) - lens)[doc], term
 
 
 def tokenize_queries(

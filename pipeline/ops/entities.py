@@ -15,8 +15,11 @@ from functools import lru_cache
 _CAP = r"[A-Z][\w'’\-\.]*"
 # Lower-case words allowed *inside* a name ("University of Oxford", "Ludwig van Beethoven").
 _JOIN = r"(?:of|the|de|du|da|di|del|der|la|le|van|von|and|&|for|on|in|y)"
-_SPAN = re.compile(rf"(?<![\w'’]){_CAP}(?:[ \t]+(?:{_JOIN}[ \t]+)*{_CAP})*")
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])")
+# Not after a word character or apostrophe. The look-behind comes after the first letter (two
+# characters back) so that the scan jumps from capital to capital; the same matches as
+# (?<![\w'’])[A-Z]... (tests check it).
+_SPAN = re.compile(rf"[A-Z](?<![\w'’][A-Z])[\w'’\-\.]*(?:[ \t]+(?:{_JOIN}[ \t]+)*{_CAP})*")
+_NUMBER = re.compile(r"\d(?<![\w.]\d)[\d,]*(?:\.\d+)?(?![\w])")  # = (?<![\w.])\d...
 _QUOTED = re.compile(r"[\"“”«]([^\"“”«»]{3,80})[\"“”»]")
 _POSSESSIVE = re.compile(r"['’]s?$")
 _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
