@@ -57,8 +57,8 @@ def normalise(s: str) -> str:
 
 def _spans(text: str, subwords: bool) -> list[str]:
     out = []
-    for m in _SPAN.finditer(text):
-        words = m.group(0).split()
+    for span in _SPAN.findall(text):
+        words = span.split()
         # drop stop-listed capitalised words at either end ("When Paris" → "Paris")
         while words and normalise(words[0]) in STOP:
             words.pop(0)
@@ -85,8 +85,8 @@ def extract(
         return []
     raw = _spans(text, subwords)
     if numbers:
-        raw += [m.group(0).replace(",", "") for m in _NUMBER.finditer(text)]
-    if quoted:
-        raw += [m.group(1) for m in _QUOTED.finditer(text)]
+        raw += [m.replace(",", "") for m in _NUMBER.findall(text)]
+    if quoted and ('"' in text or "“" in text or "”" in text or "«" in text):  # opening marks
+        raw += _QUOTED.findall(text)
     keys = {normalise(r) for r in raw}
     return sorted(k for k in keys if len(k) >= min_len and k not in STOP)
