@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.channels import dense
 
@@ -57,3 +59,18 @@ def test_tiny_flat_scan_on_one_thread_gives_the_same_bits(monkeypatch):
     want = np.argsort(-(xq @ xb.T), axis=1, kind="stable")[:, :10]
     assert np.array_equal(I1, want)
     assert np.allclose(D1, np.take_along_axis(xq @ xb.T, want, axis=1), atol=1e-4)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 12), max_size=40),
+    st.lists(st.lists(st.integers(0, 14), unique=True, max_size=6).map(sorted), max_size=5),
+)
+def test_part_rows_are_each_groups_parts_in_order(part_q, groups):
+    from pipeline.channels.candidates import DenseChannel
+
+    part_q = np.asarray(part_q, np.int64)
+    ch = DenseChannel(None, None, part_q, None, None, 0, "cpu")
+    got = ch.part_rows([np.asarray(g, np.int64) for g in groups])
+    for qs, rows in zip(groups, got):
+        assert rows.tolist() == np.flatnonzero(np.isin(part_q, qs)).tolist()

@@ -75,9 +75,9 @@ class DenseChannel:
     seed: int
     device: str
 
-    def hits(self, nodes_s: np.ndarray, qs: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(part, node, weight × cosine) of the search hits of the scope's query parts among its
-        nodes (each part's ``per_part`` best, unordered)."""
+    def hits(self, nodes_s: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(part, node, weight × cosine) of the search hits of a scope's query parts (``rows``,
+        ascending: :meth:`part_rows`) among its nodes (each part's ``per_part`` best, unordered)."""
         p = self.p
         xs = (
             self.xb if len(nodes_s) == len(self.xb) else self.xb[nodes_s]
@@ -93,7 +93,6 @@ class DenseChannel:
             device=self.device,
             block=p.block,
         )
-        rows = np.flatnonzero(np.isin(self.part_q, qs))
         per_part = p.per_part or p.candidates
         D, I = dense.search(index, self.xq[rows], per_part)
         if p.min_score is not None:
@@ -106,7 +105,10 @@ class DenseChannel:
         """(query_idx, node_idx, dense_rank): each query's top ``candidates`` among its scope's
         nodes (``parts``: [(node indices, query indices)] per scope), its parts' hits merged by
         the maximum of weight × cosine."""
-        part, n, s = (np.concatenate(a) for a in zip(*(self.hits(r, qs) for r, qs in parts)))
+        rows = self.part_rows([qs for _r, qs in parts])
+        part, n, s = (
+            np.concatenate(a) for a in zip(*(self.hits(r, p) for (r, _qs), p in zip(parts, rows)))
+        )
         part, n, s, _ = topk_long(part, n, s, self.p.per_part or self.p.candidates)
         q = self.part_q[part]
         order = np.lexsort((n, q))
@@ -115,6 +117,19 @@ class DenseChannel:
         best = np.maximum.reduceat(s, head) if len(q) else s
         q_, n_, _, rank = topk_long(q[head], n[head], best, self.p.candidates)
         return pl.DataFrame({"query_idx": q_, "node_idx": n_, "dense_rank": rank})
+
+    def part_rows(self, groups: list[np.ndarray]) -> list[np.ndarray]:
+        """For each group of query indices, the positions of its queries' parts, ascending: what
+        ``flatnonzero(isin(part_q, qs))`` gives, from one sort instead of a scan per group."""
+        order = np.argsort(self.part_q, kind="stable")
+        sq = self.part_q[order]
+        out = []
+        for qs in groups:
+            lo, hi = np.searchsorted(sq, qs, "left"), np.searchsorted(sq, qs, "right")
+            n = hi - lo  # the parts of each query: sq[lo:hi]
+            at = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(n.sum())
+            out.append(np.sort(order[at]))
+        return out
 
     def scores(self, qi: np.ndarray, ni: np.ndarray) -> np.ndarray:
         """Exact dense score of each (query qi[j], node ni[j]) pair (:func:`dense_pairs`)."""
