@@ -288,3 +288,95 @@ def test_entity_patterns_match_as_first_written(text):
     for new, old in ((entities._SPAN, _OLD_SPAN), (entities._NUMBER, _OLD_NUMBER)):
         got = [(m.start(), m.group(0)) for m in new.finditer(text)]
         assert got == [(m.start(), m.group(0)) for m in re.finditer(old, text)]
+
+
+def _extract_as_first_written(text, numbers=True, quoted=True, subwords=False, min_len=2):
+    """entities.extract before it was made faster: one pass per pattern, every span word by word."""
+    import re
+
+    from pipeline.ops.entities import _QUOTED, STOP
+
+    raw = []
+    for m in re.finditer(_OLD_SPAN, text):
+        words = m.group(0).split()
+        while words and normalise(words[0]) in STOP:
+            words.pop(0)
+        while words and normalise(words[-1]) in STOP:
+            words.pop()
+        if words:
+            raw.append(" ".join(words))
+            if subwords and len(words) > 1:
+                raw += [w for w in words if w[:1].isupper() and normalise(w) not in STOP]
+    if numbers:
+        raw += [m.group(0).replace(",", "") for m in re.finditer(_OLD_NUMBER, text)]
+    if quoted:
+        raw += [m.group(1) for m in _QUOTED.finditer(text)]
+    keys = {normalise(r) for r in raw}
+    return sorted(k for k in keys if len(k) >= min_len and k not in STOP)
+
+
+_WORDS = [
+    "When",
+    "Paris",
+    "the",
+    "Bank",
+    "of",
+    "England",
+    "«Le Monde»",
+    '"Blue Train"',
+    "It's",
+    "Ann's",
+    "1,200",
+    "3.5",
+    "x",
+    "and",
+    "The",
+    "Dr",
+    "Köln",
+    "O'Neil",
+    ".",
+    ",",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_WORDS), max_size=14).map(" ".join),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_extract_equals_its_first_writing(text, numbers, quoted, subwords):
+    kw = {"numbers": numbers, "quoted": quoted, "subwords": subwords}
+    assert extract(text, **kw) == _extract_as_first_written(text, **kw)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.lists(st.sampled_from(_WORDS), max_size=8).map(" ".join)),
+        max_size=25,
+    ),
+    st.sampled_from([0.05, 0.3, 1.0]),
+)
+def test_entity_pairs_equal_a_count_by_hand(rows, max_df):
+    rows = sorted(rows, key=lambda r: r[0])  # segments are contiguous
+    seg = np.asarray([s for s, _ in rows], np.int64)
+    nodes = pl.DataFrame({"text": [t for _, t in rows]}, schema={"text": pl.String})
+    p = hubs.HubParams.defaults(entities=True, max_df=max_df)
+    names, units, hub_ids, seg_keys = hubs._entity_pairs(nodes, p, seg)
+    # by hand: per (segment, key) the units that mention it; kept when df <= max(1, max_df · size)
+    found = [extract(t, **hubs._extract_kw(p)) for _, t in rows]
+    size = {s: int((seg == s).sum()) for s in set(seg.tolist())}
+    mentions: dict = {}
+    for u, keys in enumerate(found):
+        for k in keys:
+            mentions.setdefault((int(seg[u]), k), []).append(u)
+    want = sorted(
+        (sk, us) for sk, us in mentions.items() if len(us) <= max(1, int(max_df * size[sk[0]]))
+    )
+    assert seg_keys == [sk for sk, _ in want]
+    assert names == [k for (_s, k), _ in want]
+    assert list(zip(hub_ids.tolist(), units.tolist())) == [
+        (h, u) for h, (_sk, us) in enumerate(want) for u in us
+    ]

@@ -55,21 +55,21 @@ def normalise(s: str) -> str:
     return s
 
 
-def _spans(text: str, subwords: bool) -> list[str]:
-    out = []
-    for span in _SPAN.findall(text):
-        words = span.split()
-        # drop stop-listed capitalised words at either end ("When Paris" → "Paris")
-        while words and normalise(words[0]) in STOP:
-            words.pop(0)
-        while words and normalise(words[-1]) in STOP:
-            words.pop()
-        if not words:
-            continue
-        out.append(" ".join(words))
-        if subwords and len(words) > 1:
-            out += [w for w in words if w[:1].isupper() and normalise(w) not in STOP]
-    return out
+@lru_cache(maxsize=1 << 16)  # names repeat across notes
+def _span_keys(span: str, subwords: bool) -> tuple[str, ...]:
+    """The normalised keys of one capitalised span: the span without stop-listed capitalised
+    words at either end ("When Paris" → "paris"), and with ``subwords`` its capitalised words."""
+    words = span.split()
+    while words and normalise(words[0]) in STOP:
+        words.pop(0)
+    while words and normalise(words[-1]) in STOP:
+        words.pop()
+    if not words:
+        return ()
+    out = [" ".join(words)]
+    if subwords and len(words) > 1:
+        out += [w for w in words if w[:1].isupper() and normalise(w) not in STOP]
+    return tuple(normalise(w) for w in out)
 
 
 def extract(
@@ -83,10 +83,9 @@ def extract(
     """Distinct normalised entity keys of ``text`` (sorted)."""
     if not text:
         return []
-    raw = _spans(text, subwords)
-    if numbers:
-        raw += [m.replace(",", "") for m in _NUMBER.findall(text)]
+    keys = {k for span in _SPAN.findall(text) for k in _span_keys(span, subwords)}
+    raw = [m.replace(",", "") for m in _NUMBER.findall(text)] if numbers else []
     if quoted and ('"' in text or "“" in text or "”" in text or "«" in text):  # opening marks
         raw += _QUOTED.findall(text)
-    keys = {normalise(r) for r in raw}
+    keys.update(map(normalise, raw))
     return sorted(k for k in keys if len(k) >= min_len and k not in STOP)

@@ -17,6 +17,7 @@ entity hubs a query's own text mentions, weighted by specificity (``1 / df**df_p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Callable, ClassVar
 
 import numpy as np
@@ -75,24 +76,22 @@ def _entity_pairs(
     kw = _extract_kw(p)
     found = [entities.extract(t, **kw) for t in nodes["text"].to_list()]
     unit = np.repeat(np.arange(len(found), dtype=np.int64), [len(k) for k in found])
-    pairs = pl.DataFrame(
-        {"unit": unit, "seg": seg[unit], "key": [k for keys in found for k in keys]},
-        schema={"unit": pl.Int64, "seg": pl.Int64, "key": pl.String},
-    )
+    flat = list(chain.from_iterable(found))
+    keys = sorted(set(flat))  # code-point order: the byte order of their UTF-8
+    if not keys:
+        return [], np.zeros(0, np.int64), np.zeros(0, np.int64), []
+    rank = {k: i for i, k in enumerate(keys)}
+    pair = seg[unit] * len(keys) + np.fromiter(map(rank.__getitem__, flat), np.int64, len(flat))
+    combo, at, df = np.unique(pair, return_inverse=True, return_counts=True)  # (segment, key)
+    c_seg, c_key = combo // len(keys), combo % len(keys)
     size = np.bincount(seg, minlength=int(seg.max(initial=-1)) + 1)
     limit = np.maximum(1, (p.max_df * np.maximum(1, size)).astype(np.int64))
-    df = pairs.group_by("seg", "key").len()
-    keep = df.filter(pl.col("len") <= pl.lit(pl.Series(limit)).gather(pl.col("seg"))).sort(
-        "seg", "key"
-    )
-    pairs = pairs.join(keep.with_row_index("hub"), on=["seg", "key"]).sort("hub", "unit")
-    names = keep["key"].to_list()
-    return (
-        names,
-        pairs["unit"].to_numpy(),
-        pairs["hub"].cast(pl.Int64).to_numpy(),
-        list(zip(keep["seg"].to_list(), names)),
-    )
+    kept = df <= limit[c_seg]
+    hub = np.where(kept, np.cumsum(kept) - 1, -1)[at]  # hubs in (segment, key) order
+    unit, hub = unit[hub >= 0], hub[hub >= 0]
+    order = np.lexsort((unit, hub))
+    names = [keys[k] for k in c_key[kept].tolist()]
+    return names, unit[order], hub[order], list(zip(c_seg[kept].tolist(), names))
 
 
 def _group_pairs(
