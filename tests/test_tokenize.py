@@ -3,6 +3,7 @@ English text, jieba parity with the Python jieba, BM25 on a tiny Chinese corpus 
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -267,7 +268,52 @@ def test_term_ids_equal_bm25s_ids_and_vocabulary(batches, stopwords, stemmer, sp
         want = ref.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
         assert lens.tolist() == [len(x) for x in want]
         assert ids.tolist() == [t for row in want for t in row]
+    # then queries, which add no term (bm25s's update_vocab=False)
+    lens, ids = lexical.term_ids(ours, batches[-1][::-1], update=False)
+    want = ref.tokenize(batches[-1][::-1], update_vocab=False, return_as="ids", show_progress=False)
+    assert lens.tolist() == [len(x) for x in want]
+    assert ids.tolist() == [t for row in want for t in row]
     assert ours.word_to_id == ref.word_to_id
     assert ours.stem_to_sid == ref.stem_to_sid
     assert ours.word_to_stem == ref.word_to_stem
     assert list(ours.get_vocab_dict()) == list(ref.get_vocab_dict())
+
+
+def _query_counts_as_first_written(tokenizer, texts, vocab, dedupe, cjk_set):
+    """tokenize_queries before term_ids: bm25s's strings mapped back to the vocabulary."""
+    strs = tokenizer.tokenize(texts, update_vocab=False, return_as="string", show_progress=False)
+    rows = [
+        [
+            vocab[t]
+            for t in (
+                dict.fromkeys(toks) if dedupe or (cjk_set and tokenize.has_cjk(text)) else toks
+            )
+            if t and t in vocab
+        ]
+        for toks, text in zip(strs, texts)
+    ]
+    out = np.zeros((len(texts), len(vocab)), np.float32)
+    for i, row in enumerate(rows):
+        for t in row:
+            out[i, t] += 1
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(_WORDS), max_size=6).map(" ".join), min_size=1, max_size=6),
+    st.lists(
+        st.lists(st.sampled_from(_WORDS + ["new", "备"]), max_size=6).map(" ".join), max_size=5
+    ),
+    st.sampled_from([None, "english"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_query_counts_equal_their_first_writing(docs, queries, stemmer, dedupe, cjk_set):
+    tok = lexical.make_tokenizer("en", stemmer, "auto")
+    tokens = lexical.tokenize_fields(tok, {"body": docs})
+    ref = lexical.make_tokenizer("en", stemmer, "auto")
+    lexical.tokenize_fields(ref, {"body": docs})
+    got = lexical.tokenize_queries(tok, queries, tokens.vocab, dedupe, cjk_set)
+    want = _query_counts_as_first_written(ref, queries, tokens.vocab, dedupe, cjk_set)
+    assert np.array_equal(got.toarray(), want)

@@ -72,24 +72,16 @@ def stopword_list(names: str | None) -> list[str]:
     return list(out)
 
 
-def _counts(ids: list[list[int]], n_vocab: int) -> sp.csr_matrix:
-    indptr = np.zeros(len(ids) + 1, dtype=np.int64)
-    indptr[1:] = np.cumsum([len(x) for x in ids])
-    cols = np.fromiter((t for row in ids for t in row), dtype=np.int64, count=int(indptr[-1]))
-    m = sp.csr_matrix((np.ones(len(cols), np.float32), cols, indptr), shape=(len(ids), n_vocab))
-    m.sum_duplicates()
-    return m
-
-
-def term_ids(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """bm25s's ``tokenizer.tokenize(texts, update_vocab=True, return_as="ids")`` as flat arrays
+def term_ids(tokenizer, texts: list[str], update: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """bm25s's ``tokenizer.tokenize(texts, update_vocab=update, return_as="ids")`` as flat arrays
     (each text's number of ids, and the ids end to end), with the tokenizer's vocabulary updated
     exactly as bm25s updates it. bm25s decides a word's id at its first occurrence, so deciding
-    once per distinct word, in order of first occurrence, gives the same ids (tests check parity)."""
+    once per distinct word, in order of first occurrence, gives the same ids (tests check parity).
+    Without ``update`` a word whose stem is not in the vocabulary is dropped."""
     split = tokenizer.splitter
     words = [list(split(t.lower() if tokenizer.lower else t)) or [""] for t in texts]
     w2id, stem, stems = tokenizer.word_to_id, tokenizer.stemmer, tokenizer.stem_to_sid
-    if "" not in w2id:  # bm25s's empty-text token
+    if update and "" not in w2id:  # bm25s's empty-text token
         w2id[""] = max(w2id.values(), default=-1) + 1
         if stem is not None:
             tokenizer.word_to_stem.setdefault("", "")
@@ -100,7 +92,7 @@ def term_ids(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     for w in dict.fromkeys(flat):
         if w in w2id:
             ids[w] = w2id[w]
-        elif w in stop:
+        elif w in stop or (stem is None and not update):
             ids[w] = -1
         elif stem is None:
             ids[w] = w2id[w] = len(w2id)
@@ -108,6 +100,9 @@ def term_ids(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
             s = tokenizer.word_to_stem.get(w)
             if s is None:
                 s = tokenizer.word_to_stem[w] = stem(w)
+            if s not in stems and not update:
+                ids[w] = -1
+                continue
             if s not in stems:
                 stems[s] = len(stems)
             ids[w] = w2id[w] = stems[s]
@@ -115,7 +110,7 @@ def term_ids(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     doc = np.repeat(np.arange(len(words)), np.fromiter(map(len, words), np.int64, len(words)))
     keep = term >= 0
     lens = np.bincount(doc[keep], minlength=len(words))
-    if (lens == 0).any():  # only stopwords: bm25s gives the empty-text token
+    if (lens == 0).any() and "" in w2id:  # nothing kept: bm25s gives the empty-text token
         term = np.concatenate([term[keep], np.full(int((lens == 0).sum()), w2id[""], np.int64)])
         doc = np.concatenate([doc[keep], np.flatnonzero(lens == 0)])
         term = term[np.argsort(doc, kind="stable")]
@@ -186,16 +181,18 @@ def tokenize_queries(
 ) -> sp.csr_matrix:
     """(nq, V) query term counts; out-of-vocabulary terms are dropped. ``dedupe`` counts each term of
     a query once; ``cjk_set`` does so for queries holding Han characters."""
-    strs = tokenizer.tokenize(texts, update_vocab=False, return_as="string", show_progress=False)
-    rows = [
-        [
-            vocab[t]
-            for t in (dict.fromkeys(toks) if dedupe or (cjk_set and has_cjk(text)) else toks)
-            if t and t in vocab
-        ]
-        for toks, text in zip(strs, texts)
-    ]
-    return _counts(rows, len(vocab))
+    lens, term = term_ids(tokenizer, texts, update=False)
+    doc, _pos = _doc_pos(lens)
+    if dedupe or cjk_set:
+        once = np.fromiter((dedupe or has_cjk(t) for t in texts), bool, len(texts))
+        keep = _first_of_each(doc, term, once)
+        doc, term = doc[keep], term[keep]
+    if "" in vocab:  # bm25s's empty-text token is not a term
+        keep = term != vocab[""]
+        doc, term = doc[keep], term[keep]
+    m = sp.csr_matrix((np.ones(len(term), np.float32), (doc, term)), shape=(len(texts), len(vocab)))
+    m.sum_duplicates()
+    return m
 
 
 def bm25_matrix(
