@@ -145,3 +145,34 @@ def test_anchors_are_case_sensitive_titles_visible_to_the_viewer_and_cross_recal
         (0, 3, pytest.approx(0.75)),
         (0, 4, pytest.approx(1.2)),
     ]  # 1.5 × weight, both directions
+
+
+def test_rocchio_feedback_adds_the_bisector_of_query_and_top_hits():
+    from pipeline.channels.candidates import generate
+    from pipeline.stages.channels import DenseParams, LexicalParams
+
+    # nodes: e0, e0+e1 (at 45°), e1, e2; the query is e0
+    r = np.sqrt(0.5)
+    xb = np.array([[1, 0, 0], [r, r, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32)
+    nodes = pl.DataFrame({"node_id": list("abcd"), "text": ["t"] * 4})
+    queries = pl.DataFrame({"query_id": ["q"], "text": ["t"]})
+
+    def dense(**kw):
+        out = generate(
+            nodes,
+            queries,
+            ["dense"],
+            xb,
+            np.array([[1, 0, 0]], np.float32),
+            DenseParams.defaults(candidates=4, **kw),
+            LexicalParams.defaults(),
+        )
+        return dict(zip(out["node_idx"].to_list(), out["dense"].to_list()))
+
+    assert dense() == pytest.approx({0: 1.0, 1: r, 2: 0.0, 3: 0.0}, abs=1e-6)
+    # top 2 = e0 and the 45° node: their mean points at 22.5°, and with β = 1 the feedback vector
+    # bisects it and the query (11.25°); each node keeps the larger of its two cosines
+    deg = np.pi / 180
+    assert dense(prf_docs=2, prf_weight=1.0) == pytest.approx(
+        {0: 1.0, 1: np.cos(33.75 * deg), 2: np.sin(11.25 * deg), 3: 0.0}, abs=1e-6
+    )

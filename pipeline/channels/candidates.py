@@ -104,7 +104,38 @@ class DenseChannel:
     def ranks(self, parts: list) -> pl.DataFrame:
         """(query_idx, node_idx, dense_rank): each query's top ``candidates`` among its scope's
         nodes (``parts``: [(node indices, query indices)] per scope), its parts' hits merged by
-        the maximum of weight × cosine."""
+        the maximum of weight × cosine. With ``prf_docs`` > 0 (Rocchio feedback), a second pass
+        adds one part per query (:meth:`feedback`) and ranks again."""
+        out = self._ranks(parts)
+        if self.p.prf_docs > 0 and out.height:
+            self.feedback(out)
+            out = self._ranks(parts)
+        return out
+
+    def feedback(self, first: pl.DataFrame) -> None:
+        """Rocchio for dense vectors: each query gains a part (weight 1) ``normalise(q̂ + β·ĉ)``,
+        q̂ its parts' weighted sum and ĉ the mean of its first pass's ``prf_docs`` best nodes (all
+        from the query's own scope), both normalised; ``β`` is ``prf_weight``."""
+        p = self.p
+        top = first.filter(pl.col("dense_rank") <= p.prf_docs)
+        q, n = top["query_idx"].to_numpy(), top["node_idx"].to_numpy()
+        qs, at = np.unique(q, return_inverse=True)
+        c = np.zeros((len(qs), self.xb.shape[1]), np.float64)
+        np.add.at(c, at, np.asarray(self.xb[n], np.float64))
+        base = np.zeros_like(c)
+        mine = np.isin(self.part_q, qs)
+        np.add.at(
+            base,
+            np.searchsorted(qs, self.part_q[mine]),
+            self.xq[mine].astype(np.float64) * self.part_w[mine][:, None],
+        )
+        unit = lambda x: x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)  # noqa: E731
+        v = unit(unit(base) + p.prf_weight * unit(c)).astype(self.xq.dtype)
+        self.xq = np.concatenate([self.xq, v])
+        self.part_q = np.concatenate([self.part_q, qs])
+        self.part_w = np.concatenate([self.part_w, np.ones(len(qs), self.part_w.dtype)])
+
+    def _ranks(self, parts: list) -> pl.DataFrame:
         rows = self.part_rows([qs for _r, qs in parts])
         part, n, s = (
             np.concatenate(a) for a in zip(*(self.hits(r, p) for (r, _qs), p in zip(parts, rows)))

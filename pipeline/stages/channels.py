@@ -32,6 +32,8 @@ class DenseParams(Params):
     block: int  # blocked: node rows per block of the streamed scan
     per_part: int | None  # BME: top-n per query text before the merge (null = candidates)
     min_score: float | None  # BME: keep only hits with cosine > min_score (null = keep all)
+    prf_docs: int  # Rocchio feedback: best first-pass nodes per query (0 = off)
+    prf_weight: float  # Rocchio feedback: weight of their normalised mean against the query's
 
 
 @dataclass
