@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from pipeline import backend
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.sparse_entries import is_sparse, segment_ids, triplets
+from pipeline.ops.topk import topk_abs_mask, topk_long
 
 DENSE_MIN, DENSE_WORK = 64, 1 << 16  # a component this large, with size × queries this large, is
 # solved by a sparse × dense product; smaller work goes to the per-(query, component) operator
@@ -61,6 +64,50 @@ def ppr(adj, personalization, *, damping: float = 0.5, max_iter: int = 100, tol:
     component) pair. Iterating without the dangling term and rescaling each column to its
     personalization mass at the end gives the same fixed point.
     """
+    xp, parts, scale, (n, b, dtype), info = _solve_parts(
+        adj, personalization, damping, max_iter, tol
+    )
+    return _scatter(xp, parts, scale, n, b, dtype), info
+
+
+def ppr_top(adj, personalization, rows: int, keep: int, *, damping=0.5, max_iter=100, tol=1e-8):
+    """:func:`ppr`'s positive scores of the first ``rows`` nodes, each column cut to its ``keep``
+    largest (ties: lower node first; 0 keeps all), as host (node, column, score) sorted by (node,
+    column): the entries ``nonzero`` finds in ``topk_abs_mask`` of the dense result, without
+    the dense (N, B) result. Each score is the dense result's, bit for bit."""
+    xp, parts, scale, _shape, info = _solve_parts(adj, personalization, damping, max_iter, tol)
+    node, col, val = [], [], []
+    for r, c, y in parts:
+        v = y * scale[c]  # the expression _scatter writes
+        if v.ndim == 2:  # a column block: (members or the whole graph) × its queries
+            members = xp.arange(v.shape[0]) if r is None else r[:, 0]
+            unit = members < rows
+            v, members = v[unit], members[unit]
+            if keep and v.shape[0] > keep:  # a superset of its part of each column's top keep
+                v = xp.where(topk_abs_mask(xp.ascontiguousarray(v), keep), v, 0)
+            i, j = xp.nonzero(v > 0)
+            node.append(members[i])
+            col.append(c[0][j])
+            val.append(v[i, j])
+        else:  # pair blocks: one entry per (query, component member)
+            ok = (r < rows) & (v > 0)
+            node.append(r[ok])
+            col.append(c[ok])
+            val.append(v[ok])
+    host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
+    cat = lambda xs, dt: (  # noqa: E731
+        np.concatenate([host(x) for x in xs]).astype(dt) if xs else np.zeros(0, dt)
+    )
+    node, col, val = cat(node, np.int64), cat(col, np.int64), cat(val, np.float32)
+    if keep:
+        col, node, val, _rank = topk_long(col, node, val, keep)
+    order = np.lexsort((col, node))
+    return node[order], col[order], val[order], info
+
+
+def _solve_parts(adj, personalization, damping, max_iter, tol):
+    """The solved parts of :func:`ppr` before they are laid out: (xp, [(rows, cols, y)], each
+    column's rescale, (N, B, dtype), SolverInfo)."""
     xp, sp = namespaces(personalization)
     n, b = personalization.shape
     dtype = xp.result_type(personalization.dtype, adj.dtype, xp.float32)
@@ -99,9 +146,7 @@ def ppr(adj, personalization, *, damping: float = 0.5, max_iter: int = 100, tol:
             parts.append((rows, cols, y))
     mass = bincount(q, weights=v, minlength=b)  # rescale each column to its personalization mass
     scale = xp.where(total > 0, mass / xp.where(total > 0, total, 1.0), 0.0).astype(dtype)
-    return _scatter(xp, parts, scale, n, b, dtype), SolverInfo(
-        max(iters), max(resids), max(resids) < tol
-    )
+    return xp, parts, scale, (n, b, dtype), SolverInfo(max(iters), max(resids), max(resids) < tol)
 
 
 def _transition(xp, sp, adj, damping: float, dtype):

@@ -8,13 +8,14 @@ from typing import ClassVar
 
 import numpy as np
 import polars as pl
+import scipy.sparse as sp
 
 from pipeline import backend
 from pipeline.backend import namespaces
 from pipeline.errors import require_one_of
 from pipeline.ops.expand import expand
 from pipeline.ops.pedsa import pedsa
-from pipeline.ops.ppr import ppr
+from pipeline.ops.ppr import ppr_top
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.speakers import named_for
 from pipeline.ops.topk import topk_abs_mask
@@ -82,7 +83,8 @@ def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:
 
 
 def _solve(a, i, e, p: DiffusionParams):
-    """One block's diffusion by ``p.method`` on the device of its inputs (the energies stay there)."""
+    """One block's PEDSA or expand diffusion on the device of its inputs (the energies stay there);
+    PPR runs from sparse seeds (:func:`_ppr_hits`)."""
     if p.method == "pedsa":
         out = pedsa(
             a,
@@ -97,10 +99,8 @@ def _solve(a, i, e, p: DiffusionParams):
             top_k=p.top_k,
             seeds_in_result=p.seeds_in_result,
         )
-    elif p.method == "expand":
-        out = expand(a, i, e, depth=p.depth, decay=p.decay, budget=p.budget)
     else:
-        out, _info = ppr(a, e, damping=p.damping, max_iter=p.max_iter)
+        out = expand(a, i, e, depth=p.depth, decay=p.decay, budget=p.budget)
     return out
 
 
@@ -151,6 +151,9 @@ def _scope(rows, qs, n_nodes, edges, seeds, p, device, hubs, hub_seeds, now) -> 
         adj, inhib, cols = hub_layer.augment(adj, inhib, hubs, rows)
     local = np.full(n_nodes, -1, np.int64)
     local[rows] = np.arange(len(rows))
+    if p.method == "ppr":
+        r, c, g = _ppr_hits(adj, rows, cols, qs, local, seeds, p, device, hub_seeds)
+        return [pl.DataFrame({"query_idx": qs[c], "node_idx": rows[r], "graph": g})]
     step = max(1, p.block // max(1, len(rows) + len(cols)))
     parts = []
     adj_d, inhib_d = _to_device(device, adj, inhib)  # once per scope, not per block of queries
@@ -159,14 +162,43 @@ def _scope(rows, qs, n_nodes, edges, seeds, p, device, hubs, hub_seeds, now) -> 
         e0 = _initial_energy(seeds, qb, local, len(rows) + len(cols))
         if hub_seeds is not None:
             hub_layer.seed(e0, len(rows), qb, cols, hub_seeds, p.entity_seed_share)
-        if p.method == "ppr":
-            # float64: the same per column whatever the block width
-            mass = e0.sum(axis=0, dtype=np.float64)
-            e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
         (e0,) = _to_device(device, e0)
         r, c, g = _hits(_solve(adj_d, inhib_d, e0, p)[: len(rows)], p.keep)
         parts.append(pl.DataFrame({"query_idx": qb[c], "node_idx": rows[r], "graph": g}))
     return parts
+
+
+def _ppr_hits(adj, rows, cols, qs, local, seeds, p, device, hub_seeds):
+    """PPR of all of a scope's queries at once from sparse seeds: (unit row, query column, score)
+    of each query's ``keep`` best units. Each column of seed energies (units, then hubs) sums to 1
+    in float64 in row order, as the sum of the dense seed block's column."""
+    size = len(rows) + len(cols)
+    s = seeds.filter(pl.col("query_idx").is_in(qs.tolist()))
+    row = local[s["node_idx"].to_numpy()]
+    col = np.searchsorted(qs, s["query_idx"].to_numpy())
+    e = s["energy"].to_numpy().astype(np.float32)
+    ok = row >= 0
+    row, col, e = row[ok], col[ok], e[ok]
+    if hub_seeds is not None:
+        hr, hc, he = hub_layer.seed_entries(
+            _column_mass(row, col, e, len(qs)), len(rows), qs, cols, hub_seeds, p.entity_seed_share
+        )
+        row, col, e = np.r_[row, hr], np.r_[col, hc], np.r_[e, he.astype(np.float32)]
+    mass = _column_mass(row, col, e, len(qs))
+    e = (e / np.where(mass > 0, mass, 1.0)[col]).astype(np.float32)
+    pers = sp.csr_matrix((e, (row, col)), shape=(size, len(qs)))
+    adj_d, pers_d = _to_device(device, adj, pers)
+    r, c, g, _info = ppr_top(
+        adj_d, pers_d, len(rows), p.keep, damping=p.damping, max_iter=p.max_iter
+    )
+    return r, c, g
+
+
+def _column_mass(row, col, e, b: int) -> np.ndarray:
+    """Per column, the float64 sum of its entries in ascending row order: the sum of a dense
+    column (zeros add nothing)."""
+    order = np.lexsort((col, row))
+    return np.bincount(col[order], weights=e[order].astype(np.float64), minlength=b)
 
 
 def _initial_energy(
@@ -269,7 +301,8 @@ def run_stage(ctx, p: DiffusionParams) -> object:
         ctx.hub_graph,
         hub_seeds,
         now=ctx.now,
-        parts=ctx.diffusion_parts(),
+        # PPR keeps no dense (nodes × queries) block: a run may be a whole pack
+        parts=ctx.diffusion_parts(1 << 62 if p.method == "ppr" else 1024),
     )
     ctx.run.log.add("graph_hits", hits.height)
     ctx.cand = join_component(ctx, hits, "graph")

@@ -242,8 +242,24 @@ def seed(
     """Give each query of the block its entity hubs, in place: a total energy of ``share / (1 - share)``
     times the query's unit-seed energy, split by the hub weights (queries without unit seeds get
     ``share`` in total). ``share`` is the hubs' part of all seed energy."""
+    mass = e0[:n_units].sum(axis=0, dtype=np.float64)  # float64: independent of the block width
+    r, c, v = seed_entries(mass, n_units, qb, cols, qseeds, share)
+    np.add.at(e0, (r, c), v.astype(e0.dtype))  # onto zeros: each hub's energy, cast once
+
+
+def seed_entries(
+    mass: np.ndarray,
+    n_units: int,
+    qb: np.ndarray,
+    cols: np.ndarray,
+    qseeds: pl.DataFrame,
+    share: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The hub seeds of :func:`seed` as (row, column, float64 energy) entries, given each query's
+    unit-seed energy ``mass`` (float64); hub rows follow the ``n_units`` unit rows."""
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
     if share <= 0 or qseeds.height == 0 or len(cols) == 0:
-        return
+        return none
     pos = np.full(int(cols.max()) + 1, -1, np.int64)
     pos[cols] = np.arange(len(cols))
     s = qseeds.filter(pl.col("query_idx").is_in(qb.tolist()))
@@ -251,10 +267,9 @@ def seed(
     r = np.where(hub < len(pos), pos[np.minimum(hub, len(pos) - 1)], -1)
     ok = r >= 0
     if not ok.any():
-        return
+        return none
     c = np.searchsorted(qb, s["query_idx"].to_numpy()[ok])
     w = s["weight"].to_numpy()[ok]
     w = w / np.bincount(c, weights=w, minlength=len(qb))[c]  # renormalise over the hubs in scope
-    mass = e0[:n_units].sum(axis=0, dtype=np.float64)  # float64: independent of the block width
     total = np.where(mass > 0, mass * share / max(1e-9, 1.0 - share), share)
-    np.add.at(e0, (n_units + r[ok], c), (w * total[c]).astype(e0.dtype))
+    return n_units + r[ok], c, w * total[c]
