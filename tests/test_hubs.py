@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.ops.entities import extract, normalise
+from pipeline.ops.ppr import ppr as ppr_dense
 from pipeline.stages import diffuse, graph, hubs
 
 
@@ -380,3 +381,46 @@ def test_entity_pairs_equal_a_count_by_hand(rows, max_df):
     assert list(zip(hub_ids.tolist(), units.tolist())) == [
         (h, u) for h, (_sk, us) in enumerate(want) for u in us
     ]
+
+
+def _ppr_with_dense_seeds(cand, nodes, queries, edges, p, h, qseeds):
+    """The PPR diffusion as first written: a dense (units + hubs) × queries seed block, each column
+    scaled to sum 1, the dense PPR result, each column's `keep` best units, row-major nonzeros."""
+    rows, qs = np.arange(nodes.height), np.arange(queries.height)
+    adj, inhib = graph.adjacency(edges, nodes.height, rows)
+    adj, inhib, cols = hubs.augment(adj, inhib, h, rows)
+    seeds = diffuse._seeds(cand, nodes, queries, p, None)
+    e0 = diffuse._initial_energy(seeds, qs, rows, len(rows) + len(cols))
+    hubs.seed(e0, len(rows), qs, cols, qseeds, p.entity_seed_share)
+    mass = e0.sum(axis=0, dtype=np.float64)
+    e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
+    out, _ = ppr_dense(adj, e0, damping=p.damping, max_iter=p.max_iter)
+    r, c, g = diffuse._hits(out[: len(rows)], p.keep)
+    return pl.DataFrame({"query_idx": qs[c], "node_idx": rows[r], "graph": g})
+
+
+@pytest.mark.parametrize("keep", [0, 3])
+def test_ppr_from_sparse_seeds_equals_the_dense_seed_block(keep):
+    rng = np.random.default_rng(8)
+    names = ["Ada", "Bo", "Cy", "Di", "Ed", "Flo"]
+    texts = [" ".join(rng.choice(names, 2, replace=False)) + f" item {i}." for i in range(40)]
+    nodes = pl.DataFrame({"node_id": [f"n{i:02d}" for i in range(40)], "text": texts})
+    h = hubs.build(nodes, hubs.HubParams.defaults(entities=True, max_df=0.5, numbers=False))
+    queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(6)], "text": names})
+    cand = pl.DataFrame(
+        {
+            "query_idx": np.repeat(np.arange(6), 8),
+            "node_idx": rng.choice(40, 48),
+            "fused": rng.uniform(0.1, 1.0, 48),
+        }
+    ).unique(["query_idx", "node_idx"], maintain_order=True)
+    src = rng.integers(0, 40, 30)
+    edges = pl.DataFrame(
+        {"src": src, "dst": (src + 1) % 40, "weight": rng.uniform(0.2, 1.0, 30), "inhibit": False}
+    ).with_columns(relation=pl.lit("next"))
+    edges = edges.cast({k: v for k, v in graph.EDGE_SCHEMA.items() if k in edges.columns})
+    p = diffuse.DiffusionParams.defaults(method="ppr", seed_k=5, entity_seed_share=0.4, keep=keep)
+    qseeds = hubs.query_seeds(queries, h, hubs.HubParams.defaults(entities=True, numbers=False))
+    got = diffuse.run(cand, nodes, queries, edges, p, hubs=h, hub_seeds=qseeds)
+    want = _ppr_with_dense_seeds(cand, nodes, queries, edges, p, h, qseeds)
+    assert got.equals(want)  # same rows, same order, same bits

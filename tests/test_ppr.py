@@ -177,3 +177,39 @@ def test_ppr_result_does_not_depend_on_column_block_width(monkeypatch):
         monkeypatch.setattr(ppr_module, "BLOCK_BYTES", budget)
         out[budget] = ppr(adj, pers, damping=0.5, tol=1e-10)[0]
     assert np.array_equal(out[1], out[1 << 23]) and np.array_equal(out[1], out[1 << 40])
+
+
+@pytest.mark.parametrize("paths", ["auto", "all-pairs", "all-dense", "tiny-chunks"])
+@pytest.mark.parametrize("keep", [0, 1, 7, 1000])
+def test_ppr_top_is_the_dense_result_cut_to_its_top_entries(monkeypatch, paths, keep):
+    # reference: the dense result's first `rows` nodes, each column cut by topk_abs_mask, nonzero
+    from pipeline.ops.ppr import ppr_top
+    from pipeline.ops.topk import topk_abs_mask
+
+    rng = np.random.default_rng(5)
+    adj, n = _components_graph(rng, False)
+    adj = adj.astype(np.float32)
+    if paths == "all-pairs":
+        monkeypatch.setattr(ppr_module, "DENSE_WORK", 10**12)
+    elif paths == "all-dense":
+        monkeypatch.setattr(ppr_module, "DENSE_MIN", 1)
+        monkeypatch.setattr(ppr_module, "DENSE_WORK", 0)
+    elif paths == "tiny-chunks":
+        monkeypatch.setattr(ppr_module, "PAIR_NNZ", 50)
+        monkeypatch.setattr(ppr_module, "BLOCK_BYTES", 1)
+    b = 600
+    pers = np.zeros((n, b), np.float32)
+    for q in range(b):
+        idx = rng.choice(n, size=int(rng.integers(1, 6)), replace=False)
+        pers[idx, q] = rng.uniform(0.1, 1.0, len(idx))
+    pers /= pers.sum(axis=0)
+    rows = n - 50  # the last nodes play the hubs: diffused through, never returned
+    dense, _ = ppr(adj, sp.csc_matrix(pers))
+    out = dense[:rows]
+    if keep and rows > keep:
+        out = np.where(topk_abs_mask(np.ascontiguousarray(out), keep), out, 0)
+    r, c = np.nonzero(out > 0)
+    node, col, val, _info = ppr_top(adj, sp.csc_matrix(pers), rows, keep)
+    np.testing.assert_array_equal(node, r)
+    np.testing.assert_array_equal(col, c)
+    np.testing.assert_array_equal(val, out[r, c])  # bit for bit
