@@ -90,8 +90,8 @@ class RunContext:
     def diffusion_parts(self, rows: int = 1024) -> list | None:
         """The node and query sets diffusion runs on: runs of consecutive segments of about
         ``rows`` nodes, each solved at once (the graph and hubs join no two segments, and a query's
-        seeds are its own segment's; a run's iterate is its nodes × its queries, so runs stay
-        small); else the default (``scope_groups`` of the tables)."""
+        seeds are its own segment's; PEDSA's and expand's seed block is a run's nodes × its queries,
+        so their runs stay small); else the default (``scope_groups`` of the tables)."""
         if self.segments is None:
             return None
         out, first = [], 0
