@@ -57,11 +57,8 @@ def _components_graph(rng, directed):
     return (a if directed else (a + a.T).tocsr()), n
 
 
-@pytest.mark.parametrize("directed", [False, True])
-@pytest.mark.parametrize("paths", ["auto", "all-pairs", "all-dense", "tiny-chunks"])
-def test_ppr_components_match_networkx(monkeypatch, directed, paths):
-    rng = np.random.default_rng(11)
-    adj, n = _components_graph(rng, directed)
+def _force_paths(monkeypatch, paths: str) -> None:
+    """Route every component through one solver path (``auto``: the module's own choice)."""
     if paths == "all-pairs":
         monkeypatch.setattr(ppr_module, "DENSE_WORK", 10**12)
     elif paths == "all-dense":
@@ -70,6 +67,14 @@ def test_ppr_components_match_networkx(monkeypatch, directed, paths):
     elif paths == "tiny-chunks":
         monkeypatch.setattr(ppr_module, "PAIR_NNZ", 50)
         monkeypatch.setattr(ppr_module, "BLOCK_BYTES", 1)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("paths", ["auto", "all-pairs", "all-dense", "tiny-chunks"])
+def test_ppr_components_match_networkx(monkeypatch, directed, paths):
+    rng = np.random.default_rng(11)
+    adj, n = _components_graph(rng, directed)
+    _force_paths(monkeypatch, paths)
     b = 600  # the 120-node component is reached by enough queries for the dense path (auto)
     pers = np.zeros((n, b))
     for q in range(b):
@@ -189,14 +194,7 @@ def test_ppr_top_is_the_dense_result_cut_to_its_top_entries(monkeypatch, paths, 
     rng = np.random.default_rng(5)
     adj, n = _components_graph(rng, False)
     adj = adj.astype(np.float32)
-    if paths == "all-pairs":
-        monkeypatch.setattr(ppr_module, "DENSE_WORK", 10**12)
-    elif paths == "all-dense":
-        monkeypatch.setattr(ppr_module, "DENSE_MIN", 1)
-        monkeypatch.setattr(ppr_module, "DENSE_WORK", 0)
-    elif paths == "tiny-chunks":
-        monkeypatch.setattr(ppr_module, "PAIR_NNZ", 50)
-        monkeypatch.setattr(ppr_module, "BLOCK_BYTES", 1)
+    _force_paths(monkeypatch, paths)
     b = 600
     pers = np.zeros((n, b), np.float32)
     for q in range(b):
