@@ -101,3 +101,35 @@ def test_speaker_named_x2_factor_doubles_the_named_speakers_units():
     df = score.attach(cand, nodes, queries, None, ["fused", "speaker_named_x2"], NOW)
     out = score.compute(df, {"fused": 1.0}, ["speaker_named_x2"], normalize=False)
     assert out["score"].to_list() == pytest.approx([0.6, 0.5])
+
+
+def test_speaker_gated_x2_doubles_only_where_the_top_three_agree_with_the_name():
+    # q0 names Caroline and its three best fused units (c0 0.9, c1 0.8, c3 0.7) are hers: × 2 for
+    # her units. q1 names Caroline too but Melanie's m2 is among its top three (0.85): no change.
+    # q2 names nobody: no change. q3 names Caroline; m2 and c3 tie at 0.5 for third place and the
+    # tie goes to the lower node index, m2 (Melanie's), so the gate stays shut.
+    nodes = pl.DataFrame(
+        {
+            "node_id": ["c0", "c1", "m2", "c3"],
+            "speaker": ["Caroline", "Caroline", "Melanie", "Caroline"],
+        }
+    )
+    queries = pl.DataFrame(
+        {
+            "query_id": ["q0", "q1", "q2", "q3"],
+            "text": ["What did Caroline paint?", "Did Caroline swim?", "Who swam?", "Caroline?"],
+        }
+    )
+    cand = pl.DataFrame(
+        {
+            "query_idx": [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3],
+            "node_idx": [0, 1, 2, 3, 0, 1, 2, 3, 0, 2, 0, 1, 2, 3],
+            "fused": [0.9, 0.8, 0.1, 0.7, 0.9, 0.2, 0.85, 0.8, 0.5, 0.4, 0.6, 0.6, 0.5, 0.5],
+        }
+    )
+    df = score.attach(cand, nodes, queries, None, ["fused", "speaker_gated_x2"], NOW)
+    out = score.compute(df, {"fused": 1.0}, ["speaker_gated_x2"], normalize=False)
+    assert out["speaker_gated_x2"].to_list() == [2.0, 2.0, 1.0, 2.0] + [1.0] * 10
+    assert out["score"].to_list() == pytest.approx(
+        [1.8, 1.6, 0.1, 1.4, 0.9, 0.2, 0.85, 0.8, 0.5, 0.4, 0.6, 0.6, 0.5, 0.5]
+    )

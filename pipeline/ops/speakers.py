@@ -49,3 +49,26 @@ def named_for(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame) ->
             }
         )
     )
+
+
+GATE_TOP = 3  # units of the first pass that must all be by a named speaker (1, 2, 3 measured)
+
+
+def top_agrees(df: pl.DataFrame, named_col: pl.Series, k: int = GATE_TOP) -> pl.Series:
+    """df (query_idx, node_idx, fused) and its ``named`` column → Float64 per row: 1.0 where the
+    row's query has all of its top ``k`` units (highest ``fused``, ties to the lowest ``node_idx``)
+    named, else 0.0. Only the query's own candidates take part."""
+    tbl = df.select("query_idx", "node_idx", pl.col("fused").fill_null(float("-inf")))
+    top = (
+        tbl.with_columns(named=named_col)
+        .sort(["query_idx", "fused", "node_idx"], descending=[False, True, False])
+        .group_by("query_idx", maintain_order=True)
+        .head(k)
+        .group_by("query_idx")
+        .agg(agrees=pl.col("named").min())
+    )
+    return (
+        df.select("query_idx")
+        .join(top, on="query_idx", how="left", maintain_order="left")["agrees"]
+        .fill_null(0.0)
+    )

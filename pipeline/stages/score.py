@@ -119,6 +119,15 @@ def _speaker_named_x2(df: pl.DataFrame) -> pl.Series:
     return 1.0 + speakers.named(df)
 
 
+@factor("speaker_gated_x2", needs=("speaker",))
+def _speaker_gated_x2(df: pl.DataFrame) -> pl.Series:
+    """``speaker_named_x2`` only for queries whose best ``speakers.GATE_TOP`` first-pass units
+    (highest ``fused``) are all by a speaker the query names: the name is trusted only when the
+    topic match agrees with it (a question naming the wrong person keeps its ranking)."""
+    named = speakers.named(df)
+    return 1.0 + named * speakers.top_agrees(df, named)
+
+
 @factor("bme_time_decay", needs=("created_at",))
 def _bme_time_decay(df: pl.DataFrame) -> pl.Expr:  # 0.8 + 0.2 / (1 + ln(1 + days since created))
     return 0.8 + 0.2 / (1.0 + (1.0 + _days("created_at")).log(math.e))
@@ -202,7 +211,7 @@ def attach(
         }
     )
     out = out.join(now_tbl, on="query_idx", how="left")
-    if {"bme_lexical", "speaker_named", "speaker_named_x2"} & set(names):
+    if {"bme_lexical", "speaker_named", "speaker_named_x2", "speaker_gated_x2"} & set(names):
         qtext = pl.DataFrame(
             {
                 "query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
