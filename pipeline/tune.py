@@ -17,10 +17,12 @@ best values as a new preset file, with the score it reached.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from pipeline import io
@@ -92,7 +94,7 @@ def tune(args: list[str]) -> int:
     name = _opt(args, "tune.name", None) or f"{base}_{data}"
     if name in ("null", "None"):
         name = f"{base}_{data}"
-    space = _search_space(space_name)
+    space = search_space(space_name)
     out = Path(_opt(args, "out_dir", None) or f"runs/tune-{name}")
     passthrough = [a for a in args if not a.startswith(("out_dir=", "query_part="))]
     _recall(_sweep_args(passthrough, out, trials, seed, name, space))
@@ -124,7 +126,7 @@ def tune(args: list[str]) -> int:
     return 0
 
 
-def _search_space(space_name: str) -> dict:
+def search_space(space_name: str) -> dict:
     """Entry ``space_name`` of conf/tune_spaces.yaml (config key → sweep expression)."""
     spaces = yaml.safe_load((CONF_DIR / "tune_spaces.yaml").read_text()) or {}
     if space_name not in spaces:
@@ -133,6 +135,40 @@ def _search_space(space_name: str) -> dict:
             f"give tune.space=<one of {sorted(spaces)}> or add one there"
         )
     return spaces[space_name]
+
+
+_SWEEP = re.compile(
+    r"^\s*(?:tag\(\s*(?P<tag>\w+)\s*,\s*)?(?P<kind>interval|range)\(\s*(?P<a>[-+0-9.eE]+)\s*,"
+    r"\s*(?P<b>[-+0-9.eE]+)\s*\)\s*\)?\s*$"
+)
+
+
+def sample_space(space: dict, n: int, seed: int) -> list[dict[str, float | int]]:
+    """``n`` points drawn at random from a search space of conf/tune_spaces.yaml, seeded: each key
+    independently, ``interval(a, b)`` uniform in [a, b), ``tag(log, interval(a, b))`` log-uniform,
+    ``range(a, b)`` an integer in [a, b) (Hydra's meaning). Keys in the order given."""
+    rng = np.random.default_rng(seed)
+    parsed = {}
+    for key, expr in space.items():
+        m = _SWEEP.match(str(expr))
+        if not m or (m["tag"] not in (None, "log")) or (m["tag"] and m["kind"] != "interval"):
+            raise ConfigError(
+                f"{CONF_DIR / 'tune_spaces.yaml'}: {key}: {expr!r} cannot be sampled; use "
+                "interval(a, b), range(a, b) or tag(log, interval(a, b))"
+            )
+        parsed[key] = (m["kind"], m["tag"], float(m["a"]), float(m["b"]))
+    points = []
+    for _ in range(n):
+        point: dict[str, float | int] = {}
+        for key, (kind, tag, a, b) in parsed.items():
+            if kind == "range":
+                point[key] = int(rng.integers(int(a), int(b)))
+            elif tag == "log":
+                point[key] = float(np.exp(rng.uniform(np.log(a), np.log(b))))
+            else:
+                point[key] = float(rng.uniform(a, b))
+        points.append(point)
+    return points
 
 
 def _sweep_args(

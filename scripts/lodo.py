@@ -2,12 +2,18 @@
 by its WORST shortfall from the best candidate there, report it on the third with a 95% interval.
 
     python scripts/lodo.py [--out runs/lodo] [--data locomo,musique,scifact] [--only-table] [-- extra=overrides]
+    python scripts/lodo.py --search 24 --seed 13 --out runs/lodo   # and a recipe search in each fold
 
 Each recipe is one `python -m pipeline run --multirun data=<sets> <recipe overrides> report=false`
 under OUT/<recipe>; a recipe whose runs are all there already is not rerun. Extra Hydra overrides
 after `--` go to every run (e.g. `embed=hashing` for a quick check of the harness). The selection is
 `pipeline.report.lodo`; metrics per dataset below (the issue's headline numbers). A third table
 gives each recipe's paired gain over `best` on the query halves a / b (`recall tune` fits on a).
+
+`--search N` adds N recipes drawn at random (seeded) from the `best` search space of
+conf/tune_spaces.yaml (`pipeline.tune.sample_space`), each `preset=best` plus its drawn values, as
+`search-00` ... Every recipe runs on every set once, so each fold's choice among all candidates is a
+random search on its two fit sets scored by the worst shortfall, and the held-out set never takes part.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import polars as pl
 from pipeline.errors import DataError, reported, require_one_of
 from pipeline.report.compare import markdown_table
 from pipeline.report.lodo import half_gains, lodo_table
+from pipeline.tune import sample_space, search_space
 
 RECIPES = {  # name → Hydra overrides; the first listed wins ties
     "best": ["preset=best"],
@@ -32,6 +39,15 @@ RECIPES = {  # name → Hydra overrides; the first listed wins ties
     "auto": ["preset=auto"],  # best adapted per query group to its corpus (pipeline/autopreset.py)
 }
 METRIC = {"locomo": "recall@5", "musique": "recall@5", "scifact": "ndcg@10"}
+
+
+def searched(n: int, seed: int) -> dict[str, list[str]]:
+    """``n`` recipes drawn from the ``best`` search space: name → Hydra overrides."""
+    points = sample_space(search_space("best"), n, seed)
+    return {
+        f"search-{i:02d}": ["preset=best", *[f"{k}={v:.6g}" for k, v in p.items()]]
+        for i, p in enumerate(points)
+    }
 
 
 def run_dirs(out: Path) -> dict[str, Path]:
@@ -68,10 +84,10 @@ def run_recipe(
 
 
 def load(
-    out: Path, datasets: list[str], extra: list[str], only_table: bool
+    out: Path, datasets: list[str], extra: list[str], only_table: bool, recipes: dict
 ) -> dict[tuple[str, str], pl.DataFrame]:
     tables = {}
-    for name, overrides in RECIPES.items():
+    for name, overrides in recipes.items():
         dirs = (
             run_dirs(out / name)
             if only_table
@@ -94,11 +110,11 @@ def fmt_ci(mean: float, low: float, high: float, metric: str) -> str:
     return f"{fmt(mean, metric)} [{fmt(low, metric)}, {fmt(high, metric)}]"
 
 
-def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str]) -> str:
+def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str], recipes: dict) -> str:
     metric = {d: METRIC[d] for d in datasets}
     scores = [
         [name, *[fmt(float(tables[(name, d)][metric[d]].mean()), metric[d]) for d in datasets]]
-        for name in RECIPES
+        for name in recipes
     ]
     rows = [
         [
@@ -109,7 +125,7 @@ def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str]) -> 
             fmt_ci(r["held_out_mean"], r["low"], r["high"], r["metric"]),
             f"{r['oracle']} ({fmt(r['oracle_mean'], r['metric'])})",
         ]
-        for r in lodo_table(tables, metric, list(RECIPES)).iter_rows(named=True)
+        for r in lodo_table(tables, metric, list(recipes)).iter_rows(named=True)
     ]
     gains = [
         [
@@ -121,6 +137,7 @@ def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str]) -> 
         ]
         for r in half_gains(tables, metric, "best", list(RECIPES)).iter_rows(named=True)
     ]
+    drawn = [[name, " ".join(o[1:])] for name, o in recipes.items() if name not in RECIPES]
     return "\n".join(
         [
             markdown_table(["recipe", *[f"{d} {metric[d]}" for d in datasets]], scores),
@@ -141,6 +158,7 @@ def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str]) -> 
                 ["dataset", "recipe", "query half", "n", "gain over best [95% CI]"], gains
             ),
             "",
+            *([markdown_table(["recipe", "preset=best and"], drawn), ""] if drawn else []),
         ]
     )
 
@@ -152,13 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("runs/lodo"))
     ap.add_argument("--data", default="locomo,musique,scifact")
     ap.add_argument("--only-table", action="store_true", help="read finished runs, run nothing")
+    ap.add_argument("--search", type=int, default=0, help="recipes drawn from the best space")
+    ap.add_argument("--seed", type=int, default=13, help="seed of the --search draws")
     args = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     datasets = args.data.split(",")
 
     def text() -> str:
         for d in datasets:
             require_one_of("--data", d, METRIC)
-        return report(load(args.out, datasets, extra, args.only_table), datasets) + "\n"
+        recipes = RECIPES | searched(args.search, args.seed)
+        tables = load(args.out, datasets, extra, args.only_table, recipes)
+        return report(tables, datasets, recipes) + "\n"
 
     return reported(lambda: print(text(), end=""))
 

@@ -118,7 +118,7 @@ def test_lodo_script_report_on_synthetic_runs():
     ):  # recipe i scores 0.5 + 0.1·i on every dataset: the last wins all
         for data, m in lodo.METRIC.items():
             tables[(name, data)] = pl.DataFrame({"query_id": ids, m: [0.5 + 0.1 * i] * 8})
-    text = lodo.report(tables, list(lodo.METRIC))
+    text = lodo.report(tables, list(lodo.METRIC), lodo.RECIPES)
     last = list(lodo.RECIPES)[-1]  # the fifth recipe: 0.5 + 0.1·4 = 0.9
     assert len(lodo.RECIPES) == 5
     assert f"| scifact | ndcg@10 | {last} | 0.000 | 0.900 [0.900, 0.900] | {last} (0.900) |" in text
@@ -126,3 +126,27 @@ def test_lodo_script_report_on_synthetic_runs():
     assert (
         f"| musique | {last} | b |" in text and "40.0 [40.0, 40.0]" in text
     )  # +0.4 over best, each half
+
+
+def test_lodo_search_recipes_are_best_with_drawn_values_and_a_fold_may_choose_one():
+    from test_bootstrap import _load_script
+
+    lodo = _load_script("lodo")
+    drawn = lodo.searched(3, seed=5)
+    assert list(drawn) == ["search-00", "search-01", "search-02"]
+    assert all(o[0] == "preset=best" for o in drawn.values())
+    assert drawn == lodo.searched(3, seed=5) and drawn != lodo.searched(3, seed=6)
+    keys = [o.split("=")[0] for o in drawn["search-01"][1:]]
+    assert "lexical.k1" in keys and "diffuse.seed_k" in keys
+    recipes = lodo.RECIPES | drawn
+    ids = [f"q{i}" for i in range(4)]
+    tables = {
+        (name, data): pl.DataFrame({"query_id": ids, m: [0.9 if name == "search-02" else 0.5] * 4})
+        for name in recipes
+        for data, m in lodo.METRIC.items()
+    }
+    text = lodo.report(tables, list(lodo.METRIC), recipes)
+    assert (
+        "| musique | recall@5 | search-02 | 0.000 | 90.0 [90.0, 90.0] | search-02 (90.0) |" in text
+    )
+    assert "| search-02 | " + " ".join(drawn["search-02"][1:]) + " |" in text
