@@ -50,6 +50,15 @@ def searched(n: int, seed: int) -> dict[str, list[str]]:
     }
 
 
+def candidates(recipes: dict, search_only: bool) -> list[str]:
+    """The recipes a fold chooses among: all, or (``--search-only``) only the drawn ones, none of
+    which was fitted on any dataset."""
+    names = [r for r in recipes if not search_only or r not in RECIPES]
+    if not names:
+        raise DataError("--search-only", "no drawn recipes", "give --search N with N > 0")
+    return names
+
+
 def run_dirs(out: Path) -> dict[str, Path]:
     """dataset name → finished run directory under ``out`` (one per dataset)."""
     found = {}
@@ -110,7 +119,12 @@ def fmt_ci(mean: float, low: float, high: float, metric: str) -> str:
     return f"{fmt(mean, metric)} [{fmt(low, metric)}, {fmt(high, metric)}]"
 
 
-def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str], recipes: dict) -> str:
+def report(
+    tables: dict[tuple[str, str], pl.DataFrame],
+    datasets: list[str],
+    recipes: dict,
+    search_only: bool = False,
+) -> str:
     metric = {d: METRIC[d] for d in datasets}
     scores = [
         [name, *[fmt(float(tables[(name, d)][metric[d]].mean()), metric[d]) for d in datasets]]
@@ -125,7 +139,7 @@ def report(tables: dict[tuple[str, str], pl.DataFrame], datasets: list[str], rec
             fmt_ci(r["held_out_mean"], r["low"], r["high"], r["metric"]),
             f"{r['oracle']} ({fmt(r['oracle_mean'], r['metric'])})",
         ]
-        for r in lodo_table(tables, metric, list(recipes)).iter_rows(named=True)
+        for r in lodo_table(tables, metric, candidates(recipes, search_only)).iter_rows(named=True)
     ]
     gains = [
         [
@@ -172,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-table", action="store_true", help="read finished runs, run nothing")
     ap.add_argument("--search", type=int, default=0, help="recipes drawn from the best space")
     ap.add_argument("--seed", type=int, default=13, help="seed of the --search draws")
+    ap.add_argument(
+        "--search-only",
+        action="store_true",
+        help="folds choose among the drawn recipes only (a held-out set no candidate was fitted on)",
+    )
     args = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     datasets = args.data.split(",")
 
@@ -180,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             require_one_of("--data", d, METRIC)
         recipes = RECIPES | searched(args.search, args.seed)
         tables = load(args.out, datasets, extra, args.only_table, recipes)
-        return report(tables, datasets, recipes) + "\n"
+        return report(tables, datasets, recipes, args.search_only) + "\n"
 
     return reported(lambda: print(text(), end=""))
 
