@@ -137,10 +137,20 @@ def search_space(space_name: str) -> dict:
     return spaces[space_name]
 
 
-_SWEEP = re.compile(
-    r"^\s*(?:tag\(\s*(?P<tag>\w+)\s*,\s*)?(?P<kind>interval|range)\(\s*(?P<a>[-+0-9.eE]+)\s*,"
-    r"\s*(?P<b>[-+0-9.eE]+)\s*\)\s*\)?\s*$"
+_TAG = re.compile(r"\s*tag\(\s*(?P<tag>\w+)\s*,(?P<inner>.*)\)\s*")
+_RANGE = re.compile(
+    r"\s*(?P<kind>interval|range)\(\s*(?P<a>[-+0-9.eE]+)\s*,\s*(?P<b>[-+0-9.eE]+)\s*\)\s*"
 )
+
+
+def _parse_sweep(expr: str) -> tuple[str, str | None, float, float] | None:
+    """``interval(a, b)``, ``range(a, b)`` or ``tag(log, interval(a, b))`` → (kind, tag, a, b)."""
+    tagged = _TAG.fullmatch(expr)
+    tag, inner = (tagged["tag"], tagged["inner"]) if tagged else (None, expr)
+    m = _RANGE.fullmatch(inner)
+    if not m or tag not in (None, "log") or (tag and m["kind"] != "interval"):
+        return None
+    return m["kind"], tag, float(m["a"]), float(m["b"])
 
 
 def sample_space(space: dict, n: int, seed: int) -> list[dict[str, float | int]]:
@@ -150,13 +160,12 @@ def sample_space(space: dict, n: int, seed: int) -> list[dict[str, float | int]]
     rng = np.random.default_rng(seed)
     parsed = {}
     for key, expr in space.items():
-        m = _SWEEP.match(str(expr))
-        if not m or (m["tag"] not in (None, "log")) or (m["tag"] and m["kind"] != "interval"):
+        parsed[key] = _parse_sweep(str(expr))
+        if parsed[key] is None:
             raise ConfigError(
                 f"{CONF_DIR / 'tune_spaces.yaml'}: {key}: {expr!r} cannot be sampled; use "
                 "interval(a, b), range(a, b) or tag(log, interval(a, b))"
             )
-        parsed[key] = (m["kind"], m["tag"], float(m["a"]), float(m["b"]))
     points = []
     for _ in range(n):
         point: dict[str, float | int] = {}

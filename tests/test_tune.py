@@ -157,3 +157,6 @@ def test_sample_space_names_the_key_it_cannot_sample():
 
     with pytest.raises(ConfigError, match=r"k: 'choice\(1, 2\)' cannot be sampled"):
         sample_space({"k": "choice(1, 2)"}, 1, seed=0)
+    for bad in ("interval(1, 2))", "tag(log, range(1, 9))", "tag(exp, interval(1, 2))"):
+        with pytest.raises(ConfigError, match="cannot be sampled"):
+            sample_space({"k": bad}, 1, seed=0)
