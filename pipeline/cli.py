@@ -34,7 +34,7 @@ USAGE = """usage: recall <command> [overrides]
 
 commands:
   run          {run}
-  compare      recall compare <run dirs or one sweep dir> [--baseline NAME] [--out DIR]
+  compare      recall compare <run dirs or one sweep dir> [--baseline NAME] [--out DIR] [--ci]
   report       recall report <run dir>
   export-trec  recall export-trec <run dir> <file> [--level node_id|doc_id] [--tag NAME]
   import-trec  recall import-trec <run file> --out DIR [--qrels FILE] [--level node_id|doc_id]
@@ -192,13 +192,16 @@ def _compare(ap: argparse.ArgumentParser, args: list[str]) -> int:
         "--baseline", default=None, help="run name to test against (default: the first)"
     )
     ap.add_argument("--out", default=None, help="write compare.md / compare.html here")
+    ap.add_argument(
+        "--ci", action="store_true", help="± the half-width of each mean's 95%% bootstrap interval"
+    )
     a = ap.parse_args(args)
     runs = [Path(r) for r in a.runs]
     one_sweep = len(runs) == 1 and not (runs[0] / "manifest.json").exists()
     res = (
-        report.compare_dir(runs[0], baseline=a.baseline)
+        report.compare_dir(runs[0], baseline=a.baseline, ci=a.ci)
         if one_sweep
-        else report.compare(runs, baseline=a.baseline)
+        else report.compare(runs, baseline=a.baseline, ci=a.ci)
     )
     print(report.format_table(res))
     if a.out:

@@ -319,6 +319,43 @@ def test_compare_marks_clear_improvement_significant(tmp_path):
     assert set(res.groups) == {"a", "b"} and res.groups["a"]["n_queries"].to_list() == [10, 10, 10]
 
 
+def test_compare_ci_adds_each_means_bootstrap_half_width(tmp_path):
+    from pipeline.report.bootstrap import bootstrap_ci
+
+    qids = [f"q{i:02d}" for i in range(20)]
+    qrels = pl.DataFrame(
+        {"query_id": qids, "node_id": [f"{q}-rel" for q in qids], "relevance": [1] * 20}
+    )
+    queries = pl.DataFrame({"query_id": qids, "group": ["a"] * 10 + ["b"] * 10})
+    ranks = {q: (5 if i % 2 else 3) for i, q in enumerate(qids)}  # mrr 1/3, 1/5, 1/3, ...
+    bad = _hand_run(tmp_path, "bad", ranks)
+    good = _hand_run(tmp_path, "good", {q: 1 for q in qids})
+    res = compare([bad, good], metrics=["mrr"], qrels=qrels, queries=queries, ci=True)
+    mrr = [1 / ranks[q] for q in qids]
+    whole, group_a = bootstrap_ci(mrr), bootstrap_ci(mrr[:10])
+    assert group_a != whole  # the group table resamples its own 10 queries
+    text = format_table(res)
+    half = max(whole.mean - whole.low, whole.high - whole.mean)
+    assert f"| bad (baseline) | 20 | {whole.mean:.4f} ± {half:.4f} |" in text
+    assert "| good | 20 | 1.0000 ± 0.0000*† |" in text  # 1.0 on every query: no spread
+    half_a = max(group_a.mean - group_a.low, group_a.high - group_a.mean)
+    assert f"| bad (baseline) | 10 | {group_a.mean:.4f} ± {half_a:.4f} |" in text
+    assert "half-width of the 95% bootstrap interval" in text
+    plain = format_table(compare([bad, good], metrics=["mrr"], qrels=qrels, queries=queries))
+    assert "±" not in plain and "| good | 20 | 1.0000*† |" in plain
+
+
+def test_recall_compare_ci_flag_prints_the_intervals(sample_runs, capsys):
+    from pipeline.cli import main
+
+    assert main(["compare", str(sample_runs["bm25"]), str(sample_runs["dense"]), "--ci"]) == 0
+    with_ci = capsys.readouterr().out
+    res = compare([sample_runs["bm25"], sample_runs["dense"]], ci=True)
+    assert with_ci.strip() == format_table(res).strip() and " ± " in with_ci
+    assert main(["compare", str(sample_runs["bm25"]), str(sample_runs["dense"])]) == 0
+    assert " ± " not in capsys.readouterr().out
+
+
 def test_compare_reads_per_query_parquet_without_recomputing(sample_runs, tmp_path, monkeypatch):
     import importlib
     import shutil

@@ -45,6 +45,7 @@ class CompareResult:
     per_query: pl.DataFrame  # run, query_id, group, <metric>...
     run_dirs: dict[str, Path]
     max_p: float = 0.05
+    ci: bool = False  # cells carry ± the half-width of each mean's 95% bootstrap interval
 
 
 def compare(
@@ -54,8 +55,11 @@ def compare(
     qrels: pl.DataFrame | None = None,
     queries: pl.DataFrame | None = None,
     max_p: float = 0.05,
+    ci: bool = False,
 ) -> CompareResult:
-    """Compare runs against ``baseline`` (a run name; default the first) with paired t-tests.
+    """Compare runs against ``baseline`` (a run name; default the first) with paired t-tests;
+    with ``ci``, each mean also gets the half-width of its 95% percentile bootstrap interval over
+    the table's queries (``pipeline.report.bootstrap``: the larger side, as ``ci_table.py`` shows).
 
     qrels/queries: the judgements (and optional ``group`` per query); when ``qrels`` is None they
     are re-loaded from the first run's manifest (``config.data``), and every run must share it.
@@ -79,13 +83,13 @@ def compare(
         )
         per_query = _computed_per_query(dirs, names, metrics, truth)
     per_query = per_query.select("run", "query_id", "group", *metrics)
-    table = _table(per_query, names, baseline, metrics)
+    table = _table(per_query, names, baseline, metrics, ci)
     groups = {
-        g: _table(per_query.filter(pl.col("group") == g), names, baseline, metrics)
+        g: _table(per_query.filter(pl.col("group") == g), names, baseline, metrics, ci)
         for g in sorted(per_query["group"].drop_nulls().unique())
     }
     return CompareResult(
-        names, baseline, list(metrics), table, groups, per_query, dict(zip(names, dirs)), max_p
+        names, baseline, list(metrics), table, groups, per_query, dict(zip(names, dirs)), max_p, ci
     )
 
 
@@ -156,10 +160,11 @@ def _stored_per_query(
 def format_table(result: CompareResult, digits: int = 4) -> str:
     """Markdown: the overall table, then one per group, with a legend for the markers."""
     n = result.table["n_queries"].max()
+    half = " `± h`: half-width of the 95% bootstrap interval over queries." if result.ci else ""
     parts = [
         markdown_table(*_cells(result, result.table, digits)),
         f"\nBaseline: `{result.baseline}`. `*` p < {result.max_p:g} vs the baseline (paired t-test over "
-        f"{n} queries); `†` best in the column.",
+        f"{n} queries); `†` best in the column.{half}",
     ]
     for g, table in result.groups.items():
         parts += [f"\n### {g}\n", markdown_table(*_cells(result, table, digits))]
@@ -194,15 +199,18 @@ def _cells(
             p = row[f"{m}_p"]
             mark = "*" if p is not None and p < result.max_p else ""
             mark += "†" if abs(row[m] - best[m]) <= 1e-12 else ""
-            out.append(f"{row[m]:.{digits}f}{mark}")
+            half = f" ± {row[f'{m}_ci']:.{digits}f}" if result.ci else ""
+            out.append(f"{row[m]:.{digits}f}{half}{mark}")
         rows.append(out)
     return ["run", "n", *result.metrics], rows
 
 
 def _table(
-    per_query: pl.DataFrame, names: list[str], baseline: str, metrics: list[str]
+    per_query: pl.DataFrame, names: list[str], baseline: str, metrics: list[str], ci: bool = False
 ) -> pl.DataFrame:
     from scipy.stats import ttest_rel
+
+    from pipeline.report.bootstrap import bootstrap_ci
 
     wide = {n: per_query.filter(pl.col("run") == n).sort("query_id") for n in names}
     base = wide[baseline]
@@ -211,6 +219,9 @@ def _table(
         row: dict = {"run": n, "n_queries": wide[n].height}
         for m in metrics:
             row[m] = float(wide[n][m].mean()) if wide[n].height else float("nan")
+            if ci:
+                iv = bootstrap_ci(wide[n][m].to_numpy()) if wide[n].height else None
+                row[f"{m}_ci"] = max(iv.mean - iv.low, iv.high - iv.mean) if iv else float("nan")
             diff = wide[n][m].to_numpy() - base[m].to_numpy()
             if n == baseline or len(diff) < 2:
                 row[f"{m}_p"] = None
@@ -222,13 +233,14 @@ def _table(
                 p = float(ttest_rel(wide[n][m].to_numpy(), base[m].to_numpy()).pvalue)
                 row[f"{m}_p"] = None if math.isnan(p) else p
         rows.append(row)
+    extra = ("_p", "_ci") if ci else ("_p",)
     schema = {
         "run": pl.String,
         "n_queries": pl.Int64,
-        **{c: pl.Float64 for m in metrics for c in (m, f"{m}_p")},
+        **{c: pl.Float64 for m in metrics for c in (m, *[m + e for e in extra])},
     }
     return pl.DataFrame(rows, schema=schema).select(
-        "run", "n_queries", *metrics, *[f"{m}_p" for m in metrics]
+        "run", "n_queries", *metrics, *[m + e for e in extra for m in metrics]
     )
 
 
