@@ -151,5 +151,7 @@ def test_lodo_search_recipes_are_best_with_drawn_values_and_a_fold_may_choose_on
     )
     assert "| search-02 | " + " ".join(drawn["search-02"][1:]) + " |" in text
     clean = lodo.report(tables, list(lodo.METRIC), recipes, search_only=True)
-    assert "| locomo | recall@5 | search-02 | 0.000 | 90.0 [90.0, 90.0] | search-02 (90.0) |" in clean
+    assert (
+        "| locomo | recall@5 | search-02 | 0.000 | 90.0 [90.0, 90.0] | search-02 (90.0) |" in clean
+    )
     assert lodo.candidates(recipes, search_only=True) == list(drawn)
