@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import reported
-from pipeline.report.bootstrap import metric_cis
+from pipeline.report.bootstrap import Interval, metric_cis
 from pipeline.report.compare import compare, markdown_table
 
 
@@ -40,7 +40,7 @@ def ci_rows(
     cells = []
     for m in metrics:
         r, (scale, digits) = by_metric[m], scale_of(m)
-        half = max(r["mean"] - r["low"], r["high"] - r["mean"])
+        half = Interval(r["mean"], r["low"], r["high"], r["n"]).half
         cells.append(f"{scale * r['mean']:.{digits}f} ± {scale * half:.{digits}f}")
     return [name, str(next(iter(by_metric.values()))["n"]), *cells]
 

@@ -33,6 +33,15 @@ NAMES = {
 }
 
 
+def stop_words(nodes: pl.DataFrame) -> set[str]:
+    """bm25s's English stopwords, the speakers' names (lower-cased) and QUESTION_WORDS."""
+    return (
+        set(STOPWORDS_EN)
+        | {s.lower() for s in nodes["speaker"].drop_nulls().unique()}
+        | (QUESTION_WORDS)
+    )
+
+
 def content_words(text: str, stop: set[str], stem) -> set[str]:
     return {stem(w) for w in re.findall(r"\w\w+", text.lower()) if w not in stop}
 
@@ -40,8 +49,7 @@ def content_words(text: str, stop: set[str], stem) -> set[str]:
 def evidence_table(run_dir: Path, data: Path) -> pl.DataFrame:
     ds = locomo.load(str(data))
     text = dict(zip(ds.nodes["node_id"], ds.nodes["text"]))
-    speakers = {s.lower() for s in ds.nodes["speaker"].drop_nulls().unique()}
-    stop = set(STOPWORDS_EN) | speakers | QUESTION_WORDS
+    stop = stop_words(ds.nodes)
     stem = Stemmer.Stemmer("english").stemWord
     question = dict(zip(ds.queries["query_id"], ds.queries["text"]))
     group = dict(zip(ds.queries["query_id"], ds.queries["group"]))

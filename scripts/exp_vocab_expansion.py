@@ -20,13 +20,12 @@ from pathlib import Path
 
 import numpy as np
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 
+from exp_evidence_overlap import stop_words
 from pipeline.adapters import locomo
 from pipeline.stages.embed import SentenceEncoder
 
 SETTINGS = ((5, 0.5), (10, 0.45), (20, 0.4))  # (K nearest words, cosine threshold)
-QUESTION_WORDS = {"would", "likely", "did", "does", "has", "have", "what", "when", "how", "many"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,8 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=Path("../shared/data/locomo/locomo_dev5.json.gz"))
     args = ap.parse_args(argv)
     ds = locomo.load(str(args.data))
-    names = {s.lower() for s in ds.nodes["speaker"].drop_nulls().unique()}
-    stop = set(STOPWORDS_EN) | names | QUESTION_WORDS
+    stop = stop_words(ds.nodes)
     stem = Stemmer.Stemmer("english").stemWord
 
     def words(text: str) -> set[str]:

@@ -26,6 +26,11 @@ class Interval:
     high: float
     n: int
 
+    @property
+    def half(self) -> float:
+        """The half width shown after ``±``: the larger side (the interval may be skewed)."""
+        return max(self.mean - self.low, self.high - self.mean)
+
     def format(self, scale: float = 1.0, digits: int = 1) -> str:
         """'67.1 ± 2.9 [64.2, 70.0]': the half width is the larger side (the interval may be skewed)."""
         m, lo, hi = (scale * v for v in (self.mean, self.low, self.high))

@@ -220,8 +220,9 @@ def _table(
         for m in metrics:
             row[m] = float(wide[n][m].mean()) if wide[n].height else float("nan")
             if ci:
-                iv = bootstrap_ci(wide[n][m].to_numpy()) if wide[n].height else None
-                row[f"{m}_ci"] = max(iv.mean - iv.low, iv.high - iv.mean) if iv else float("nan")
+                row[f"{m}_ci"] = (
+                    bootstrap_ci(wide[n][m].to_numpy()).half if wide[n].height else float("nan")
+                )
             diff = wide[n][m].to_numpy() - base[m].to_numpy()
             if n == baseline or len(diff) < 2:
                 row[f"{m}_p"] = None

@@ -21,6 +21,7 @@ from pipeline.stage import Stage
 TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
 FACTORS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
 NEEDS: dict[str, tuple[str, ...]] = {}  # node / signal columns a term or factor reads
+QUERY_TEXT = "query_text"  # in NEEDS: the term or factor reads its query's text (joined by query)
 DAY_US = 86_400 * 1_000_000
 
 
@@ -80,7 +81,7 @@ def _lexical_max(df: pl.DataFrame) -> pl.Expr:  # lexical / per-query max, in [0
     return pl.when(mx > 0).then(x / mx).otherwise(0.0)
 
 
-@term("bme_lexical", needs=("title", "description", "text", "status"))
+@term("bme_lexical", needs=("title", "description", "text", "status", QUERY_TEXT))
 def _bme_lexical(df: pl.DataFrame) -> pl.Series:
     """BME's unit-coverage lexical score (``pipeline.ops.lexcover``): sources = query text + segments."""
     from pipeline.ops.lexcover import lexical
@@ -107,19 +108,19 @@ def _memory_curve(df: pl.DataFrame) -> pl.Expr:  # OKS memory curve (signals), a
     return pl.col("memory_score").fill_null(0.0).cast(pl.Float64)
 
 
-@term("speaker_named", needs=("speaker",))
+@term("speaker_named", needs=("speaker", QUERY_TEXT))
 def _speaker_named(df: pl.DataFrame) -> pl.Series:
     """1 when the unit's speaker is named in the query ("What is Caroline's ...?" → Caroline's turns), else 0."""
     return speakers.named(df)
 
 
-@factor("speaker_named_x2", needs=("speaker",))
+@factor("speaker_named_x2", needs=("speaker", QUERY_TEXT))
 def _speaker_named_x2(df: pl.DataFrame) -> pl.Series:
     """× 2 for units whose speaker the query names, × 1 otherwise (the multiplicative speaker_named)."""
     return 1.0 + speakers.named(df)
 
 
-@factor("speaker_gated_x2", needs=("speaker",))
+@factor("speaker_gated_x2", needs=("speaker", QUERY_TEXT))
 def _speaker_gated_x2(df: pl.DataFrame) -> pl.Series:
     """``speaker_named_x2`` only for queries whose best ``speakers.GATE_TOP`` first-pass units
     (highest ``fused``) are all by a speaker the query names: the name is trusted only when the
@@ -179,6 +180,8 @@ def attach(
 ) -> pl.DataFrame:
     """Join the node/signal columns the chosen terms and factors read, and each query's ``now``."""
     need = {c for n in names for c in NEEDS.get(n, ())}
+    wants_text = QUERY_TEXT in need
+    need.discard(QUERY_TEXT)
     node_cols = [c for c in need if c in nodes.columns]
     out = cand
     if node_cols:
@@ -211,7 +214,7 @@ def attach(
         }
     )
     out = out.join(now_tbl, on="query_idx", how="left")
-    if {"bme_lexical", "speaker_named", "speaker_named_x2", "speaker_gated_x2"} & set(names):
+    if wants_text:
         qtext = pl.DataFrame(
             {
                 "query_idx": pl.Series(range(queries.height), dtype=pl.Int64),
