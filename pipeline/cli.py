@@ -143,14 +143,17 @@ def main(argv: list[str] | None = None) -> int:
     if cmd not in ("run", "precompute"):
         return reported(lambda: tool(cmd, rest))
     sys.argv = [f"recall {cmd}", *rest]
-    if cmd == "precompute":
-        from pipeline.cli_precompute import main as _precompute
-
-        _precompute()
-        return 0
     import hydra
 
-    hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_run)()
+    from pipeline.hydra_guard import guarded
+
+    with guarded():  # no hydra key of a user file makes Hydra import or call anything
+        if cmd == "precompute":
+            from pipeline.cli_precompute import main as _precompute
+
+            _precompute()
+        else:
+            hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_run)()
     return 0
 
 

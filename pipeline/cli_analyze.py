@@ -31,7 +31,9 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     if not (run_dir / "manifest.json").is_file():
         raise ConfigError(f"{run_dir}: no manifest.json; pass a finished run directory")
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    cfg = OmegaConf.create(rundir.upgrade_config(manifest["config"]))
+    cfg = OmegaConf.create(
+        rundir.upgrade_config(manifest["config"], f"{run_dir / 'manifest.json'}: config")
+    )
     device = backend.resolve_device(cfg.device)
     ds = call_target(cfg.data, f"{run_dir / 'manifest.json'}: config.data")
     nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))

@@ -112,7 +112,7 @@ def _run_inputs(run_dir: Path, injected: bool) -> tuple[dict, pl.DataFrame]:
         raise UserError(
             f"{run_dir}: no manifest.json / recall.parquet; pass a finished run directory"
         )
-    cfg = upgrade_config(json.loads(man.read_text())["config"])
+    cfg = upgrade_config(json.loads(man.read_text())["config"], f"{man}: config")
     rows = pl.read_parquet(run_dir / "recall.parquet")
     if injected:
         if not (run_dir / "injection.parquet").is_file():

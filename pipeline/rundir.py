@@ -107,12 +107,17 @@ MOVED = {
 ADDED = {("lexical", "prf_docs"): 0, ("lexical", "prf_terms"): 10, ("lexical", "prf_weight"): 0.5}
 
 
-def upgrade_config(conf: dict) -> dict:
+def upgrade_config(conf: dict, where: str = "manifest.json: config") -> dict:
     """A run directory's config (``manifest.json``) in today's group layout: runs written before the
     config groups mirrored the stages (``fusion``, ``eval``, ``scope``, anchors and cross recall
     under ``query``, ``query.cooccur``, ``select.prob_recall``, ``novelty.seed_diffusion``) still
     load in ``analyze``, ``compare``, ``report`` and ``feedback``; keys added since (``ADDED``) get
-    the value the run had in effect. A current config comes back equal."""
+    the value the run had in effect. A current config comes back equal. A ``hydra`` node (a run
+    writes none) is checked like a composed one (``pipeline.hydra_keys``; ``where`` names the
+    manifest in the error)."""
+    from pipeline.hydra_keys import check
+
+    check(conf.get("hydra"), f"{where}.hydra")
     out = {RENAMED.get(k, k): (dict(v) if isinstance(v, dict) else v) for k, v in conf.items()}
     for (group, key), (new_group, new_key) in MOVED.items():
         if key in out.get(group, {}):

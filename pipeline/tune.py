@@ -51,6 +51,9 @@ def _recall(args: list[str]) -> None:
         [sys.executable, "-m", "pipeline.cli", "run", *args], capture_output=True, text=True
     )
     if proc.returncode != 0:
+        said = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+        if len(said) == 1:  # the run's own one-line error (a bad option or config) is tune's
+            raise ConfigError(said[0].removeprefix("error: "))
         raise ConfigError(f"recall run {' '.join(args)} failed:\n{proc.stderr.strip()[-2000:]}")
 
 

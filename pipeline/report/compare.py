@@ -260,7 +260,7 @@ def _manifest(run_dir: Path) -> dict:
     from pipeline.rundir import upgrade_config
 
     manifest = json.loads(path.read_text())
-    return {**manifest, "config": upgrade_config(manifest.get("config", {}))}
+    return {**manifest, "config": upgrade_config(manifest.get("config", {}), f"{path}: config")}
 
 
 def _names(dirs: list[Path]) -> list[str]:

@@ -41,7 +41,7 @@ def run_report(run_dir: str | Path) -> tuple[Path, Path]:
         )
     manifest = json.loads((run_dir / "manifest.json").read_text())
     metrics = _json(run_dir / "metrics.json")
-    cfg = upgrade_config(manifest.get("config", {}))
+    cfg = upgrade_config(manifest.get("config", {}), f"{run_dir / 'manifest.json'}: config")
     facts = _run_facts(manifest, cfg)
     blocks: list[tuple[str, object]] = [
         ("h1", f"Run report: {run_dir.resolve().name}"),
