@@ -52,7 +52,8 @@ class GuardedConfigLoader(ConfigLoaderImpl):
             if found:
                 found = OmegaConf.to_container(found) if OmegaConf.is_config(found) else found
                 raise ConfigError(
-                    f"{primary.path}/{config_name}.yaml: hydra.searchpath={found!r}: "
+                    f"{primary.path.removeprefix('file://')}/{config_name}.yaml: "
+                    f"hydra.searchpath={found!r}: "
                     "Hydra would import the packages it names; put extra configs in a folder and "
                     "pass --config-dir <folder>"
                 )
