@@ -165,3 +165,69 @@ def test_run_manifest_names_the_graph_libraries_and_the_faiss_distribution(compo
     }
     assert man["versions"]["faiss-cpu"] == importlib.metadata.version("faiss-cpu")
     assert not any(d.startswith(("cupy", "cugraph", "faiss-gpu")) for d in man["versions"])
+
+
+# 0→1, 3→2, 4→3, 5→6 stored as an explicit zero (scipy counts it as an edge); 7 alone
+ADJ = sp.csr_matrix((np.array([1.0, 1.0, 1.0, 0.0]), ([0, 3, 4, 5], [1, 2, 3, 6])), shape=(8, 8))
+WEAK = [{0, 1}, {2, 3, 4}, {5, 6}, {7}]  # by hand
+
+
+def _cugraph_components(calls: list, fail: Exception | None = None, short: bool = False):
+    """``cugraph.connected_components`` as cuGraph's source has it: ``connection="weak"`` needs an
+    undirected graph (``directed=True`` raises ValueError) and an undirected graph's matrix is
+    taken as given, so it must be symmetric; labels by networkx's connected components."""
+
+    def connected_components(G, directed=True, connection="weak", return_labels=True):
+        calls.append({"directed": directed, "connection": connection})
+        if fail is not None:
+            raise fail
+        if connection == "weak" and directed:
+            raise ValueError("input graph must be undirected")
+        if (G != G.T).nnz:
+            raise ValueError("an undirected graph needs a symmetric matrix")
+        g = nx.Graph()
+        g.add_nodes_from(range(G.shape[0] - short))
+        g.add_edges_from(zip(*G.nonzero()))
+        labels = np.zeros(g.number_of_nodes(), np.int32)
+        for c, members in enumerate(nx.connected_components(g)):
+            labels[list(members)] = c
+        return labels.max() + 1, labels
+
+    lib = types.ModuleType("cugraph")
+    lib.connected_components = connected_components
+    return lib
+
+
+def _partition(labels) -> list[set[int]]:
+    groups: dict[int, set[int]] = {}
+    for v, c in enumerate(np.asarray(labels).tolist()):
+        groups.setdefault(c, set()).add(v)
+    return sorted(groups.values(), key=min)
+
+
+def test_components_on_cugraph_get_the_undirected_symmetric_graph(monkeypatch, fresh):
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "cugraph", _cugraph_components(calls))
+    got = components(ADJ, "cuda")
+    assert calls == [{"directed": False, "connection": "weak"}]
+    assert _partition(got) == WEAK
+    assert backend.GRAPH_IMPL == {"components": "cugraph"} and backend.FALLBACKS == []
+
+
+@pytest.mark.parametrize(
+    ("fail", "short", "said"),
+    [
+        (ValueError("input graph must be undirected"), False, "ValueError: input graph must"),
+        (RuntimeError("CUDA error: out of memory"), False, "RuntimeError: CUDA error"),
+        (None, True, "ValueError: 7 labels for 8 nodes"),  # a vertex dropped from the answer
+    ],
+)
+def test_components_fall_back_to_scipy_when_cugraph_fails(monkeypatch, fresh, fail, short, said):
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "cugraph", _cugraph_components(calls, fail, short))
+    got = components(ADJ, "cuda")
+    assert len(calls) == 1 and _partition(got) == WEAK
+    assert backend.GRAPH_IMPL == {"components": "scipy"}
+    assert len(backend.FALLBACKS) == 1
+    assert backend.FALLBACKS[0].startswith(f"cugraph connected_components failed ({said}")
+    assert backend.FALLBACKS[0].endswith("; weak components on cpu (scipy)")

@@ -35,18 +35,51 @@ class SolverInfo:
 def components(adj, device: str = "cpu"):
     """Weakly connected component label of every node of a square sparse ``adj`` (scipy or cupyx),
     in ``adj``'s namespace: cuGraph's SciPy-compatible ``connected_components`` when ``device`` is
-    cuda and it imports (``backend.cugraph``), else scipy's (on the host for a cupyx matrix)."""
-    xp, _ = namespaces(adj.data)
+    cuda and it imports (``backend.cugraph``), else (or when cuGraph fails, noted as a fallback)
+    scipy's, on the host for a cupyx matrix."""
+    xp, sp = namespaces(adj.data)
     lib = backend.cugraph(device, "components")
-    if lib is not None and xp.__name__ != "numpy":
-        _count, labels = lib.connected_components(
-            adj, directed=True, connection="weak", return_labels=True
-        )
-        return xp.asarray(labels)
+    if lib is not None:
+        labels = _cugraph_components(lib, xp, sp, adj)
+        if labels is not None:
+            return labels
     from scipy.sparse.csgraph import connected_components
 
     host = adj if xp.__name__ == "numpy" else adj.get()
     return xp.asarray(connected_components(host, directed=True, connection="weak")[1])
+
+
+def _cugraph_components(lib, xp, sp, adj):
+    """cuGraph's labels of ``adj``'s weak components, or None after noting why it failed.
+
+    cuGraph computes weak components of undirected graphs only (``directed=True`` raises), so it
+    gets the symmetric pattern ``P + Pᵀ`` with ``directed=False``: P holds a 1 at every stored
+    entry of ``adj`` (scipy counts a stored zero as an edge too), so the components are ``adj``'s
+    weak ones. Any error, or labels of the wrong length, falls back to scipy (``backend.fallback``,
+    listed in the manifest) instead of failing the run."""
+    n = adj.shape[0]
+    csr = sp.csr_matrix(adj)
+    pattern = sp.csr_matrix(
+        (xp.ones(csr.indices.size, xp.float32), csr.indices, csr.indptr), (n, n)
+    )
+    try:
+        _count, labels = lib.connected_components(
+            sp.csr_matrix(pattern + pattern.T),
+            directed=False,
+            connection="weak",
+            return_labels=True,
+        )
+        labels = xp.asarray(labels)
+        if labels.shape != (n,):
+            raise ValueError(f"{labels.shape[0]} labels for {n} nodes")
+    except Exception as exc:  # any cuGraph failure has the same answer: scipy
+        backend.fallback(
+            f"cugraph connected_components failed ({type(exc).__name__}: {exc}); "
+            "weak components on cpu (scipy)"
+        )
+        backend.GRAPH_IMPL["components"] = backend.CPU_GRAPH_LIBS["components"]
+        return None
+    return labels
 
 
 def ppr(adj, personalization, *, damping: float = 0.5, max_iter: int = 100, tol: float = 1e-8):
