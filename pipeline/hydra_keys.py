@@ -80,9 +80,10 @@ def check(hydra: object, where: str = "hydra") -> None:
             "Hydra would import the packages it names",
             "put extra configs in a folder and pass --config-dir <folder>",
         )
-    for name, spec in (hydra.get("callbacks") or {}).items():
+    callbacks = hydra.get("callbacks") or {}
+    for name, spec in callbacks.items() if isinstance(callbacks, dict) else [("", callbacks)]:
         _refuse(
-            f"{where}.callbacks.{name}",
+            f"{where}.callbacks.{name}".rstrip("."),
             spec,
             "Hydra would import and call it; the pipeline runs no Hydra callbacks",
             "remove it from hydra.callbacks",
@@ -93,7 +94,8 @@ def check(hydra: object, where: str = "hydra") -> None:
     _check_targets(hydra, where, "")
     for key in LOGGING:
         _check_logging(hydra.get(key), f"{where}.{key}", ())
-    _check_job((hydra.get("job") or {}), f"{where}.job")
+    if isinstance(hydra.get("job"), dict):
+        _check_job(hydra["job"], f"{where}.job")
 
 
 def _get(node: dict, path: str):
@@ -170,7 +172,10 @@ def _check_job(job: dict, where: str) -> None:
     """``hydra.job.env_set`` changes only ``ENV_NAMES`` and ``RECALL_*`` (a value equal to the
     current environment's, e.g. from ``env_copy``, changes nothing); ``hydra.job.name`` (part of the
     job log's file name) is a plain file name."""
-    for name, value in (job.get("env_set") or {}).items():
+    env = job.get("env_set") or {}
+    if not isinstance(env, dict):
+        _refuse(f"{where}.env_set", env, "must be a mapping", "give NAME: value pairs")
+    for name, value in env.items():
         if str(value) == os.environ.get(str(name)):
             continue
         if name not in ENV_NAMES and not str(name).startswith(ENV_PREFIX):
