@@ -130,13 +130,13 @@ def trick_pkg(tmp_path, monkeypatch):
     return name
 
 
-def _user_dir(t, name: str, pkg: str, base: str = "config") -> tuple[list[str], str, list]:
+def _user_dir(t, name: str, pkg: str) -> tuple[list[str], str, list]:
     """``--config-dir <t/user> --config-name evil``: the package config with the trick's ``hydra``
     node (or, for a sweeper/launcher, its group file chosen in the defaults)."""
     node, key, markers = _tricks(t, pkg)[name]
     d = t / "user"
     d.mkdir(exist_ok=True)
-    defaults: list = [base, "_self_"]
+    defaults: list = ["config", "_self_"]
     doc: dict = {}
     if name in GROUP_FILES:
         (group,) = node
