@@ -9,7 +9,9 @@ preset=reme k=5``, in two modes: ``keyword`` (ReMe with vector_weight 0: BM25 on
 ``channels=[lexical]``) and ``hybrid`` (ReMe with the oracle's ``hash_embed`` 256-d stand-in
 embedding; ours with the same vectors brought as stored vectors: each chunk's
 ``_embedding_f16_b64`` replaced by float16(hash_embed(ReMe's truncation of its text)) in a copy of
-the store, and each query's ``embedding`` = float16(hash_embed(query))). Queries per workspace: the
+the store, and each query's ``embedding`` = float16(hash_embed(truncated query)): ReMe truncates
+every text it embeds, queries included, to 8,192 characters, or a 92% budget of 2·8,192 width
+units when the text is not ASCII). Queries per workspace: the
 case's LongMemEval question and the front-matter ``description`` of each indexed file (up to 12).
 Prints, per mode, how many queries give the same top-5 (path, lines) in the same order, the mean
 overlap of the top-5 sets, and the largest score difference on agreeing ranks; lists each
@@ -184,7 +186,8 @@ def _compare(ours: list[dict], oracle: dict[str, list]) -> dict:
             diff = max([diff, *(abs(g[3] - w[3]) for g, w in zip(got, want))])
         else:
             differ.append((qid, [key(h) for h in got], [key(h) for h in want]))
-        overlap.append(len({key(h) for h in got} & {key(h) for h in want}) / max(1, len(want)))
+        both = {key(h) for h in got} & {key(h) for h in want}
+        overlap.append(len(both) / len(want) if want else float(not got))
     return {
         "queries": len(oracle),
         "same_top5": same,
