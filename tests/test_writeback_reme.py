@@ -159,3 +159,17 @@ def test_another_version_is_never_merged_into(run_dir):
             dt.datetime(2026, 1, 10, tzinfo=dt.timezone.utc),
             None,
         )
+
+
+def test_a_kill_mid_write_leaves_the_old_file(run_dir):
+    import subprocess
+    import sys
+
+    run, store = run_dir
+    cli.main(["feedback", str(run), "--format", "reme", "--now", "2026-01-10T09:30:00Z"])
+    log = store / "meta" / "access_log.json"
+    old = log.read_bytes()
+    args = [sys.executable, "-m", "pipeline.cli", "feedback", str(run), "--format", "reme"]
+    env = {**os.environ, "RECALL_FAULT_AT": "write:access_log.json"}  # SIGKILL half-way (io.py)
+    got = subprocess.run([*args, "--now", "2026-01-12T09:30:00Z"], env=env, capture_output=True)
+    assert got.returncode == -9 and log.read_bytes() == old
