@@ -213,7 +213,9 @@ def reme(args) -> int:
         qj.write_text("".join(json.dumps(r) + "\n" for r in rows))
         qp = work / f"{case}.queries.parquet"
         vecs = [
-            np.asarray(hash_embed(r["text"], 256), np.float16).astype(np.float32).tolist()
+            np.asarray(hash_embed(_truncate(r["text"]), 256), np.float16)
+            .astype(np.float32)
+            .tolist()
             for r in rows
         ]
         pl.DataFrame(

@@ -12,7 +12,7 @@ import pytest
 from pipeline import cli, runner
 from pipeline.errors import DataError
 from pipeline.writeback import reme as wb
-from test_adapter_reme import _queries, build
+from test_adapter_reme import A, B, C, D, _queries, build
 
 NOW = dt.datetime(2026, 1, 10, 9, 30, tzinfo=dt.timezone.utc)
 
@@ -96,7 +96,9 @@ def test_cli_merges_hits_idempotently_and_touches_nothing_else(run_dir):
     log = store / "meta" / "access_log.json"
     got = json.loads(log.read_text())
     hit = sorted(set(rows["doc_id"]))
-    assert 2 <= len(hit) < 4  # some of the four paths, not all
+    # q1 (no word matches): the vector list, guide.md and s1.jsonl#L1-L2; q2: jwt#L5-L9 (vector and
+    # both words) then oauth (vector 0.6, "rotation"): RRF 0.7/62 + 0.3/(60+r) beats jwt#L10-L14
+    assert hit == sorted([A, B, C, D])
     assert sorted(got["paths"]) == hit and all(
         e["last_hit_count_30d"] == 1 for e in got["paths"].values()
     )
