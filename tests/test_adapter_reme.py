@@ -382,3 +382,22 @@ def test_truncated_file_graph_is_an_error_too(tmp_path):
     write_jsonl_zst(g, [{"path": A}])
     with pytest.raises(DataError, match=r"default\.jsonl\.zst, row line 1, field 'st_mtime'"):
         reme.load(str(tmp_path))
+
+
+def test_reme_design_takes_the_stores_signals(compose, tmp_path):
+    store = tmp_path / "store"
+    build(store)
+    (store / "meta" / "archived.json").write_text(
+        json.dumps({"version": 1, "computed_at": "2026-01-03T00:00:00Z", "paths": [C]})
+    )
+    q = tmp_path / "q.parquet"
+    _queries(q, [{"query_id": "q1", "text": "vault keys", "embedding": [0.0, 0.0, 1.0, 1.0]}])
+    over = ["data=reme", f"data.path={store}", f"data.queries={q}", "preset=reme_design", "k=5"]
+    runner.run(compose([*over, f"out_dir={tmp_path / 'run'}"]), tmp_path / "run")
+    rec = pl.read_parquet(tmp_path / "run" / "recall.parquet")
+    sig = pl.read_parquet(tmp_path / "run" / "signals.parquet").sort("node_id")
+    # communities.json, not Leiden: c_07 (jwt, oauth) → 0, c_12 (guide) → 1, none for s1.jsonl
+    assert sig["community"].to_list() == [0, 0, 0, 1, None, None]
+    # archived.json lists s1.jsonl: its chunks (cosine 0.71 to the query) are never recalled
+    assert C not in set(rec["doc_id"]) and D in set(rec["doc_id"])
+    assert sig["archived_signal"].to_list() == [False, False, False, False, True, True]
