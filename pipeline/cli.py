@@ -27,7 +27,8 @@ COMMANDS = {
     "import-trec": "turn an external TREC run file into a run directory (to compare or fuse)",
     "analyze": "analyses of a finished run: NMF topics (topics, node topics, recall spread), novelty.parquet",
     "tune": "search a preset's weights on a dev set (Hydra Optuna sweeper); write the best as a new preset",
-    "feedback": "apply a run's recall (or injection) to the signals as a new table revision",
+    "feedback": "apply a run's recall (or injection) to the signals as a new table revision, or "
+    "(--format reme|...) write it back into the system's store",
     "precompute": "update the recall cache under cache_dir: recompute only queries whose key changed",
 }
 USAGE = """usage: recall <command> [overrides]
@@ -39,7 +40,8 @@ commands:
   export-trec  recall export-trec <run dir> <file> [--level node_id|doc_id] [--tag NAME]
   import-trec  recall import-trec <run file> --out DIR [--qrels FILE] [--level node_id|doc_id]
   analyze      recall analyze <run dir>
-  feedback     recall feedback <run dir> [--signals TABLE] [--out PATH] [--injected] [--now ISO]
+  feedback     recall feedback <run dir> [--format signals|reme] [--signals TABLE] [--out PATH]
+               [--injected] [--now ISO]
   precompute   recall precompute [run overrides] cache_dir=<dir>
   tune         recall tune data=<d> preset=<p> [tune.trials=40 tune.metric=recall@5 tune.seed=13
                  tune.space=<entry of conf/tune_spaces.yaml> tune.name=<new preset>]

@@ -63,6 +63,12 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "speaker": pl.String,
             **SCOPE_NODE_COLUMNS,  # BME scope / story time (stages/scope_policy.py)
             "lesson": pl.String,  # OKS review.lesson (Soul Boost × 1.2 in inject.format=oks)
+            "embedding": pl.List(pl.Float32),  # a stored vector (stages/vectors.py: bring your own)
+            "layer": pl.String,  # ReMe: daily | digest | resource | session (adapters/reme.py)
+            "chunk_id": pl.String,  # ReMe's FileChunk.id
+            "community_id": pl.String,  # ReMe meta/communities.json (signals use it over Leiden)
+            "hits_30d": pl.Int64,  # ReMe meta/access_log.json last_hit_count_30d
+            "archived_store": pl.Boolean,  # ReMe meta/archived.json (signals use it over recency)
         },
     },
     "edges": {
@@ -86,6 +92,7 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "query_rewrite": pl.String,
             **SCENE_QUERY_COLUMNS,  # BME scene state: who speaks, where, which story segment
             "goals": pl.List(pl.String),
+            "embedding": pl.List(pl.Float32),  # a stored query vector (stages/vectors.py)
         },  # OKS goal slugs: their pages go first in inject.format=oks
     },
     "qrels": {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -56,18 +57,30 @@ def make_tokenizer(
     )
 
 
+def _bundled_stopwords(name: str) -> list[str]:
+    """A stopword list shipped in ``pipeline/resources/stopwords`` (``reme``: ReMe's own 1,395,
+    lower-cased and stripped as ReMe's ``base_tokenizer`` reads them)."""
+    path = Path(__file__).resolve().parents[1] / "resources" / "stopwords" / f"{name}.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return list(dict.fromkeys(w.strip().lower() for w in lines if w.strip()))
+
+
 def stopword_list(names: str | None) -> list[str]:
-    """bm25s's stopword lists by name, several joined with ``+`` (``en+zh``: English and Chinese)."""
+    """bm25s's stopword lists by name, several joined with ``+`` (``en+zh``: English and Chinese),
+    or ``reme`` (ReMe's list, bundled)."""
     from bm25s.tokenization import _infer_stopwords
 
     out: dict[str, None] = {}
     for name in names.split("+") if names and names != "none" else []:
+        if name == "reme":
+            out |= dict.fromkeys(_bundled_stopwords(name))
+            continue
         try:
             out |= dict.fromkeys(_infer_stopwords(name))
         except ValueError:
             raise ConfigError(
                 f"lexical.stopwords={names!r}: no stopword list {name!r}; "
-                "use e.g. en, zh, en+zh or null"
+                "use e.g. en, zh, en+zh, reme or null"
             ) from None
     return list(out)
 
