@@ -187,10 +187,10 @@ def test_export_nodes_fields_hierarchy_story_and_vectors(tmp_path):
     assert (e1["importance"], e1["access_count"], e1["seq"]) == (7.0, 2, 3)
     assert e1["created_at"] == dt.datetime(2026, 1, 1, 0, 0, 3, tzinfo=dt.timezone.utc)
     assert e1["embedding"] == pytest.approx([0.6, 0.8, 0.0])
-    # summary hierarchy: ev1's parent is sum1, so both are document sum1
+    # summary hierarchy: ev1's parent is sum1, so ev1 lies under document sum1
     assert (e1["parent_id"], e1["doc_id"], n["sum1"]["level"], n["sum1"]["doc_id"]) == (
         "sum1",
-        "sum1",
+        "sum1/ev1",
         1,
         "sum1",
     )

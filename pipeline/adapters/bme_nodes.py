@@ -13,8 +13,9 @@ Field by field (``docs/presets.md``, ``bme``: store field → pipeline step):
   comma string) → ``visibility``; ``text`` = the fields as ``vector-index.js::buildNodeVectorText``
   lays them out (without its scope suffix);
 - ``embedding`` → ``embedding`` (float32; bring your own vectors);
-- ``level`` / ``parentId`` → ``level`` / ``parent_id`` (summary hierarchy); ``doc_id`` = the
-  topmost ancestor along ``parentId`` (the summary that covers the node), else the node's own id;
+- ``level`` / ``parentId`` → ``level`` / ``parent_id`` (summary hierarchy); ``doc_id`` = the path
+  of ids along ``parentId`` from the topmost summary down to the node (``sum1/ev1``; a node without
+  a parent: its id), so a ``doc_scope`` of a summary covers what it summarises;
 - ``scope`` → ``scope_layer``, ``scope_owner_type``, ``scope_owner`` (ownerName, else ownerId),
   ``scope_owner_key`` (``memory-scope.js::getScopeOwnerKey``), ``scope_region`` (regionPrimary),
   ``scope_regions`` (regionPrimary + regionPath + regionSecondary);
@@ -91,12 +92,13 @@ def vector_text(fields: dict) -> str:
     return " | ".join(p for p in parts if p).strip()
 
 
-def _root(nid: str, parent: dict[str, str | None]) -> str:
-    seen, cur = {nid}, nid
-    while parent.get(cur) and parent[cur] in parent and parent[cur] not in seen:
+def _path(nid: str, parent: dict[str, str | None]) -> str:
+    """``root/…/parent/nid`` along ``parentId`` (an unknown parent or a cycle ends the path)."""
+    path, cur = [nid], nid
+    while parent.get(cur) and parent[cur] in parent and parent[cur] not in path:
         cur = parent[cur]
-        seen.add(cur)
-    return cur
+        path.append(cur)
+    return "/".join(reversed(path))
 
 
 def _scope(scope) -> dict:
@@ -237,9 +239,11 @@ def node_row(node: dict, i: int, where: str, order: dict[str, int]) -> dict:
 
 
 def with_doc_ids(rows: list[dict]) -> list[dict]:
-    """Each row's ``doc_id``: the topmost ancestor along ``parent_id`` (cycles stop), else itself."""
+    """Each row's ``doc_id``: its ancestors' ids and its own along ``parentId``, joined by "/"
+    (``sum1/ev1``), so ``doc_scope=["sum1"]`` covers a summary and everything under it and no two
+    nodes share a document (the graph stage derives no chain: BME's own links are its edges)."""
     parent = {r["node_id"]: r["parent_id"] for r in rows}
-    return [{**r, "doc_id": _root(r["node_id"], parent)} for r in rows]
+    return [{**r, "doc_id": _path(r["node_id"], parent)} for r in rows]
 
 
 def _ids(values) -> set[str]:

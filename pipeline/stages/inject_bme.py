@@ -9,6 +9,8 @@ bucket (``scope_policy.scope_bucket``; without scope columns every node is objec
   merged in ``[Memory - Objective / Global]``, capped at 6; other owners' POV nodes are left out;
 - inside a section: most recent first (``seq`` desc, then importance desc, default 5), grouped by
   type, each group ``<type>:`` + a markdown table of the columns non-empty for one of its nodes;
+- with a ``knowledge`` column (``data=bme``), objective nodes the query's knowledge owners cannot see
+  are left out (the gate without score evidence, as ``buildScopedInjectionBuckets``);
 - a node is printed once; if every bucket is empty: ``[Memory - Core]`` + ``[Memory - Recalled]``.
 """
 
@@ -18,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.ops.scope import scope_groups
+from pipeline.schema import KNOWLEDGE_TYPE
 from pipeline.stages.scope_policy import NODE_COLS, QUERY_COLS, SCOPE_BUCKETS, gather, scope_bucket
 
 ALWAYS_INJECT = ("event", "rule", "thread", "synopsis")
@@ -117,6 +120,30 @@ def text(rows: list[dict]) -> tuple[str, list[str]]:
     return "\n".join(lines).rstrip(), shown
 
 
+def gate_objective(x: pl.DataFrame) -> pl.Series:
+    """False for the objective nodes the query's knowledge owners cannot see
+    (``buildScopedInjectionBuckets``: the gate with no vector, graph or lexical evidence)."""
+    from pipeline.ops import knowledge
+
+    prio = x.select(scope_bucket()).to_series().cast(pl.Int64).to_numpy()
+    pov = x["scope_layer"].fill_null("").str.to_lowercase() == "pov"
+    zero = pl.Series([0.0] * x.height)
+    g = knowledge.gate(
+        pl.DataFrame(
+            {
+                "knowledge": x["knowledge"],
+                "active_owner_keys": x["active_owner_keys"],
+                "pov": pov,
+                "bucket": pl.Series(SCOPE_BUCKETS)[prio],
+                "vector": zero,
+                "graph": zero,
+                "lexical": zero,
+            }
+        )
+    )
+    return g["visible"] | pov
+
+
 def render(
     recall: pl.DataFrame,
     nodes: pl.DataFrame,
@@ -147,9 +174,15 @@ def render(
     qidx = q.select("query_id").with_row_index("query_idx").cast({"query_idx": pl.Int64})
     both = both.join(qidx, on="query_id")
     x = pl.concat(
-        [gather(nodes, both["node_idx"], NODE_COLS), gather(q, both["query_idx"], QUERY_COLS)],
+        [
+            gather(nodes, both["node_idx"], {**NODE_COLS, "knowledge": KNOWLEDGE_TYPE}),
+            gather(q, both["query_idx"], QUERY_COLS),
+        ],
         how="horizontal",
     )
+    if "knowledge" in nodes.columns:
+        keep = gate_objective(x)
+        both, x = both.filter(keep), x.filter(keep)
     keep = [
         c
         for c in ("text", "title", "type", "tags", "status", "importance", "seq")
