@@ -15,7 +15,10 @@ class Dataset:
     ``qrels`` has ``query_id``, ``relevance`` and exactly one of ``node_id`` (unit-level judgements)
     or ``doc_id`` (judgements on the document a unit belongs to). ``fingerprints`` maps each input
     file to its sha256; ``skipped`` counts input items dropped on purpose, by reason; ``notes``
-    says how the input was read where that is not the contract as given (copied into the manifest).
+    says how the input was read where that is not the contract as given (copied into the manifest);
+    ``notes["vector_model"]`` names the model of stored ``embedding`` columns (stages/vectors.py);
+    ``freshness`` is per store signal file (status, computed_at, age_days), the manifest's
+    ``signals_freshness.store``.
     """
 
     name: str
@@ -26,6 +29,7 @@ class Dataset:
     fingerprints: dict[str, str] = field(default_factory=dict)
     skipped: Counter = field(default_factory=Counter)
     notes: dict[str, str] = field(default_factory=dict)
+    freshness: dict = field(default_factory=dict)  # the store's own signal files (adapters/reme.py)
 
     @property
     def qrels_level(self) -> str | None:

@@ -83,7 +83,10 @@ def manifest(cfg: DictConfig, out_dir: Path, ds, got, log: StageLog, device: str
         "embedded_texts": got.n_embedded,
         "reused_stages": got.reused,
         "peak_rss_mb": peak_rss_mb(),
-        "signals_freshness": got.freshness,
+        "signals_freshness": {
+            **got.freshness,
+            **({"store": ds.freshness} if ds.freshness else {}),
+        },
         "outputs": rundir.outputs(out_dir, cfg),
         **({"auto": got.auto} if got.auto is not None else {}),
     }

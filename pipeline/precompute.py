@@ -100,7 +100,14 @@ def compute_missing(
     and the stage seconds."""
     missed = queries.filter(pl.col("query_id").is_in(miss["query_id"].implode()))
     sub = Dataset(
-        ds.name, scope_nodes(cfg, nodes, missed), missed, ds.edges, None, ds.fingerprints, Counter()
+        ds.name,
+        scope_nodes(cfg, nodes, missed),
+        missed,
+        ds.edges,
+        None,
+        ds.fingerprints,
+        Counter(),
+        ds.notes,
     )
     log = StageLog()
     backend.reset()

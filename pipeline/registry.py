@@ -23,6 +23,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "locomo": ("pipeline.adapters.locomo", "load"),
     "musique": ("pipeline.adapters.musique", "load"),
     "parquet": ("pipeline.adapters.parquet", "load"),
+    "reme": ("pipeline.adapters.reme", "load"),
     "sample": ("pipeline.adapters.sample", "load"),
     "workspace": ("pipeline.adapters.workspace", "load"),
     # text encoders (conf/embed/*.yaml: embed.encoder)

@@ -42,8 +42,7 @@ KNOWLEDGE_TYPE = pl.List(
         }
     )
 )
-BME_NODE_COLUMNS = {
-    "embedding": pl.List(pl.Float32),  # stored vectors (bring your own; Dataset.notes vector_model)
+BME_NODE_COLUMNS = {  # (BME's stored vectors are the shared "embedding" column below)
     "knowledge": KNOWLEDGE_TYPE,
     "lex_names": pl.List(pl.String),  # BME's name/title field values (ops/lexcover.column)
     "lex_fields": pl.List(pl.String),  # BME's summary/insight/state/traits/participants/status
@@ -87,6 +86,12 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             **SCOPE_NODE_COLUMNS,  # BME scope / story time (stages/scope_policy.py)
             "lesson": pl.String,  # OKS review.lesson (Soul Boost × 1.2 in inject.format=oks)
             **BME_NODE_COLUMNS,  # data=bme (adapters/bme_nodes.py)
+            "embedding": pl.List(pl.Float32),  # a stored vector (stages/vectors.py: bring your own)
+            "layer": pl.String,  # ReMe: daily | digest | resource | session (adapters/reme.py)
+            "chunk_id": pl.String,  # ReMe's FileChunk.id
+            "community_id": pl.String,  # ReMe meta/communities.json (signals use it over Leiden)
+            "hits_30d": pl.Int64,  # ReMe meta/access_log.json last_hit_count_30d
+            "archived_store": pl.Boolean,  # ReMe meta/archived.json (signals use it over recency)
         },
     },
     "edges": {
@@ -110,6 +115,7 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "query_rewrite": pl.String,
             **SCENE_QUERY_COLUMNS,  # BME scene state: who speaks, where, which story segment
             "goals": pl.List(pl.String),
+            "embedding": pl.List(pl.Float32),  # a stored query vector (stages/vectors.py)
         },  # OKS goal slugs: their pages go first in inject.format=oks
     },
     "qrels": {

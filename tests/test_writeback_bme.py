@@ -17,6 +17,7 @@ from tests.test_adapter_bme import T0, node
 from tests.test_adapter_bme_recall import ten_node_graph
 
 from pipeline import runner
+from pipeline.errors import UserError
 from pipeline.writeback import bme as wb
 
 
@@ -90,11 +91,7 @@ def test_run_leaves_the_store_untouched_and_feedback_writes_a_new_graph(compose,
 
 
 def test_feedback_bme_needs_a_bme_run(tmp_path):
-    (tmp_path / "manifest.json").write_text(
-        json.dumps({"config": {"data": {"_target_": "sample"}}})
-    )
-    pl.DataFrame({"query_id": ["q"], "rank": [1], "node_id": ["n"]}).write_parquet(
-        tmp_path / "recall.parquet"
-    )
-    with pytest.raises(Exception, match="data=bme"):
-        wb.feedback_run(str(tmp_path), None, None)
+    rows = pl.DataFrame({"query_id": ["q"], "rank": [1], "node_id": ["n"]})
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    with pytest.raises(UserError, match="data=bme"):
+        wb.write_back(tmp_path, {"data": {"_target_": "sample"}}, rows, now, None)

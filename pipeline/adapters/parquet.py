@@ -2,7 +2,8 @@
 
 ``nodes.parquet`` is required; ``edges.parquet``, ``queries.parquet`` and ``qrels.parquet`` are
 optional. Every table is validated (``pipeline.schema.conform``); dangling and self-loop edges are
-dropped and counted in ``skipped``.
+dropped and counted in ``skipped``. An ``embedding`` column (list of floats) in nodes / queries is
+used as the vectors (``stages/vectors.py``), of the model ``vector_model`` names.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def load(
     name: str = "parquet",
     limit_queries: int | None = None,
     importance_scale: str = "auto",
+    vector_model: str | None = None,
 ) -> Dataset:
     """A Dataset from a folder of nodes.parquet and optional edges/queries/qrels Parquet tables."""
     root = Path(path)
@@ -89,4 +91,6 @@ def load(
         skipped=skipped,
         notes={"importance": note} if note else {},
     )
+    if "embedding" in nodes.columns:
+        ds.notes["vector_model"] = vector_model or "unnamed (set data.vector_model)"
     return slice_queries(ds, limit_queries)

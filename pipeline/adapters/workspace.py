@@ -79,7 +79,9 @@ def list_notes(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 
-def _note_rows(root: Path, path: Path, skipped: Counter) -> tuple[list[dict], list[tuple]]:
+def note_rows(root: Path, path: Path, skipped: Counter) -> tuple[list[dict], list[tuple]]:
+    """One row per heading section of the note at ``path`` (front matter on every row) and its raw
+    wikilinks as (source node_id, source doc_id, target, anchor)."""
     rel = path.relative_to(root).as_posix()
     where = str(path)
     meta, body, used = split_front_matter(read_text(path), where)
@@ -154,9 +156,26 @@ def _resolve_links(
     return edges
 
 
-def load_queries(path: str | Path) -> pl.DataFrame:
-    """Queries from JSON lines: query_id, text, and the optional contract columns."""
+def _parquet_queries(path: str | Path) -> pl.DataFrame:
+    """The queries table of a ``.parquet`` file, conformed."""
     where = str(path)
+    try:
+        df = pl.read_parquet(require_file(path, "queries file"))
+    except Exception as exc:  # polars/arrow raise several types for unreadable files
+        raise DataError(
+            where,
+            f"cannot be read as Parquet ({str(exc).splitlines()[0][:200]})",
+            "write the queries table with polars write_parquet",
+        ) from None
+    return conform(df, "queries", where)
+
+
+def load_queries(path: str | Path) -> pl.DataFrame:
+    """Queries from JSON lines (or a ``.parquet`` table): query_id, text, and the optional contract
+    columns, ``embedding`` (a stored query vector) included."""
+    where = str(path)
+    if str(path).endswith(".parquet"):
+        return _parquet_queries(path)
     rows = read_jsonl(require_file(path, "queries file"))
     out = []
     for i, r in enumerate(rows):
@@ -170,6 +189,7 @@ def load_queries(path: str | Path) -> pl.DataFrame:
                 "doc_scope",
                 "group",
                 "query_rewrite",
+                "embedding",
             )
         }
         row["query_id"] = None if row["query_id"] is None else str(row["query_id"])
@@ -192,6 +212,7 @@ def load_queries(path: str | Path) -> pl.DataFrame:
         "doc_scope": pl.List(pl.String),
         "group": pl.String,
         "query_rewrite": pl.String,
+        "embedding": pl.List(pl.Float32),
         "now": pl.Datetime("us", "UTC"),
     }
     df = pl.DataFrame(out, schema=schema)
@@ -236,7 +257,7 @@ def _read_notes(root: Path, files: list[Path], skipped: Counter) -> tuple[list[d
     """The section rows and raw wikilinks of every note; no section with text is a DataError."""
     rows, links = [], []
     for f in files:
-        r, l = _note_rows(root, f, skipped)
+        r, l = note_rows(root, f, skipped)
         rows += r
         links += l
     if not rows:

@@ -154,7 +154,7 @@ def run_stage(ctx, p: dict) -> object:
     cfg = ctx.cfg
     ctx.fusion = script_scaled(
         p,
-        bool(cfg.embed.get("english_only", False)),
+        bool(cfg.embed.get("english_only", False)) and "embedding" not in ctx.nodes.columns,
         ctx.nodes,
         ctx.queries,
         cfg.include_archived,

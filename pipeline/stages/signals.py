@@ -114,6 +114,14 @@ def tier(score: np.ndarray) -> np.ndarray:
     return out
 
 
+def _stored_communities(nodes: pl.DataFrame) -> np.ndarray:
+    """A store's community ids (``community_id``) as numbers: the rank of the id among the sorted
+    ids, NaN where the node has none (its factor is 1)."""
+    ids = nodes["community_id"].cast(pl.String)
+    codes = {c: i for i, c in enumerate(sorted(ids.drop_nulls().unique().to_list()))}
+    return np.array([np.nan if c is None else codes[c] for c in ids.to_list()], dtype=np.float64)
+
+
 def compute(
     nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params: SignalsParams
 ) -> pl.DataFrame:
@@ -121,6 +129,8 @@ def compute(
 
     ReMe's ``hits_30d`` is the node column of that name when present (an access log's 30-day count,
     ``pipeline.feedback``), else ``access_count`` (the node table only carries a lifetime total).
+    A store's own signals (``data=reme``: node columns ``community_id``, ``archived_store``) replace
+    the computed Leiden communities and recency archive, nulls included (no boost / no filter).
     """
     n, e = nodes.height, _live_edges(edges, now)
     src, dst = e["src"].to_numpy().astype(np.int64), e["dst"].to_numpy().astype(np.int64)
@@ -145,7 +155,9 @@ def compute(
             "in_degree": inbound,
             "inbound": inbound,
             "pagerank": pr,
-            "community": graphalgo.leiden(
+            "community": _stored_communities(nodes)
+            if "community_id" in nodes.columns
+            else graphalgo.leiden(
                 src, dst, n, resolution=params.resolution, seed=params.seed, device=params.device
             ),
             "recency": rec,
@@ -155,7 +167,9 @@ def compute(
         },
         nan_to_null=True,
     ).with_columns(
-        pl.when(pl.col("recency").is_null())
+        nodes["archived_store"].alias("archived_signal")
+        if "archived_store" in nodes.columns
+        else pl.when(pl.col("recency").is_null())
         .then(None)
         .otherwise(pl.col("archived_signal"))
         .alias("archived_signal"),

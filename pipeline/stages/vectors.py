@@ -1,14 +1,25 @@
 """The run-wide embed stage: node vectors once per run (content-hash cached, or a memmapped file
 for ``dense.index=blocked``) and the vectors of every query part (``stages.query.plan``). The
-encoders and the embedding cache are in ``stages.embed``."""
+encoders and the embedding cache are in ``stages.embed``.
+
+Bring your own vectors: nodes with an ``embedding`` column (a ReMe store's chunk vectors, a Parquet
+table's column) use those, L2-normalised (cosine, as ReMe scores them), and nothing is encoded for
+them; ``Dataset.notes["vector_model"]`` names their model. A query's own ``embedding`` is the vector
+of its ``current`` part (its text, or ``query_rewrite``); any other part (context blend, intent
+segments, a query without a vector) is encoded by ``embed.encoder`` only when its ``model_id`` is
+that model (``embed.model_path`` = a local copy of it), else a ConfigError. Every node needs a vector,
+every vector the same width as the nodes': a missing vector or another width is an error, never a
+silent mix of two vector spaces; query vectors without node vectors are refused too."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from pipeline.common import call_target, corpus_step
+from pipeline.errors import ConfigError
 from pipeline.stages import query
 from pipeline.stages.embed import EmbeddingCache, cache_tag, embed_cached
 
@@ -25,14 +36,58 @@ def embed_texts(nodes: pl.DataFrame, include_title: bool) -> list[str]:
     ]
 
 
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (a zero row stays zero: cosine 0, as ReMe's 1e-10 denominator)."""
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.ascontiguousarray(x / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+def stored(frame: pl.DataFrame, table: str, ids: str) -> tuple[np.ndarray | None, np.ndarray]:
+    """(the ``embedding`` column as unit rows (n, d) with zeros where missing, which rows have one);
+    (None, all False) without the column. Two widths are a ConfigError naming the row."""
+    if "embedding" not in frame.columns:
+        return None, np.zeros(frame.height, bool)
+    col = frame["embedding"]
+    have = col.is_not_null().to_numpy()
+    widths = col.list.len().to_numpy()
+    d = int(widths[have][0]) if have.any() else 0
+    bad = np.flatnonzero(have & (widths != d))
+    if len(bad):
+        raise ConfigError(
+            f"{table} {frame[ids][int(bad[0])]!r}: embedding of width {int(widths[bad[0]])}, "
+            f"the first {table} vector has {d}; give every vector one model's width"
+        )
+    x = np.zeros((frame.height, d), np.float32)
+    if have.any():
+        x[have] = np.asarray(col.filter(col.is_not_null()).to_list(), np.float32)
+    return _unit(x), have
+
+
+def node_vectors(nodes: pl.DataFrame) -> np.ndarray | None:
+    """The nodes' stored vectors (unit rows), None without an ``embedding`` column; a node
+    without one is a ConfigError (the dense channel cannot mix vector spaces)."""
+    xb, have = stored(nodes, "node", "node_id")
+    if xb is not None and not have.all():
+        raise ConfigError(
+            f"node {nodes['node_id'][int(np.flatnonzero(~have)[0])]!r} has no embedding while "
+            f"{int(have.sum())} of {nodes.height} nodes carry one; give every node a vector, or drop "
+            "the column (e.g. data.vectors=false) to embed every node with embed.model_path"
+        )
+    return xb
+
+
 def embed_nodes(cfg, nodes: pl.DataFrame, device: str):
-    """(encoder, cache, node embeddings (n, d), number of texts actually encoded)."""
+    """(encoder, cache, node embeddings (n, d), number of texts actually encoded); stored
+    vectors (an ``embedding`` column) are used as they are and encode nothing."""
     encoder = call_target(cfg.embed.encoder)
     cache = (
         EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim)
         if cfg.embed.cache
         else None
     )
+    xb = node_vectors(nodes)
+    if xb is not None:
+        return encoder, cache, xb, 0
     texts = embed_texts(nodes, cfg.embed.include_title)
     if (
         cfg.dense.get("index") == "blocked"
@@ -67,9 +122,55 @@ def embed_run(state, nodes: pl.DataFrame, queries: pl.DataFrame) -> int:
             tuple(cfg.query.weights),
             cfg.query.max_segments,
         )
-        state.xparts, n2 = embed_cached(
-            state.encoder, qplan["text"].to_list(), state.cache, state.device
-        )
+        state.xparts, n2 = embed_parts(state, nodes, queries, qplan)
         state.part_q, state.part_w = qplan["query_idx"].to_numpy(), qplan["weight"].to_numpy()
     state.log.rows["query_parts"] = qplan.height
     return n1 + n2
+
+
+def _own_model(state, width: int, why: str) -> None:
+    """Refuse to encode query texts next to stored node vectors of another model or width."""
+    model = state.ds.notes.get("vector_model", "an unnamed model")
+    enc = state.encoder
+    if enc.model_id != model or enc.dim != width:
+        raise ConfigError(
+            f"the nodes carry stored {width}-d vectors of {model!r} (data={state.ds.name}), but "
+            f"{why} and embed.encoder is {enc.model_id!r} ({enc.dim}-d): give the queries an "
+            f"'embedding' column of that model, or set embed.model_path=<a local copy of {model}> "
+            f"embed.encoder.model_id={model} embed.encoder.dim={width}"
+        )
+
+
+def embed_parts(state, nodes: pl.DataFrame, queries: pl.DataFrame, qplan: pl.DataFrame):
+    """(vectors of every query part, number of texts encoded): a query's stored ``embedding`` for
+    its ``current`` part, the encoder for the rest (see the module docstring for the checks)."""
+    xq, have = stored(queries, "query", "query_id")
+    texts = qplan["text"].to_list()
+    if "embedding" not in nodes.columns:
+        if have.any():
+            raise ConfigError(
+                f"query {queries['query_id'][int(np.flatnonzero(have)[0])]!r} carries a stored "
+                "embedding but the nodes do not; give the nodes vectors of the same model (an "
+                "'embedding' column) or drop the queries' column"
+            )
+        return embed_cached(state.encoder, texts, state.cache, state.device)
+    width = state.xb.shape[1]
+    qi = qplan["query_idx"].to_numpy()
+    own = (qplan["part"].to_numpy() == "current") & (have[qi] if len(qi) else False)
+    if own.any() and xq.shape[1] != width:
+        raise ConfigError(
+            f"query vectors are {xq.shape[1]}-d, the nodes' stored vectors {width}-d; use one model"
+        )
+    out = np.zeros((len(texts), width), np.float32)
+    if own.any():
+        out[own] = xq[qi[own]]
+    todo = np.flatnonzero(~own)
+    if not len(todo):
+        return out, 0
+    first = queries["query_id"][int(qi[todo[0]])]
+    _own_model(
+        state, width, f"query {first!r} needs its text embedded ({qplan['part'][int(todo[0])]})"
+    )
+    vecs, n = embed_cached(state.encoder, [texts[i] for i in todo], state.cache, state.device)
+    out[todo] = vecs
+    return out, n

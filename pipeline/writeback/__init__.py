@@ -1,2 +1,2 @@
-"""Write-back per memory system (``recall feedback RUN --format <system>``): what a run recalled,
-written back into that system's own store format as a new file (the input store is never touched)."""
+"""What each reference system writes back into its own store after recall (``recall feedback
+RUN --format <system>``; the dispatch table is ``pipeline.cli_feedback.WRITERS``)."""

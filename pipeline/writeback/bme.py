@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import polars as pl
 
 from pipeline.adapters.bme_store import read_graph
 from pipeline.errors import UserError
+from pipeline.io import atomic_write_bytes
 
 MAX_RECALL_NODES = 12  # settings-defaults.js recallMaxNodes
 
@@ -58,32 +57,18 @@ def apply(graph: dict, picks: list[list[str]], now_ms: int) -> dict:
     return graph
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def feedback_run(run_dir: str, out: str | None, now: dt.datetime | None) -> Path:
-    """Reinforce the store a finished ``data=bme`` run read; returns the new file's path."""
-    rd = Path(run_dir)
-    man, rec = rd / "manifest.json", rd / "recall.parquet"
-    if not man.is_file() or not rec.is_file():
-        raise UserError(f"{rd}: no manifest.json / recall.parquet; pass a finished run directory")
-    cfg = json.loads(man.read_text(encoding="utf-8"))["config"]
-    if (cfg.get("data") or {}).get("_target_") != "bme":
+def write_back(
+    run_dir: Path, cfg: dict, rows: pl.DataFrame, now: dt.datetime, out: str | None
+) -> Path:
+    """Reinforce the store a finished ``data=bme`` run read with its recall ``rows``; returns the
+    new file's path (``pipeline.cli_feedback.WRITERS``)."""
+    data = cfg.get("data") or {}
+    if data.get("_target_") != "bme":
         raise UserError(
-            f"{man}: the run did not read an ST-BME store (data=bme); --format bme needs one"
+            f"{run_dir}: the run did not read an ST-BME store (data=bme); --format bme needs one"
         )
-    store = Path(cfg["data"]["path"])
-    target = Path(out) if out else rd / "st-bme-graph-feedback.json"
+    store = Path(data["path"])
+    target = Path(out) if out else Path(run_dir) / "st-bme-graph-feedback.json"
     if target.resolve() == store.resolve():
         raise UserError(
             f"--out {target} is the store the run read; write the reinforced graph to a new file"
@@ -92,8 +77,7 @@ def feedback_run(run_dir: str, out: str | None, now: dt.datetime | None) -> Path
         raise UserError(f"{target} exists; feedback never overwrites a file (pass a new --out)")
     graph, _files, _kind = read_graph(store)
     cap = (cfg.get("inject") or {}).get("max_nodes") or MAX_RECALL_NODES
-    now = now or dt.datetime.now(dt.timezone.utc)
     now_ms = int(round(now.timestamp() * 1000))
-    apply(graph, selected(pl.read_parquet(rec), int(cap)), now_ms)
-    write_atomic(target, json.dumps(graph, ensure_ascii=False, indent=2))
+    apply(graph, selected(rows, int(cap)), now_ms)
+    atomic_write_bytes(target, json.dumps(graph, ensure_ascii=False, indent=2).encode("utf-8"))
     return target

@@ -1,0 +1,348 @@
+"""ReMe adapter (``data=reme``): a ReMe workspace read as ReMe reads it (agentscope-ai/ReMe @ c8e12487).
+
+- **ReMe's own index** when ``metadata/`` holds it (``pipeline.adapters.reme_index``): one node per
+  ``FileChunk`` (``node_id = "<path>#L<start>-L<end>"``, ``doc_id`` = the workspace-relative path,
+  ``text``, ``start_line``/``end_line``, ``chunk_id``), ``updated_at`` = the file's ``st_mtime``,
+  ``title``/``description`` = front matter ``name``/``description``, and the chunk's stored vector
+  as ``embedding`` (bring your own vectors: ``stages/vectors.py``). Edges are the file graph's links:
+  from the source chunk holding the ``[[target#anchor]]`` text to the target chunks holding the
+  anchor's lines (``#L9-L10,L12-L12``), or the target's first chunk.
+- **The markdown walk** when it does not (``index=auto``; ``index=notes`` forces it): the notes
+  ReMe's default index covers (``config/default.yaml``: ``daily/`` and ``digest/``, ``*.md``), one
+  node per heading section, links resolved the same way (targets taken literally, as ReMe does).
+- ``layer`` = the path's first folder (``daily | digest | resource | session | …``): ``data.layers``
+  keeps only some; a query's ``doc_scope: ["daily"]`` sees only that layer.
+- ``meta/*.json`` signals (``pipeline.adapters.reme_meta``) become node columns for ``reme_design``.
+
+A run only reads the store; ``recall feedback RUN --format reme`` writes its access log.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipeline.adapters import reme_index, reme_meta
+from pipeline.adapters.common import sha256_file, slice_queries
+from pipeline.adapters.markdown import slugify
+from pipeline.adapters.workspace import _root, list_notes, load_qrels, load_queries, note_rows
+from pipeline.dataset import Dataset
+from pipeline.errors import ConfigError, DataError, require_one_of
+from pipeline.schema import conform
+
+log = logging.getLogger(__name__)
+NOTE_DIRS = ("daily", "digest")  # ReMe config/default.yaml: index_update_loop watch_dirs, suffix md
+
+
+def _utc(seconds) -> dt.datetime | None:
+    return None if seconds is None else dt.datetime.fromtimestamp(float(seconds), dt.timezone.utc)
+
+
+def _layer(path: str) -> str:
+    return path.split("/", 1)[0] if "/" in path else ""
+
+
+def _unique_id(base: str, seen: set[str]) -> str:
+    nid, n = base, 1
+    while nid in seen:
+        n += 1
+        nid = f"{base}~{n}"
+    seen.add(nid)
+    return nid
+
+
+def _source_chunk(units: list[dict], target: str, anchor: str | None) -> str:
+    """The source chunk whose text holds the link (ReMe's FileLink keeps no line); else the first."""
+    needle = f"[[{target}#{anchor}" if anchor else f"[[{target}"
+    for u in units:
+        if needle in u["text"]:
+            return u["node_id"]
+    return units[0]["node_id"]
+
+
+def resolve_links(links: list[tuple], units: dict[str, list[dict]], skipped: Counter) -> list[dict]:
+    """(src node_id, target path, anchor) → edges to the target units holding the anchor's lines
+    (a heading anchor: the section of that slug), else to the target's first unit; a target
+    outside the index is skipped and counted (ReMe keeps it as a "virtual" node)."""
+    edges, seen = [], set()
+    for src, target, anchor in links:
+        tu = units.get(target)
+        if not tu:
+            skipped["link_target_not_indexed"] += 1
+            continue
+        ranges = reme_index.line_ranges(anchor)
+        if ranges:
+            dsts = [
+                u["node_id"]
+                for u in tu
+                if any(u["start_line"] <= b and a <= u["end_line"] for a, b in ranges)
+            ]
+        elif anchor:
+            dsts = [u["node_id"] for u in tu if u.get("slug") == slugify(anchor)]
+        else:
+            dsts = [tu[0]["node_id"]]
+        if not dsts:
+            skipped["link_anchor_unmatched"] += 1
+            dsts = [tu[0]["node_id"]]
+        for dst in dsts:
+            if dst == src:
+                skipped["link_self"] += 1
+            elif (src, dst) not in seen:
+                seen.add((src, dst))
+                edges.append({"src": src, "dst": dst, "relation": "wikilink", "weight": 1.0})
+    return edges
+
+
+def _vectors(recs: list[dict], cache: dict, where: str, mode: str) -> list[np.ndarray] | None:
+    """Each chunk's vector (its own, else ReMe's cache by text hash); None when ``mode`` is
+    ``false`` or (``auto``) no chunk has one. A chunk without one, or two widths, is a DataError."""
+    if mode == "false":
+        return None
+    vecs = [reme_index.chunk_vector(r, where) for r in recs]
+    vecs = [
+        v if v is not None else cache.get(reme_index.text_key(r["text"]))
+        for v, r in zip(vecs, recs)
+    ]
+    if mode == "auto" and all(v is None for v in vecs):
+        return None
+    for v, r in zip(vecs, recs):
+        if v is None:
+            raise DataError(
+                where,
+                f"chunk {r['id']} ({r['path']}:{r['start_line']}-{r['end_line']}) has no vector "
+                "(no _embedding_f16_b64, not in the embedding store)",
+                "let ReMe backfill its embeddings, or set data.vectors=false to embed every chunk "
+                "with embed.model_path",
+                field="_embedding_f16_b64",
+            )
+    widths = sorted({len(v) for v in vecs})
+    if len(widths) > 1:
+        raise DataError(
+            where, f"chunk vectors of widths {widths}", "re-embed the store with one model"
+        )
+    return vecs
+
+
+def _chunk_rows(recs: list[dict], graph: dict, vecs: list | None) -> list[dict]:
+    """One node row per FileChunk (sorted by path and lines), with its file node's fields."""
+    rows, seen, seq = [], set(), Counter()
+    for i, r in enumerate(recs):
+        fnode = graph.get(r["path"], {})
+        fm = fnode.get("front_matter") or {}
+        rows.append(
+            {
+                "node_id": _unique_id(f"{r['path']}#L{r['start_line']}-L{r['end_line']}", seen),
+                "text": r["text"],
+                "doc_id": r["path"],
+                "title": str(fm.get("name") or Path(r["path"]).stem),
+                "description": str(fm["description"]) if fm.get("description") else None,
+                "layer": _layer(r["path"]),
+                "start_line": int(r["start_line"]),
+                "end_line": int(r["end_line"]),
+                "seq": seq[r["path"]],
+                "updated_at": _utc(fnode.get("st_mtime")),
+                "chunk_id": r["id"],
+                **({"embedding": vecs[i].astype(np.float32)} if vecs is not None else {}),
+            }
+        )
+        seq[r["path"]] += 1
+    return rows
+
+
+def _index_units(
+    root: Path, p: dict, skipped: Counter, notes: dict
+) -> tuple[list[dict], list[tuple], list[Path]]:
+    """(node rows, raw links, files read) from ReMe's index."""
+    meta = root / "metadata"
+    graph = reme_index.file_nodes(meta, p["index_name"])
+    cpath = reme_index.chunks_file(meta, p["index_name"], p["store_version"])
+    recs = sorted(
+        reme_index.chunks(meta, p["index_name"], p["store_version"]),
+        key=lambda r: (r["path"], r["start_line"], r["end_line"], r["id"]),
+    )
+    cache, space = reme_index.embedding_cache(meta, p["index_name"], p["store_version"])
+    vecs = _vectors(recs, cache, str(cpath), p["vectors"])
+    in_graph = {c for n in graph.values() for c in n.get("chunk_ids") or []}
+    skipped["chunk_not_in_file_graph"] += sum(r["id"] not in in_graph for r in recs)
+    skipped["file_graph_chunk_missing"] += len(in_graph - {r["id"] for r in recs})
+    rows = _chunk_rows(recs, graph, vecs)
+    units = _by_doc(rows)
+    links = [
+        (
+            _source_chunk(units[n["path"]], lk["target_path"], lk.get("target_anchor")),
+            lk["target_path"],
+            lk.get("target_anchor"),
+        )
+        for n in graph.values()
+        if n["path"] in units
+        for lk in n.get("links") or []
+        if lk.get("target_path")
+    ]
+    if vecs is not None:
+        width = len(vecs[0])
+        notes["vector_model"] = p["vector_model"] or f"reme:{space or 'chunk-vectors'}-{width}d"
+    notes["index"] = (
+        f"ReMe index {cpath.relative_to(root)}: {len(recs)} chunks of {len(units)} files"
+    )
+    files = [
+        f for f in (meta / "file_graph" / f"{p['index_name']}.jsonl.zst", cpath) if f.is_file()
+    ]
+    files += sorted(
+        (meta / "embedding_store").glob(f"{p['index_name']}_{p['store_version']}_*.npz")
+    )
+    return rows, links, files
+
+
+def _note_units(
+    root: Path, skipped: Counter, notes: dict
+) -> tuple[list[dict], list[tuple], list[Path]]:
+    """(node rows, raw links, files read) of the markdown walk over ``daily/`` and ``digest/``."""
+    files = [f for d in NOTE_DIRS if (root / d).is_dir() for f in list_notes(root / d)]
+    rows, links = [], []
+    for f in sorted(files, key=lambda f: f.relative_to(root).as_posix()):
+        r, lk = note_rows(root, f, skipped)
+        mtime = _utc(f.stat().st_mtime)
+        for row in r:
+            row.update(
+                layer=_layer(row["doc_id"]), updated_at=mtime, slug=row["node_id"].rsplit("#", 1)[1]
+            )
+        rows += r
+        links += [(src, target, anchor) for src, _rel, target, anchor in lk if target]
+    if not rows:
+        raise DataError(
+            str(root),
+            "no ReMe index (metadata/) and no notes under daily/ or digest/",
+            "point data.path at a ReMe workspace",
+        )
+    notes["index"] = f"no ReMe index: markdown walk of {', '.join(NOTE_DIRS)} ({len(files)} notes)"
+    return rows, links, files
+
+
+def _by_doc(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r["doc_id"], []).append(r)
+    return out
+
+
+def _with_signals(nodes: pl.DataFrame, root: Path, now, notes: dict) -> tuple[pl.DataFrame, dict]:
+    """Nodes with the ``meta/*.json`` columns joined by path; freshness per signal at ``now``
+    (``data.now``, else the store's latest ``st_mtime``: never the wall clock)."""
+    latest = nodes["updated_at"].max() if "updated_at" in nodes.columns else None
+    ref = now or latest or dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    per_path, fresh = reme_meta.load(root, ref)
+    nodes = nodes.drop([c for c in per_path.columns if c != "doc_id" and c in nodes.columns])
+    nodes = nodes.join(per_path, on="doc_id", how="left", maintain_order="left")
+    if fresh["archived"]["status"] in ("fresh", "stale"):
+        nodes = nodes.with_columns(pl.col("archived_store").fill_null(False))
+    used = sorted(k for k, v in fresh.items() if v["status"] in ("fresh", "stale"))
+    notes["meta_signals"] = (
+        f"meta/*.json used: {', '.join(used) or 'none'} (reference time {ref.isoformat()})"
+    )
+    return nodes, fresh
+
+
+def _edges(edge_rows: list[dict], root: Path) -> pl.DataFrame:
+    """The conformed edges table."""
+    schema = {"src": pl.String, "dst": pl.String, "relation": pl.String, "weight": pl.Float32}
+    return conform(pl.DataFrame(edge_rows, schema=schema), "edges", str(root))
+
+
+def _fingerprints(root: Path, files: list[Path], queries, qrels) -> dict[str, str]:
+    """sha256 of every file the dataset was read from (index, meta/*.json, queries, qrels)."""
+    fingerprints = {str(f): sha256_file(f) for f in files}
+    for f in (root / "meta" / n for n in reme_meta.SIGNAL_FILES.values()):
+        if f.is_file():
+            fingerprints[str(f)] = sha256_file(f)
+    for extra in (queries, qrels):
+        if extra:
+            fingerprints[str(extra)] = sha256_file(extra)
+    return fingerprints
+
+
+def _units(root: Path, p: dict, index: str, skipped: Counter, notes: dict):
+    """(node rows, raw links, files read): ReMe's index, or the markdown walk (``data.index``)."""
+    index_name, store_version = p["index_name"], p["store_version"]
+    has_index = reme_index.chunks_file(root / "metadata", index_name, store_version).is_file()
+    if index == "reme" and not has_index:
+        raise DataError(
+            str(reme_index.chunks_file(root / "metadata", index_name, store_version)),
+            "not found",
+            "set data.index=auto to read the notes",
+        )
+    if has_index and index != "notes":
+        rows, links, files = _index_units(root, p, skipped, notes)
+    else:
+        rows, links, files = _note_units(root, skipped, notes)
+    if (root / "metadata").is_dir():
+        if pk := reme_index.pickles(root / "metadata"):
+            notes["pickles_ignored"] = (
+                f"never unpickled: {', '.join(pk)} (BM25 is rebuilt from the chunk texts)"
+            )
+    return rows, links, files
+
+
+def load(
+    path: str,
+    *,
+    name: str = "reme",
+    queries: str | None = None,
+    qrels: str | None = None,
+    limit_queries: int | None = None,
+    index: str = "auto",
+    index_name: str = "default",
+    store_version: str = "v1",
+    layers: list[str] | None = None,
+    vectors: str = "auto",
+    vector_model: str | None = None,
+    now: str | None = None,
+) -> Dataset:
+    """A Dataset from a ReMe workspace (see the module docstring for every option)."""
+    require_one_of("data.index", index, ("auto", "reme", "notes"))
+    require_one_of("data.vectors", str(vectors).lower(), ("auto", "true", "false"))
+    root = _root(path)
+    skipped, notes = Counter(), {}
+    p = {
+        "index_name": index_name,
+        "store_version": store_version,
+        "vectors": str(vectors).lower(),
+        "vector_model": vector_model,
+    }
+    rows, links, files = _units(root, p, index, skipped, notes)
+    edge_rows = resolve_links(links, _by_doc(rows), skipped)
+    for r in rows:
+        r.pop("slug", None)
+    nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
+    if layers is not None:
+        keep = [str(x) for x in layers]
+        skipped["layer_filtered"] += int((~nodes["layer"].is_in(keep)).sum())
+        nodes = nodes.filter(pl.col("layer").is_in(keep))
+        if nodes.height == 0:
+            raise ConfigError(f"data.layers={keep}: no node of {root} is in those layers")
+    ids = set(nodes["node_id"])
+    edge_rows = [e for e in edge_rows if e["src"] in ids and e["dst"] in ids]
+    t_now = dt.datetime.fromisoformat(now.replace("Z", "+00:00")) if now else None
+    nodes, fresh = _with_signals(nodes, root, t_now, notes)
+    edges = _edges(edge_rows, root)
+    q = (
+        load_queries(queries)
+        if queries
+        else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    )
+    ds = Dataset(
+        name=name,
+        nodes=nodes,
+        edges=edges,
+        queries=q,
+        qrels=load_qrels(qrels) if qrels else None,
+        fingerprints=_fingerprints(root, files, queries, qrels),
+        skipped=skipped,
+        notes=notes,
+        freshness=fresh,
+    )
+    return slice_queries(ds, limit_queries)

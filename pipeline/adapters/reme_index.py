@@ -1,0 +1,163 @@
+"""ReMe's own index under ``metadata/``, read as ReMe reads it (agentscope-ai/ReMe @ c8e12487):
+
+- ``file_graph/<name>.jsonl.zst`` (``components/file_graph/local_file_graph.py``): one ``FileNode``
+  per line: ``path``, ``st_mtime``, ``links`` [``source_path``, ``target_path``, ``target_anchor``],
+  ``chunk_ids``, ``front_matter`` {``name``, ``description``, extras};
+- ``file_store/file_chunks_<name>_<version>.jsonl.zst`` (``file_store/local_file_store.py``): one
+  ``FileChunk`` per line: ``id``, ``text``, ``path``, ``start_line``, ``end_line`` (1-based,
+  inclusive), ``metadata``, ``scores``, and the vector as ``_embedding_f16_b64`` (base64 of the
+  float16 bytes; ``_deserialize_chunk``);
+- ``embedding_store/<name>_<version>_<vector space>.npz`` (``embedding_store/
+  local_embedding_store.py``): ReMe's embedding *cache*: ``keys`` = sha256 of the embedded text (not
+  chunk ids), ``embeddings`` (n × d float16). Used only for a chunk without ``_embedding_f16_b64``.
+- ``keyword_index/*.pkl``: a pickle; never opened (BM25 is rebuilt from the chunk texts, as ReMe's
+  own ``_sync_keyword_index_from_chunks`` does).
+
+The ``.zst`` files are read with pyarrow's zstd codec (a dependency already); nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import DataError
+
+FIX_INDEX = "rebuild ReMe's index (its reindex job), or move metadata/ away to read the notes"
+ANCHOR_RANGE = re.compile(r"^L(\d+)(?:-L?(\d+))?$")
+
+
+def read_jsonl_zst(path: Path) -> list[dict]:
+    """The JSON objects of a zstd-compressed JSON Lines file; a truncated stream is a DataError."""
+    import pyarrow as pa
+
+    try:
+        with pa.CompressedInputStream(pa.OSFile(str(path)), "zstd") as fh:
+            raw = fh.read()
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(
+            str(path), f"truncated or corrupt zstd stream ({str(exc)[:120]})", FIX_INDEX
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(str(path), f"not UTF-8 at byte {exc.start}", FIX_INDEX) from None
+    rows = []
+    for i, line in enumerate(text.splitlines()):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                str(path), f"invalid JSON ({exc.msg})", FIX_INDEX, row=f"line {i + 1}"
+            ) from None
+        if not isinstance(obj, dict):
+            raise DataError(str(path), "expected a JSON object", FIX_INDEX, row=f"line {i + 1}")
+        rows.append(obj)
+    return rows
+
+
+def _need(obj: dict, keys: tuple[str, ...], where: str, i: int) -> None:
+    for k in keys:
+        if k not in obj:
+            raise DataError(where, f"record has no '{k}'", FIX_INDEX, row=f"line {i + 1}", field=k)
+
+
+def file_nodes(meta: Path, name: str) -> dict[str, dict]:
+    """path → FileNode record of ``file_graph/<name>.jsonl.zst`` (empty when the file is absent)."""
+    path = meta / "file_graph" / f"{name}.jsonl.zst"
+    if not path.is_file():
+        return {}
+    out = {}
+    for i, r in enumerate(read_jsonl_zst(path)):
+        _need(r, ("path", "st_mtime"), str(path), i)
+        out[r["path"]] = r
+    return out
+
+
+def chunks_file(meta: Path, name: str, version: str) -> Path:
+    """``file_store/file_chunks_<name>_<version>.jsonl.zst`` (``LocalFileStore.chunks_path``)."""
+    return meta / "file_store" / f"file_chunks_{name}_{version}.jsonl.zst"
+
+
+def chunks(meta: Path, name: str, version: str) -> list[dict]:
+    """The FileChunk records, in file order; a record without its fields is a DataError."""
+    path = chunks_file(meta, name, version)
+    rows = read_jsonl_zst(path)
+    for i, r in enumerate(rows):
+        _need(r, ("id", "text", "path", "start_line", "end_line"), str(path), i)
+    return rows
+
+
+def chunk_vector(rec: dict, where: str) -> np.ndarray | None:
+    """The chunk's stored float16 vector (``_embedding_f16_b64``, or a legacy ``embedding`` list)."""
+    enc = rec.get("_embedding_f16_b64")
+    if enc is not None:
+        try:
+            raw = base64.b64decode(enc, validate=True)
+        except (binascii.Error, ValueError):
+            raw = b"\0"  # odd length: reported below
+        if len(raw) % 2:
+            raise DataError(
+                where,
+                f"chunk {rec['id']} has an invalid _embedding_f16_b64",
+                FIX_INDEX,
+                field="_embedding_f16_b64",
+            )
+        return np.frombuffer(raw, dtype=np.float16)
+    if rec.get("embedding") is not None:
+        return np.asarray(rec["embedding"], dtype=np.float16)
+    return None
+
+
+def embedding_cache(meta: Path, name: str, version: str) -> tuple[dict[str, np.ndarray], str]:
+    """(text sha256 → float16 vector, vector space id) from the one ``<name>_<version>_*.npz``; an
+    npz is read with ``allow_pickle=False`` (numpy's default), never unpickled."""
+    files = sorted((meta / "embedding_store").glob(f"{name}_{version}_*.npz"))
+    if not files:
+        return {}, ""
+    if len(files) > 1:
+        raise DataError(
+            str(files[1].parent),
+            f"{len(files)} embedding caches ({', '.join(f.name for f in files)})",
+            "keep the one of the embedding model the store uses",
+        )
+    f = files[0]
+    try:
+        with np.load(f, allow_pickle=False) as data:
+            keys, emb = data["keys"], data["embeddings"]
+    except Exception as exc:  # numpy raises several types for a bad archive
+        raise DataError(str(f), f"cannot read the npz ({str(exc)[:120]})", FIX_INDEX) from None
+    if emb.ndim != 2 or len(keys) != len(emb):
+        raise DataError(str(f), f"keys {keys.shape} / embeddings {emb.shape} differ", FIX_INDEX)
+    space = f.name[len(f"{name}_{version}_") : -len(".npz")]
+    return {str(k): e.astype(np.float16) for k, e in zip(keys, emb)}, space
+
+
+def text_key(text: str) -> str:
+    """ReMe's embedding-cache key of a text (``LocalEmbeddingStore._cache_key``)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def line_ranges(anchor: str | None) -> list[tuple[int, int]]:
+    """``L2-L5,L9-L9`` → [(2, 5), (9, 9)]; [] when the anchor is not a line anchor (a heading)."""
+    out = []
+    for part in (anchor or "").split(","):
+        m = ANCHOR_RANGE.match(part.strip())
+        if not m:
+            return []
+        a = int(m.group(1))
+        out.append((a, int(m.group(2) or a)))
+    return out
+
+
+def pickles(meta: Path) -> list[str]:
+    """The pickle files under ``metadata/`` (never opened), relative to the store root."""
+    return sorted(p.relative_to(meta.parent).as_posix() for p in meta.rglob("*.pkl"))

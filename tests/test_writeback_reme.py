@@ -1,0 +1,161 @@
+"""recall feedback RUN --format reme: ReMe's access log merged per (path, day), by hand; idempotent,
+atomic (a failed write leaves the old file), and nothing but meta/access_log.json ever changes."""
+
+import datetime as dt
+import hashlib
+import json
+import os
+
+import polars as pl
+import pytest
+
+from pipeline import cli, runner
+from pipeline.errors import DataError
+from pipeline.writeback import reme as wb
+from test_adapter_reme import _queries, build
+
+NOW = dt.datetime(2026, 1, 10, 9, 30, tzinfo=dt.timezone.utc)
+
+
+def test_merge_by_hand():
+    old = {
+        "version": 1,
+        "computed_at": "2026-01-05T00:00:00Z",
+        "paths": {
+            "x.md": {"last_read": "2026-01-05T08:00:00Z", "hit_days": ["2025-12-01", "2026-01-05"]},
+            "y.md": {"last_read": "2025-11-01T08:00:00Z", "hit_days": ["2025-11-01"]},
+        },
+    }
+    new = wb.merge(old, ["x.md", "z.md", "x.md"], NOW)
+    # 30 days up to 2026-01-10 are 2025-12-12 … 2026-01-10: 2025-12-01 and 2025-11-01 fall out
+    assert new == {
+        "version": 1,
+        "computed_at": "2026-01-10T09:30:00Z",
+        "window_days": 30,
+        "paths": {
+            "x.md": {
+                "last_read": "2026-01-10T09:30:00Z",
+                "hit_days": ["2026-01-05", "2026-01-10"],
+                "last_hit_count_30d": 2,
+            },
+            "y.md": {"last_read": "2025-11-01T08:00:00Z", "hit_days": [], "last_hit_count_30d": 0},
+            "z.md": {
+                "last_read": "2026-01-10T09:30:00Z",
+                "hit_days": ["2026-01-10"],
+                "last_hit_count_30d": 1,
+            },
+        },
+    }
+    later = wb.merge(new, ["x.md"], NOW + dt.timedelta(hours=5))  # same day: counted once
+    assert later["paths"]["x.md"]["last_hit_count_30d"] == 2
+    assert later["paths"]["x.md"]["last_read"] == "2026-01-10T14:30:00Z"
+
+
+def _hashes(root):
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def run_dir(compose, tmp_path):
+    store = tmp_path / "store"
+    build(store, signals_files=False)
+    q = tmp_path / "q.parquet"
+    # q1 by vector finds s1.jsonl's chunks and guide.md; q2 by words finds the jwt and oauth chunks
+    _queries(
+        q,
+        [
+            {"query_id": "q1", "text": "zzz", "embedding": [0.0, 0.0, 1.0, 1.0]},
+            {"query_id": "q2", "text": "rotation keys", "embedding": [1.0, 0.0, 0.0, 0.0]},
+        ],
+    )
+    cfg = compose(
+        [
+            "data=reme",
+            f"data.path={store}",
+            f"data.queries={q}",
+            "preset=reme",
+            "k=2",
+            f"out_dir={tmp_path / 'run'}",
+        ]
+    )
+    runner.run(cfg, tmp_path / "run")
+    return tmp_path / "run", store
+
+
+def test_cli_merges_hits_idempotently_and_touches_nothing_else(run_dir):
+    run, store = run_dir
+    before = _hashes(store)
+    rows = pl.read_parquet(run / "recall.parquet")
+    assert (
+        cli.main(["feedback", str(run), "--format", "reme", "--now", "2026-01-10T09:30:00Z"]) == 0
+    )
+    log = store / "meta" / "access_log.json"
+    got = json.loads(log.read_text())
+    hit = sorted(set(rows["doc_id"]))
+    assert 2 <= len(hit) < 4  # some of the four paths, not all
+    assert sorted(got["paths"]) == hit and all(
+        e["last_hit_count_30d"] == 1 for e in got["paths"].values()
+    )
+    first = log.read_bytes()
+    assert (
+        cli.main(["feedback", str(run), "--format", "reme", "--now", "2026-01-10T09:30:00Z"]) == 0
+    )
+    assert log.read_bytes() == first  # the same run again: byte-identical
+    cli.main(["feedback", str(run), "--format", "reme", "--now", "2026-01-10T20:00:00Z"])
+    assert all(e["last_hit_count_30d"] == 1 for e in json.loads(log.read_text())["paths"].values())
+    cli.main(["feedback", str(run), "--format", "reme", "--now", "2026-01-11T08:00:00Z"])
+    assert all(
+        e["hit_days"] == ["2026-01-10", "2026-01-11"]
+        for e in json.loads(log.read_text())["paths"].values()
+    )
+    after = _hashes(store)
+    assert (
+        after.pop("meta/access_log.json") and after == before
+    )  # bodies, front matter, index: untouched
+
+
+def test_the_next_run_reads_the_log_as_hits(run_dir, compose, tmp_path):
+    run, store = run_dir
+    cli.main(["feedback", str(run), "--format", "reme", "--now", "2026-01-03T00:00:00Z"])
+    from pipeline.adapters import reme
+
+    ds = reme.load(str(store))
+    hits = dict(zip(ds.nodes["doc_id"], ds.nodes["hits_30d"]))
+    assert {d for d, h in hits.items() if h == 1} == set(
+        pl.read_parquet(run / "recall.parquet")["doc_id"]
+    )
+    assert ds.freshness["access_log"]["status"] == "fresh"
+
+
+def test_a_failed_write_leaves_the_old_file(run_dir, monkeypatch):
+    run, store = run_dir
+    cli.main(["feedback", str(run), "--format", "reme", "--now", "2026-01-10T09:30:00Z"])
+    log = store / "meta" / "access_log.json"
+    old = log.read_bytes()
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        cli.main(["feedback", str(run), "--format", "reme", "--now", "2026-01-12T09:30:00Z"])
+    assert log.read_bytes() == old
+    assert sorted(p.name for p in log.parent.iterdir()) == ["access_log.json"]  # no temp file left
+
+
+def test_another_version_is_never_merged_into(run_dir):
+    run, store = run_dir
+    (store / "meta").mkdir(exist_ok=True)
+    (store / "meta" / "access_log.json").write_text('{"version": 7, "paths": {}}')
+    with pytest.raises(DataError, match="access log version 7.*move the old file away"):
+        wb.write_back(
+            run,
+            json.loads((run / "manifest.json").read_text())["config"],
+            pl.read_parquet(run / "recall.parquet"),
+            dt.datetime(2026, 1, 10, tzinfo=dt.timezone.utc),
+            None,
+        )
