@@ -29,6 +29,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     # text encoders (conf/embed/*.yaml: embed.encoder)
     "hashing_embedder": ("pipeline.stages.embed", "HashingEmbedder"),
     "sentence_encoder": ("pipeline.stages.embed", "SentenceEncoder"),
+    "token_hash_embedder": ("pipeline.stages.embed", "TokenHashEmbedder"),
 }
 
 

@@ -1,0 +1,159 @@
+"""Parity with the reference systems' own code (the oracles in ../shared/oracles), one
+subcommand per system.
+
+    python scripts/parity.py bme GRAPH_DIR [GRAPH_DIR ...] [--bme SRC] [--out DIR]
+
+``bme``: each GRAPH_DIR holds ``graph.json`` + ``queries.jsonl`` (``oracles/bme/make_graph.py``
+writes them). Runs ST-BME's own ``retrieve()`` (``oracles/bme/run_bme.mjs``, char name Aria, its
+FNV token-hash query embedding, the graph's stored node vectors) and ``recall run data=bme
+preset=bme`` with the same vectors (``embed=bme_oracle_hash``: the oracle's hash for every query
+text; the nodes' stored ``embedding``), the oracle's clock (``now``) and the scene state BME resolved
+(``active_owner_keys`` / owner names from ``retrievalMeta``: our adapter does not reproduce BME's
+owner heuristics), cross recall on and the DPP target 20 (BME's settings defaults with LLM recall off,
+as the oracle runs). Compared per query:
+
+- ``scored``: BME's ``scoredNodes`` order (scope bucket, story bucket, weighted score) against
+  ours with ``select=topk`` (the same sort, no DPP), position by position over the first 20;
+- ``pool``: BME's DPP selection (``poolSelected``, greedy order) against our ranks 1–20 with DPP;
+- ``first12``: BME's first 12 of the DPP order (``preSceneSelected``, before scene
+  reconstruction) against our ranks 1–12, as sets;
+- ``selected``: BME's final ``selectedNodeIds`` (after scene reconstruction, which we do not do)
+  against our ranks 1–12, as sets.
+
+Prints per-graph and overall figures as JSON (differences listed per query); ``--out`` keeps the
+outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+REPO = Path(__file__).resolve().parents[1]
+ORACLES = REPO.parent.parent / "shared" / "oracles"
+
+
+def _run(cmd: list[str], **kw) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if done.returncode:
+        sys.exit(f"{' '.join(cmd[:4])} ... failed:\n{done.stderr[-3000:]}")
+
+
+def _bme_oracle(gdir: Path, out: Path, src: str) -> list[dict]:
+    cmd = ["node", str(ORACLES / "bme" / "run_bme.mjs"), "--bme", src, str(gdir / "graph.json")]
+    _run([*cmd, str(gdir / "queries.jsonl"), str(out), "--char-name", "Aria"])
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def _bme_queries(theirs: list[dict], path: Path) -> None:
+    """Our queries: the oracle's texts and context, its clock and the scene state it resolved."""
+    with path.open("w", encoding="utf-8") as fh:
+        for r in theirs:
+            m = r["retrievalMeta"]
+            keys = list(m.get("activeRecallOwnerKeys") or [])
+            names = [
+                c["ownerName"] for c in m.get("sceneOwnerCandidates") or [] if c["ownerKey"] in keys
+            ]
+            text, lines = r["recallInput"]["userMessage"], list(r["recallInput"]["recentMessages"])
+            if lines and lines[-1].startswith("[user]") and lines[-1].endswith(text):
+                lines = lines[:-1]  # the adapter's context is the lines before the current message
+            row = {
+                "query_id": r["query_id"],
+                "text": text,
+                "context": lines,
+                "char_name": "Aria",
+                "user_name": m.get("activeUserPovOwner") or None,
+                "now": r["now"],
+                "active_owner_keys": keys,
+                "active_owners": [
+                    n for n in dict.fromkeys([m.get("activeCharacterPovOwner"), *names]) if n
+                ],
+            }
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _bme_ours(gdir: Path, queries: Path, run_dir: Path, select: str) -> dict[str, list[str]]:
+    cmd = [sys.executable, "-m", "pipeline", "run", "preset=bme", "data=bme"]
+    cmd += [f"data.path={gdir / 'graph.json'}", f"data.queries={queries}"]
+    cmd += [
+        "embed=bme_oracle_hash",
+        "data.vector_model=oracle_hash-16",
+        "cross_recall.enabled=true",
+    ]
+    cmd += ["select.target=20", "k=20", "report=false", f"out_dir={run_dir}"]
+    cmd += [f"cache_dir={run_dir / 'cache'}"] + (["select=topk"] if select == "topk" else [])
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    _run(cmd, cwd=REPO, env=env)
+    rec = pl.read_parquet(run_dir / "recall.parquet").sort("query_id", "rank")
+    return {q: g["node_id"].to_list() for (q,), g in rec.group_by("query_id", maintain_order=True)}
+
+
+def _agree(ours: list[str], theirs: list[str], n: int, ordered: bool) -> tuple[int, int]:
+    a, b = ours[:n], theirs[:n]
+    if ordered:
+        return sum(i < len(a) and a[i] == x for i, x in enumerate(b)), len(b)
+    return len(set(a) & set(b)), len(b)
+
+
+def bme(a: argparse.Namespace) -> dict:
+    """Agreement of ``preset=bme data=bme`` with ST-BME's own ``retrieve()`` (see the docstring)."""
+    tmp = Path(a.out or tempfile.mkdtemp(prefix="parity_bme_"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    checks = {
+        "scored": (20, True),
+        "pool": (20, True),
+        "first12": (12, False),
+        "selected": (12, False),
+    }
+    report, tot = {}, {c: [0, 0] for c in checks}
+    for i, gdir in enumerate(Path(g).resolve() for g in a.graphs):
+        theirs = _bme_oracle(gdir, tmp / f"oracle-{i}.jsonl", a.bme)
+        _bme_queries(theirs, tmp / f"queries-{i}.jsonl")
+        ours = {
+            s: _bme_ours(gdir, tmp / f"queries-{i}.jsonl", tmp / f"run-{i}-{s}", s)
+            for s in ("topk", "dpp")
+        }
+        per, diffs = {c: [0, 0] for c in checks}, []
+        for r in theirs:
+            q = r["query_id"]
+            want = {"scored": [s["id"] for s in r["scored"]], "pool": r["poolSelected"],
+                    "first12": r["preSceneSelected"], "selected": r["selectedNodeIds"]}  # fmt: skip
+            for c, (n, ordered) in checks.items():
+                got = ours["topk" if c == "scored" else "dpp"].get(q, [])
+                ok, m = _agree(got, want[c], n, ordered)
+                per[c] = [per[c][0] + ok, per[c][1] + m]
+                if ok < m and c != "selected":
+                    diffs.append({"query_id": q, "check": c, "ours": got[:n], "bme": want[c][:n]})
+        for c in checks:
+            tot[c] = [tot[c][0] + per[c][0], tot[c][1] + per[c][1]]
+        report[str(gdir)] = {c: round(x / max(m, 1), 4) for c, (x, m) in per.items()} | {
+            "differences": diffs
+        }
+    report["overall"] = {
+        c: {"agree": x, "of": m, "share": round(x / max(m, 1), 4)} for c, (x, m) in tot.items()
+    }
+    return report
+
+
+def main() -> None:
+    """Command line: see the module docstring."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = ap.add_subparsers(dest="system", required=True)
+    b = sub.add_parser("bme", help="ST-BME retrieve() vs preset=bme data=bme")
+    b.add_argument("graphs", nargs="+", help="folders with graph.json + queries.jsonl")
+    b.add_argument("--bme", default="/tmp/oracles/stbme", help="git archive of ST-BME 590da3b")
+    b.add_argument("--out", default=None)
+    b.set_defaults(fn=bme)
+    a = ap.parse_args()
+    print(json.dumps(a.fn(a), indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
