@@ -14,8 +14,8 @@ import hashlib
 import json
 import logging
 import re
-import unicodedata
 import sqlite3
+import unicodedata
 from pathlib import Path
 
 import numpy as np
