@@ -47,6 +47,7 @@ BME_NODE_COLUMNS = {  # (BME's stored vectors are the shared "embedding" column 
     "lex_names": pl.List(pl.String),  # BME's name/title field values (ops/lexcover.column)
     "lex_fields": pl.List(pl.String),  # BME's summary/insight/state/traits/participants/status
     "scope_owner_key": pl.String,  # memory-scope.js getScopeOwnerKey
+    "floor": pl.Int64,  # BME node.seq (chat floor; seq holds seqRange[1])
     "level": pl.Int64,  # summary hierarchy
     "parent_id": pl.String,
     "fields": pl.String,  # the node's fields object as JSON

@@ -14,11 +14,13 @@ as the oracle runs). Compared per query:
 
 - ``scored``: BME's ``scoredNodes`` order (scope bucket, story bucket, weighted score) against
   ours with ``select=topk`` (the same sort, no DPP), position by position over the first 20;
+- ``scored_all``: the same lists whole, as sets (which nodes reach scoring at all);
 - ``pool``: BME's DPP selection (``poolSelected``, greedy order) against our ranks 1–20 with DPP;
 - ``first12``: BME's first 12 of the DPP order (``preSceneSelected``, before scene
   reconstruction) against our ranks 1–12, as sets;
-- ``selected``: BME's final ``selectedNodeIds`` (after scene reconstruction, which we do not do)
-  against our ranks 1–12, as sets.
+- ``selected``: BME's final ``selectedNodeIds`` (owner-POV augmentation and scene reconstruction
+  of the first 12) against ours (``injection.parquet``'s ``selected``, ``inject.format=bme``), as
+  sets.
 
 Prints per-graph and overall figures as JSON (differences listed per query); ``--out`` keeps the
 outputs.
@@ -87,12 +89,18 @@ def _bme_ours(gdir: Path, queries: Path, run_dir: Path, select: str) -> dict[str
         "data.vector_model=oracle_hash-16",
         "cross_recall.enabled=true",
     ]
-    cmd += ["select.target=20", "k=20", "report=false", f"out_dir={run_dir}"]
-    cmd += [f"cache_dir={run_dir / 'cache'}"] + (["select=topk"] if select == "topk" else [])
+    k = 100 if select == "topk" else 20  # topk: the whole scored list (BME scores ≤ 100 nodes)
+    cmd += ["select.target=20", f"k={k}", "report=false", f"out_dir={run_dir}"]
+    cmd += [f"cache_dir={run_dir / 'cache'}"]
+    cmd += ["select=topk"] if select == "topk" else ["inject.format=bme"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     _run(cmd, cwd=REPO, env=env)
     rec = pl.read_parquet(run_dir / "recall.parquet").sort("query_id", "rank")
-    return {q: g["node_id"].to_list() for (q,), g in rec.group_by("query_id", maintain_order=True)}
+    out = {q: g["node_id"].to_list() for (q,), g in rec.group_by("query_id", maintain_order=True)}
+    if select != "topk":  # BME's selectedNodeIds: the injection's scene-reconstructed selection
+        inj = pl.read_parquet(run_dir / "injection.parquet")
+        out |= {f"{q}#selected": s for q, s in zip(inj["query_id"], inj["selected"].to_list())}
+    return out
 
 
 def _agree(ours: list[str], theirs: list[str], n: int, ordered: bool) -> tuple[int, int]:
@@ -108,6 +116,7 @@ def bme(a: argparse.Namespace) -> dict:
     tmp.mkdir(parents=True, exist_ok=True)
     checks = {
         "scored": (20, True),
+        "scored_all": (100, False),
         "pool": (20, True),
         "first12": (12, False),
         "selected": (12, False),
@@ -123,13 +132,15 @@ def bme(a: argparse.Namespace) -> dict:
         per, diffs = {c: [0, 0] for c in checks}, []
         for r in theirs:
             q = r["query_id"]
-            want = {"scored": [s["id"] for s in r["scored"]], "pool": r["poolSelected"],
+            scored = [s["id"] for s in r["scored"]]
+            want = {"scored": scored, "scored_all": scored, "pool": r["poolSelected"],
                     "first12": r["preSceneSelected"], "selected": r["selectedNodeIds"]}  # fmt: skip
             for c, (n, ordered) in checks.items():
-                got = ours["topk" if c == "scored" else "dpp"].get(q, [])
+                run = ours["topk" if c.startswith("scored") else "dpp"]
+                got = run.get(f"{q}#selected" if c == "selected" else q, [])
                 ok, m = _agree(got, want[c], n, ordered)
                 per[c] = [per[c][0] + ok, per[c][1] + m]
-                if ok < m and c != "selected":
+                if ok < m and c != "scored_all":
                     diffs.append({"query_id": q, "check": c, "ours": got[:n], "bme": want[c][:n]})
         for c in checks:
             tot[c] = [tot[c][0] + per[c][0], tot[c][1] + per[c][1]]

@@ -5,7 +5,8 @@ Field by field (``docs/presets.md``, ``bme``: store field → pipeline step):
 - ``id`` → ``node_id``; ``type``; ``importance`` (0–10, missing 5 as ``createNode``);
   ``createdTime`` / ``updatedAt`` / ``lastAccessTime`` (ms epoch) → ``created_at`` /
   ``updated_at`` / ``last_access_at``; ``accessCount`` → ``access_count``; ``archived``;
-  ``seqRange[1]`` (else ``seq``) → ``seq`` (BME orders by ``seqRange[1]``);
+  ``seqRange[1]`` (else ``seq``) → ``seq`` (BME orders by ``seqRange[1]``), ``seq`` → ``floor``
+  (the chat floor; scene reconstruction's nearest events);
 - ``fields`` kept whole as JSON (``fields``), and split as BME reads them: ``name``/``title`` →
   ``title`` and ``lex_names``; ``summary``/``insight``/``state``/``traits``/``participants``/
   ``status`` → ``lex_fields`` (``retriever.js::computeLexicalScore``'s two field lists, arrays
@@ -227,6 +228,7 @@ def node_row(node: dict, i: int, where: str, order: dict[str, int]) -> dict:
         "archived": bool(node.get("archived")),
         "visibility": [str(v) for v in vis] if isinstance(vis, list) else None,
         "seq": int(_number(end, seq, where, i, "seqRange[1]")),
+        "floor": int(seq),
         "level": int(_number(node.get("level"), 0, where, i, "level")),
         "parent_id": node.get("parentId") or None,
         "lex_names": names,

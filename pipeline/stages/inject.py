@@ -63,6 +63,7 @@ class InjectParams:
         False  # oks: order by score × Soul Boost before the floor (the design, not the code)
     )
     goal_reorder: bool = True  # oks: nodes of the query's goal slugs first
+    scene: bool = True  # bme: POV augmentation + scene reconstruction (BME's selectedNodeIds)
 
     def get(self, name: str):
         """The setting ``name``, or the format's default when it is None."""
@@ -181,6 +182,7 @@ def render(
     *,
     queries: pl.DataFrame | None = None,
     include_archived: bool = False,
+    edges: pl.DataFrame | None = None,
     **opts,
 ) -> pl.DataFrame:
     """One injection text per query that injects anything; ``node_ids`` lists the nodes it shows.
@@ -195,9 +197,18 @@ def render(
     }
     if fmt == "bme":
         out = inject_bme.render(
-            recall, nodes, queries, int(p.get("max_nodes")), p.core, include_archived
+            recall,
+            nodes,
+            queries,
+            int(p.get("max_nodes")),
+            p.core,
+            include_archived,
+            edges,
+            p.scene,
         )
-        return pl.DataFrame([(q, fmt, t, ids) for q, t, ids in out], schema=schema, orient="row")
+        schema["selected"] = pl.List(pl.String)  # BME's selectedNodeIds (what it reinforces)
+        rows = [(q, fmt, t, ids, sel) for q, t, ids, sel in out]
+        return pl.DataFrame(rows, schema=schema, orient="row")
     keep = [
         c
         for c in (

@@ -21,6 +21,7 @@ import polars as pl
 
 from pipeline.ops.scope import scope_groups
 from pipeline.schema import KNOWLEDGE_TYPE
+from pipeline.stages import inject_scene
 from pipeline.stages.scope_policy import NODE_COLS, QUERY_COLS, SCOPE_BUCKETS, gather, scope_bucket
 
 ALWAYS_INJECT = ("event", "rule", "thread", "synopsis")
@@ -151,14 +152,25 @@ def render(
     max_nodes: int,
     core: bool,
     include_archived: bool,
-) -> list[tuple[str, str, list[str]]]:
-    """(query_id, text, node_ids) per query."""
+    edges: pl.DataFrame | None = None,
+    scene: bool = False,
+) -> list[tuple[str, str, list[str], list[str]]]:
+    """(query_id, text, node_ids, selected) per query; with ``edges`` (``inject.scene``) the
+    recalled nodes are BME's scene-reconstructed ``selectedNodeIds`` (``inject_scene``), else
+    ranks 1 … ``max_nodes``."""
     idx = nodes.select("node_id").with_row_index("node_idx").cast({"node_idx": pl.Int64})
-    sel = (
-        recall.filter(pl.col("rank") <= max_nodes)
-        .select("query_id", "node_id", "rank")
-        .join(idx, on="node_id")
-    )
+    top = recall.filter(pl.col("rank") <= max_nodes).select("query_id", "node_id", "rank")
+    if scene and queries is not None:
+        picks = inject_scene.selected(recall, nodes, queries, edges, max_nodes, include_archived)
+        top = pl.DataFrame(
+            [(q, n, r + 1) for q, ns in picks.items() for r, n in enumerate(ns)],
+            schema={"query_id": pl.String, "node_id": pl.String, "rank": pl.Int32},
+            orient="row",
+        )
+    chosen = {
+        q: g["node_id"].to_list() for (q,), g in top.group_by("query_id", maintain_order=True)
+    }
+    sel = top.join(idx, on="node_id")
     both = sel.with_columns(core=pl.lit(False))
     if core and queries is not None:
         extra = core_rows(nodes, queries, include_archived).join(idx, on="node_idx")
@@ -198,5 +210,5 @@ def render(
     for (qid,), g in full.group_by("query_id", maintain_order=True):
         body, shown = text(list(g.iter_rows(named=True)))
         if shown:
-            out.append((qid, body, shown))
+            out.append((qid, body, shown, chosen.get(qid, [])))
     return out

@@ -1,8 +1,9 @@
 """``recall feedback RUN --format bme``: a run's recall reinforces the ST-BME graph it read, written
 as a **new** graph file (ST-BME @ 590da3b, ``retrieval/dynamics.js::reinforceAccessBatch``).
 
-For each query in the run's order, each node BME would have selected (ranks 1 … ``inject.max_nodes``,
-BME's ``maxRecallNodes`` 12, once per query) is reinforced exactly as ``reinforceAccess`` does:
+For each query in the run's order, each node BME selected (``injection.parquet``'s ``selected``
+when the run had ``inject.format=bme``: BME's ``selectedNodeIds`` after scene reconstruction; else
+ranks 1 … ``inject.max_nodes``, BME's ``maxRecallNodes`` 12; once per query) is reinforced exactly as ``reinforceAccess`` does:
 ``accessCount = (accessCount || 0) + 1``, ``importance = min(10, (importance || 5) + 0.1)`` (so a
 stored 0 restarts at 5, as JavaScript's ``||`` does), ``lastAccessTime = now`` (ms epoch). One
 addition per access, in order, so the floats are the ones ST-BME's replay of the same recalls gives.
@@ -47,6 +48,19 @@ def selected(recall: pl.DataFrame, cap: int) -> list[list[str]]:
     return out
 
 
+def picks(run_dir: Path, rows: pl.DataFrame, cap: int) -> list[list[str]]:
+    """What BME reinforces per query: ``injection.parquet``'s ``selected`` (BME's
+    ``selectedNodeIds`` after scene reconstruction, ``inject.format=bme``) where the run wrote it,
+    in the recall's query order; else ranks 1 … ``cap`` of the recall rows."""
+    inj = run_dir / "injection.parquet"
+    sel = pl.read_parquet(inj) if inj.is_file() else None
+    if sel is None or "selected" not in sel.columns:
+        return selected(rows, cap)
+    by_q = dict(zip(sel["query_id"].to_list(), sel["selected"].to_list()))
+    order = rows["query_id"].unique(maintain_order=True).to_list()
+    return [list(by_q.get(q) or []) for q in order]
+
+
 def apply(graph: dict, picks: list[list[str]], now_ms: int) -> dict:
     """``graph`` with ``reinforceAccessBatch`` applied per query's picks, in order (mutates it)."""
     by_id = {n.get("id"): n for n in graph.get("nodes") or [] if isinstance(n, dict)}
@@ -78,6 +92,6 @@ def write_back(
     graph, _files, _kind = read_graph(store)
     cap = (cfg.get("inject") or {}).get("max_nodes") or MAX_RECALL_NODES
     now_ms = int(round(now.timestamp() * 1000))
-    apply(graph, selected(rows, int(cap)), now_ms)
+    apply(graph, picks(Path(run_dir), rows, int(cap)), now_ms)
     atomic_write_bytes(target, json.dumps(graph, ensure_ascii=False, indent=2).encode("utf-8"))
     return target
