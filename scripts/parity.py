@@ -1,7 +1,7 @@
 """Parity with the reference systems' own code (the oracles in ../shared/oracles), one
 subcommand per system.
 
-    python scripts/parity.py bme GRAPH_DIR [GRAPH_DIR ...] [--bme SRC] [--out DIR]
+    python scripts/parity.py bme GRAPH_DIR [GRAPH_DIR ...] [--bme SRC] [--out DIR] [--drop-visibility]
 
 ``bme``: each GRAPH_DIR holds ``graph.json`` + ``queries.jsonl`` (``oracles/bme/make_graph.py``
 writes them). Runs ST-BME's own ``retrieve()`` (``oracles/bme/run_bme.mjs``, char name Aria, its
@@ -103,6 +103,17 @@ def _bme_ours(gdir: Path, queries: Path, run_dir: Path, select: str) -> dict[str
     return out
 
 
+def _without_visibility(gdir: Path, out: Path) -> Path:
+    """A copy of the graph folder with every node's ``fields.visibility`` removed."""
+    out.mkdir(parents=True, exist_ok=True)
+    g = json.loads((gdir / "graph.json").read_text(encoding="utf-8"))
+    for n in g["nodes"]:
+        (n.get("fields") or {}).pop("visibility", None)
+    (out / "graph.json").write_text(json.dumps(g, ensure_ascii=False), encoding="utf-8")
+    (out / "queries.jsonl").write_bytes((gdir / "queries.jsonl").read_bytes())
+    return out
+
+
 def _agree(ours: list[str], theirs: list[str], n: int, ordered: bool) -> tuple[int, int]:
     a, b = ours[:n], theirs[:n]
     if ordered:
@@ -123,6 +134,7 @@ def bme(a: argparse.Namespace) -> dict:
     }
     report, tot = {}, {c: [0, 0] for c in checks}
     for i, gdir in enumerate(Path(g).resolve() for g in a.graphs):
+        gdir = _without_visibility(gdir, tmp / f"novis-{i}") if a.drop_visibility else gdir
         theirs = _bme_oracle(gdir, tmp / f"oracle-{i}.jsonl", a.bme)
         _bme_queries(theirs, tmp / f"queries-{i}.jsonl")
         ours = {
@@ -161,6 +173,11 @@ def main() -> None:
     b.add_argument("graphs", nargs="+", help="folders with graph.json + queries.jsonl")
     b.add_argument("--bme", default="/tmp/oracles/stbme", help="git archive of ST-BME 590da3b")
     b.add_argument("--out", default=None)
+    b.add_argument(
+        "--drop-visibility",
+        action="store_true",
+        help="remove fields.visibility first (isolates the sealed-visibility deviation)",
+    )
     b.set_defaults(fn=bme)
     a = ap.parse_args()
     print(json.dumps(a.fn(a), indent=1, ensure_ascii=False))
