@@ -298,3 +298,16 @@ def test_unknown_version_and_missing_graph_are_one_line_errors(tmp_path):
     chat.write_text(json.dumps({"chat_metadata": {}}) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match="st_bme_graph"):
         bme.load(str(chat))
+
+
+def test_vectors_auto_true_false(tmp_path):
+    path = write(tmp_path, graph())
+    assert "embedding" in bme.load(path).nodes.columns  # auto: stored vectors kept
+    assert "embedding" not in bme.load(path, vectors=False).nodes.columns
+    g = graph()
+    for n in g["nodes"]:
+        n["embedding"] = None  # as exportGraph writes them
+    bare = write(tmp_path, g, "export.json")
+    assert "embedding" not in bme.load(bare).nodes.columns
+    with pytest.raises(DataError, match="no node has an embedding"):
+        bme.load(bare, vectors=True)

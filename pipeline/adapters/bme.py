@@ -37,7 +37,7 @@ from pipeline.adapters.bme_store import read_graph
 from pipeline.adapters.common import read_jsonl, require_file, sha256_file, slice_queries
 from pipeline.adapters.workspace import load_qrels
 from pipeline.dataset import Dataset
-from pipeline.errors import DataError
+from pipeline.errors import DataError, require_one_of
 from pipeline.schema import KNOWLEDGE_TYPE, conform, parse_timestamp
 
 NODE_SCHEMA = {
@@ -242,11 +242,25 @@ def load(
     qrels: str | None = None,
     limit_queries: int | None = None,
     vector_model: str | None = None,
+    vectors: str | bool = "auto",
 ) -> Dataset:
-    """A Dataset from an ST-BME graph export, chat file (.jsonl) or sync file, with optional queries/qrels."""
+    """A Dataset from an ST-BME graph export, chat file (.jsonl) or sync file, with optional
+    queries/qrels. ``vectors``: auto (the stored node embeddings when any node has one), true
+    (required), false (ignored: the embed stage encodes ``text``)."""
     graph, files, kind = read_graph(path)
     skipped: Counter = Counter()
     nodes, edges, order = frames(graph, str(path), skipped)
+    mode = str(vectors).lower()
+    require_one_of("data.vectors", mode, ("auto", "true", "false"))
+    if mode == "false" and "embedding" in nodes.columns:
+        nodes = nodes.drop("embedding")
+    if mode == "true" and "embedding" not in nodes.columns:
+        raise DataError(
+            str(path),
+            "no node has an embedding (exportGraph nulls them)",
+            "pass the chat or sync file, which keep them, or data.vectors=auto",
+            field="embedding",
+        )
     q = (
         load_queries(queries, graph, order)
         if queries
