@@ -173,6 +173,15 @@ def _oks_pick(
     return {q: out[q] for q in by_q}
 
 
+def _bme(recall, nodes, queries, p: InjectParams, include_archived: bool, edges, schema: dict):
+    """``inject.format=bme``: the texts, the nodes shown and BME's ``selected`` (what it reinforces)."""
+    out = inject_bme.render(
+        recall, nodes, queries, int(p.get("max_nodes")), p.core, include_archived, edges, p.scene
+    )
+    rows = [(q, p.format, t, ids, sel) for q, t, ids, sel in out]
+    return pl.DataFrame(rows, schema={**schema, "selected": pl.List(pl.String)}, orient="row")
+
+
 def render(
     recall: pl.DataFrame,
     nodes: pl.DataFrame,
@@ -196,19 +205,7 @@ def render(
         "node_ids": pl.List(pl.String),
     }
     if fmt == "bme":
-        out = inject_bme.render(
-            recall,
-            nodes,
-            queries,
-            int(p.get("max_nodes")),
-            p.core,
-            include_archived,
-            edges,
-            p.scene,
-        )
-        schema["selected"] = pl.List(pl.String)  # BME's selectedNodeIds (what it reinforces)
-        rows = [(q, fmt, t, ids, sel) for q, t, ids, sel in out]
-        return pl.DataFrame(rows, schema=schema, orient="row")
+        return _bme(recall, nodes, queries, p, include_archived, edges, schema)
     keep = [
         c
         for c in (

@@ -145,6 +145,19 @@ def gate_objective(x: pl.DataFrame) -> pl.Series:
     return g["visible"] | pov
 
 
+def _recalled(recall, nodes, queries, edges, max_nodes: int, include_archived: bool, scene: bool):
+    """(query_id, node_id, rank) of the recalled nodes the injection shows: BME's scene-rebuilt
+    ``selectedNodeIds`` with ``scene``, else ranks 1 … ``max_nodes``."""
+    if not scene or queries is None:
+        return recall.filter(pl.col("rank") <= max_nodes).select("query_id", "node_id", "rank")
+    picks = inject_scene.selected(recall, nodes, queries, edges, max_nodes, include_archived)
+    return pl.DataFrame(
+        [(q, n, r + 1) for q, ns in picks.items() for r, n in enumerate(ns)],
+        schema={"query_id": pl.String, "node_id": pl.String, "rank": pl.Int32},
+        orient="row",
+    )
+
+
 def render(
     recall: pl.DataFrame,
     nodes: pl.DataFrame,
@@ -159,14 +172,7 @@ def render(
     recalled nodes are BME's scene-reconstructed ``selectedNodeIds`` (``inject_scene``), else
     ranks 1 … ``max_nodes``."""
     idx = nodes.select("node_id").with_row_index("node_idx").cast({"node_idx": pl.Int64})
-    top = recall.filter(pl.col("rank") <= max_nodes).select("query_id", "node_id", "rank")
-    if scene and queries is not None:
-        picks = inject_scene.selected(recall, nodes, queries, edges, max_nodes, include_archived)
-        top = pl.DataFrame(
-            [(q, n, r + 1) for q, ns in picks.items() for r, n in enumerate(ns)],
-            schema={"query_id": pl.String, "node_id": pl.String, "rank": pl.Int32},
-            orient="row",
-        )
+    top = _recalled(recall, nodes, queries, edges, max_nodes, include_archived, scene)
     chosen = {
         q: g["node_id"].to_list() for (q,), g in top.group_by("query_id", maintain_order=True)
     }
