@@ -14,6 +14,7 @@ from pipeline import feedback
 # "signals" (the default) is the project's own: a new signals table revision (pipeline.feedback).
 WRITERS: dict[str, str] = {
     "reme": "pipeline.writeback.reme",  # meta/access_log.json in the ReMe store, per (path, day)
+    "bme": "pipeline.writeback.bme",  # a new graph file, the selected nodes reinforced
 }
 FORMATS = ("signals", *sorted(WRITERS))
 
@@ -39,7 +40,8 @@ def main(ap, args: list[str]) -> int:
         "--out",
         default=None,
         help="new table (default: <run_dir>/signals-r<revision>.parquet); with a store format: the "
-        "store root to write into (default: the run's data.path)",
+        "store root to write into (default: the run's data.path); bme: the new graph file "
+        "(default: <run_dir>/st-bme-graph-feedback.json)",
     )
     ap.add_argument(
         "--injected", action="store_true", help="only the rows the injection layer kept"

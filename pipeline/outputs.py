@@ -20,7 +20,14 @@ def write_frames(out_dir: Path, frames: dict[str, pl.DataFrame]) -> None:
         io.write_parquet(Path(out_dir) / f"{name}.parquet", frame)
 
 
-def export(cfg: DictConfig, out_dir: Path, nodes: pl.DataFrame, queries: pl.DataFrame, got) -> None:
+def export(
+    cfg: DictConfig,
+    out_dir: Path,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    got,
+    edges: pl.DataFrame | None = None,
+) -> None:
     """novelty / signals tables, recall.parquet and (``inject.format``) injection.parquet."""
     from pipeline.stages import inject
 
@@ -38,6 +45,7 @@ def export(cfg: DictConfig, out_dir: Path, nodes: pl.DataFrame, queries: pl.Data
                 cfg.inject.format,
                 queries=queries,
                 include_archived=bool(cfg.include_archived),
+                edges=edges,
                 **{k: v for k, v in cfg.inject.items() if k != "format"},
             ),
         )
@@ -107,7 +115,7 @@ def write_outputs(
     from pipeline.stages import analyze
 
     with log.stage("export"):
-        export(cfg, out_dir, nodes, queries, got)
+        export(cfg, out_dir, nodes, queries, got, getattr(ds, "edges", None))
     if cfg.analyze.enabled and got.xb is not None:
         with log.stage("analyze"):
             write_frames(

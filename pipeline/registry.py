@@ -19,6 +19,7 @@ from pipeline.errors import ConfigError
 TARGETS: dict[str, tuple[str, str]] = {
     # data adapters (conf/data/*.yaml): path, name, limit_queries, ... → Dataset
     "beir": ("pipeline.adapters.beir", "load"),
+    "bme": ("pipeline.adapters.bme", "load"),
     "locomo": ("pipeline.adapters.locomo", "load"),
     "musique": ("pipeline.adapters.musique", "load"),
     "parquet": ("pipeline.adapters.parquet", "load"),
@@ -28,6 +29,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     # text encoders (conf/embed/*.yaml: embed.encoder)
     "hashing_embedder": ("pipeline.stages.embed", "HashingEmbedder"),
     "sentence_encoder": ("pipeline.stages.embed", "SentenceEncoder"),
+    "token_hash_embedder": ("pipeline.stages.embed", "TokenHashEmbedder"),
 }
 
 

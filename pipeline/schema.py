@@ -30,8 +30,31 @@ SCOPE_NODE_COLUMNS = {
     "story_time_end": pl.Int64,
     "story_tense": pl.String,
 }
+# ST-BME knowledge gate entries per node (one per knowledge owner with state; ops/knowledge.py)
+KNOWLEDGE_TYPE = pl.List(
+    pl.Struct(
+        {
+            "owner": pl.String,
+            "known": pl.Boolean,
+            "mistaken": pl.Boolean,
+            "hidden": pl.Boolean,
+            "score": pl.Float64,
+        }
+    )
+)
+BME_NODE_COLUMNS = {  # (BME's stored vectors are the shared "embedding" column below)
+    "knowledge": KNOWLEDGE_TYPE,
+    "lex_names": pl.List(pl.String),  # BME's name/title field values (ops/lexcover.column)
+    "lex_fields": pl.List(pl.String),  # BME's summary/insight/state/traits/participants/status
+    "scope_owner_key": pl.String,  # memory-scope.js getScopeOwnerKey
+    "floor": pl.Int64,  # BME node.seq (chat floor; seq holds seqRange[1])
+    "level": pl.Int64,  # summary hierarchy
+    "parent_id": pl.String,
+    "fields": pl.String,  # the node's fields object as JSON
+}
 SCENE_QUERY_COLUMNS = {
     "active_owners": pl.List(pl.String),
+    "active_owner_keys": pl.List(pl.String),  # BME knowledge owners (ops/knowledge.py)
     "active_user_owners": pl.List(pl.String),
     "active_region": pl.String,
     "adjacent_regions": pl.List(pl.String),
@@ -63,6 +86,7 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "speaker": pl.String,
             **SCOPE_NODE_COLUMNS,  # BME scope / story time (stages/scope_policy.py)
             "lesson": pl.String,  # OKS review.lesson (Soul Boost × 1.2 in inject.format=oks)
+            **BME_NODE_COLUMNS,  # data=bme (adapters/bme_nodes.py)
             "embedding": pl.List(pl.Float32),  # a stored vector (stages/vectors.py: bring your own)
             "layer": pl.String,  # ReMe: daily | digest | resource | session (adapters/reme.py)
             "chunk_id": pl.String,  # ReMe's FileChunk.id

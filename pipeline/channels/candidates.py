@@ -146,8 +146,13 @@ class DenseChannel:
         q, n, s = q[order], n[order], s[order]
         head = np.flatnonzero(np.r_[True, (q[1:] != q[:-1]) | (n[1:] != n[:-1])]) if len(q) else q
         best = np.maximum.reduceat(s, head) if len(q) else s
-        q_, n_, _, rank = topk_long(q[head], n[head], best, self.p.candidates)
-        return pl.DataFrame({"query_idx": q_, "node_idx": n_, "dense_rank": rank})
+        q_, n_, s_, rank = topk_long(q[head], n[head], best, self.p.candidates)
+        out = pl.DataFrame({"query_idx": q_, "node_idx": n_, "dense_rank": rank})
+        # BME (per_part): a hit's vector score is the best weight × cosine among the parts whose
+        # top-n list holds it, not among all parts
+        return (
+            out.with_columns(dense_hit=pl.Series(s_, dtype=pl.Float32)) if self.p.per_part else out
+        )
 
     def part_rows(self, groups: list[np.ndarray]) -> list[np.ndarray]:
         """For each group of query indices, the positions of its queries' parts, ascending: what
@@ -261,6 +266,13 @@ def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | 
     qi, ni = cand["query_idx"].to_numpy(), cand["node_idx"].to_numpy()
     if dch is not None:
         cand = cand.with_columns(dense=pl.Series(dch.scores(qi, ni)))
+        if "dense_hit" in cand.columns:
+            hit = pl.col("dense_hit").cast(pl.Float64)
+            cand = cand.with_columns(
+                dense=pl.when(hit.is_not_null())
+                .then(hit.cast(pl.Float32))
+                .otherwise(pl.col("dense"))
+            ).drop("dense_hit")
     if lch is not None:
         cand = cand.with_columns(lexical=pl.Series(lex_scores(qi, ni)))
     return cand

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Callable
+
+import polars as pl
 
 RUN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
 
@@ -62,3 +65,25 @@ def lexical(sources: list[str], names: list[str], summaries: list[str]) -> float
     if p == s == t == 0:
         return 0.0
     return min(1.0, max(p, 0.82 * s, 0.7 * t, 0.75 * p + 0.35 * s + 0.2 * t))
+
+
+def column(df: pl.DataFrame, segments: Callable[[str], list[str]]) -> pl.Series:
+    """``lexical`` for every (query, node) row of ``df`` (``query_idx``, ``query_text`` and the node's
+    fields): ``lex_names`` / ``lex_fields`` lists where the row has them (ST-BME's own field lists),
+    else ``title`` and ``description`` / ``text`` / ``status``; sources = the text + ``segments(text)``."""
+    own = {c for c in ("lex_names", "lex_fields") if isinstance(df.schema.get(c), pl.List)}
+    none = pl.Series([None] * df.height)
+    ln = df["lex_names"] if "lex_names" in own else none
+    lf = df["lex_fields"] if "lex_fields" in own else none
+    srcs: dict[int, list[str]] = {}
+    out = []
+    rows = df.select(
+        "query_idx", "query_text", "title", "description", "text", "status"
+    ).iter_rows()
+    for (qi, qt, ti, de, tx, st), names, fields in zip(rows, ln, lf):
+        if qi not in srcs:
+            srcs[qi] = [qt or ""] + segments(qt or "")
+        names = list(names) if names is not None else [ti or ""]
+        fields = list(fields) if fields is not None else [de or "", tx or "", st or ""]
+        out.append(lexical(srcs[qi], names, fields))
+    return pl.Series(out, dtype=pl.Float64)

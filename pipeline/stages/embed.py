@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import sqlite3
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -195,6 +196,41 @@ class HashingEmbedder:
                 out[i, h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms > 0, norms, 1.0)
+
+
+class TokenHashEmbedder:
+    """The ST-BME oracle's deterministic embedding (``oracles/bme/run_bme.mjs`` ``hashEmbed``):
+    NFKC, lower case, tokens ``[a-z0-9]+`` or one CJK character, FNV-1a 32-bit over each token's
+    UTF-8 bytes into bucket ``h % dim`` with sign −1 when bit 31 is set, L2-normalised (no token:
+    a zero vector, cosine 0). For parity runs against that oracle; no semantic quality."""
+
+    TOKEN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]")
+
+    def __init__(self, dim: int = 16, model_id: str = "oracle_hash-16") -> None:
+        self.dim, self.model_id = dim, model_id
+
+    @property
+    def cache_id(self) -> str:
+        """The encoder's settings and code as JSON: the embedding cache's key prefix."""
+        return _settings_id(model_id=self.model_id, dim=self.dim, normalize=True)
+
+    @staticmethod
+    def fnv1a32(token: str) -> int:
+        """FNV-1a 32-bit hash of the token's UTF-8 bytes."""
+        h = 0x811C9DC5
+        for byte in token.encode("utf-8"):
+            h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+        return h
+
+    def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
+        """Unit-norm signed token-hash vectors (float64 sums, then float32)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float64)
+        for i, t in enumerate(texts):
+            for tok in self.TOKEN.findall(unicodedata.normalize("NFKC", t).lower()):
+                h = self.fnv1a32(tok)
+                out[i, h % self.dim] += -1.0 if h & 0x80000000 else 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return (out / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
 def embed_cached(

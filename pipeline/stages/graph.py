@@ -191,10 +191,13 @@ def build(
     skipped = Counter() if skipped is None else skipped
     if seg is not None and (p.mentions or p.knn_k > 0):
         raise ValueError("mention and kNN edges are found over the whole table, not per segment")
+    stored = explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight)
+    # a store that keeps its own chain (ST-BME prevId/nextId → "temporal" edges) replaces the derived one
+    own_chain = bool((stored["relation"] == "temporal").any())
     out = pl.concat(
         [
-            explicit_edges(edges, nodes["node_id"], p.relation_weights, skipped, p.default_weight),
-            temporal_edges(nodes, p, seg),
+            stored,
+            pl.DataFrame(schema=EDGE_SCHEMA) if own_chain else temporal_edges(nodes, p, seg),
             mention_edges(nodes, p),
             knn_edges(xb, p),
         ],

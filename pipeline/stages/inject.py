@@ -63,6 +63,7 @@ class InjectParams:
         False  # oks: order by score × Soul Boost before the floor (the design, not the code)
     )
     goal_reorder: bool = True  # oks: nodes of the query's goal slugs first
+    scene: bool = True  # bme: POV augmentation + scene reconstruction (BME's selectedNodeIds)
 
     def get(self, name: str):
         """The setting ``name``, or the format's default when it is None."""
@@ -172,6 +173,15 @@ def _oks_pick(
     return {q: out[q] for q in by_q}
 
 
+def _bme(recall, nodes, queries, p: InjectParams, include_archived: bool, edges, schema: dict):
+    """``inject.format=bme``: the texts, the nodes shown and BME's ``selected`` (what it reinforces)."""
+    out = inject_bme.render(
+        recall, nodes, queries, int(p.get("max_nodes")), p.core, include_archived, edges, p.scene
+    )
+    rows = [(q, p.format, t, ids, sel) for q, t, ids, sel in out]
+    return pl.DataFrame(rows, schema={**schema, "selected": pl.List(pl.String)}, orient="row")
+
+
 def render(
     recall: pl.DataFrame,
     nodes: pl.DataFrame,
@@ -181,6 +191,7 @@ def render(
     *,
     queries: pl.DataFrame | None = None,
     include_archived: bool = False,
+    edges: pl.DataFrame | None = None,
     **opts,
 ) -> pl.DataFrame:
     """One injection text per query that injects anything; ``node_ids`` lists the nodes it shows.
@@ -194,10 +205,7 @@ def render(
         "node_ids": pl.List(pl.String),
     }
     if fmt == "bme":
-        out = inject_bme.render(
-            recall, nodes, queries, int(p.get("max_nodes")), p.core, include_archived
-        )
-        return pl.DataFrame([(q, fmt, t, ids) for q, t, ids in out], schema=schema, orient="row")
+        return _bme(recall, nodes, queries, p, include_archived, edges, schema)
     keep = [
         c
         for c in (

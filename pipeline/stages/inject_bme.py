@@ -9,6 +9,8 @@ bucket (``scope_policy.scope_bucket``; without scope columns every node is objec
   merged in ``[Memory - Objective / Global]``, capped at 6; other owners' POV nodes are left out;
 - inside a section: most recent first (``seq`` desc, then importance desc, default 5), grouped by
   type, each group ``<type>:`` + a markdown table of the columns non-empty for one of its nodes;
+- with a ``knowledge`` column (``data=bme``), objective nodes the query's knowledge owners cannot see
+  are left out (the gate without score evidence, as ``buildScopedInjectionBuckets``);
 - a node is printed once; if every bucket is empty: ``[Memory - Core]`` + ``[Memory - Recalled]``.
 """
 
@@ -18,6 +20,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.ops.scope import scope_groups
+from pipeline.schema import KNOWLEDGE_TYPE
+from pipeline.stages import inject_scene
 from pipeline.stages.scope_policy import NODE_COLS, QUERY_COLS, SCOPE_BUCKETS, gather, scope_bucket
 
 ALWAYS_INJECT = ("event", "rule", "thread", "synopsis")
@@ -117,6 +121,43 @@ def text(rows: list[dict]) -> tuple[str, list[str]]:
     return "\n".join(lines).rstrip(), shown
 
 
+def gate_objective(x: pl.DataFrame) -> pl.Series:
+    """False for the objective nodes the query's knowledge owners cannot see
+    (``buildScopedInjectionBuckets``: the gate with no vector, graph or lexical evidence)."""
+    from pipeline.ops import knowledge
+
+    prio = x.select(scope_bucket()).to_series().cast(pl.Int64).to_numpy()
+    pov = x["scope_layer"].fill_null("").str.to_lowercase() == "pov"
+    zero = pl.Series([0.0] * x.height)
+    g = knowledge.gate(
+        pl.DataFrame(
+            {
+                "knowledge": x["knowledge"],
+                "active_owner_keys": x["active_owner_keys"],
+                "pov": pov,
+                "bucket": pl.Series(SCOPE_BUCKETS)[prio],
+                "vector": zero,
+                "graph": zero,
+                "lexical": zero,
+            }
+        )
+    )
+    return g["visible"] | pov
+
+
+def _recalled(recall, nodes, queries, edges, max_nodes: int, include_archived: bool, scene: bool):
+    """(query_id, node_id, rank) of the recalled nodes the injection shows: BME's scene-rebuilt
+    ``selectedNodeIds`` with ``scene``, else ranks 1 … ``max_nodes``."""
+    if not scene or queries is None:
+        return recall.filter(pl.col("rank") <= max_nodes).select("query_id", "node_id", "rank")
+    picks = inject_scene.selected(recall, nodes, queries, edges, max_nodes, include_archived)
+    return pl.DataFrame(
+        [(q, n, r + 1) for q, ns in picks.items() for r, n in enumerate(ns)],
+        schema={"query_id": pl.String, "node_id": pl.String, "rank": pl.Int32},
+        orient="row",
+    )
+
+
 def render(
     recall: pl.DataFrame,
     nodes: pl.DataFrame,
@@ -124,14 +165,18 @@ def render(
     max_nodes: int,
     core: bool,
     include_archived: bool,
-) -> list[tuple[str, str, list[str]]]:
-    """(query_id, text, node_ids) per query."""
+    edges: pl.DataFrame | None = None,
+    scene: bool = False,
+) -> list[tuple[str, str, list[str], list[str]]]:
+    """(query_id, text, node_ids, selected) per query; with ``edges`` (``inject.scene``) the
+    recalled nodes are BME's scene-reconstructed ``selectedNodeIds`` (``inject_scene``), else
+    ranks 1 … ``max_nodes``."""
     idx = nodes.select("node_id").with_row_index("node_idx").cast({"node_idx": pl.Int64})
-    sel = (
-        recall.filter(pl.col("rank") <= max_nodes)
-        .select("query_id", "node_id", "rank")
-        .join(idx, on="node_id")
-    )
+    top = _recalled(recall, nodes, queries, edges, max_nodes, include_archived, scene)
+    chosen = {
+        q: g["node_id"].to_list() for (q,), g in top.group_by("query_id", maintain_order=True)
+    }
+    sel = top.join(idx, on="node_id")
     both = sel.with_columns(core=pl.lit(False))
     if core and queries is not None:
         extra = core_rows(nodes, queries, include_archived).join(idx, on="node_idx")
@@ -147,9 +192,15 @@ def render(
     qidx = q.select("query_id").with_row_index("query_idx").cast({"query_idx": pl.Int64})
     both = both.join(qidx, on="query_id")
     x = pl.concat(
-        [gather(nodes, both["node_idx"], NODE_COLS), gather(q, both["query_idx"], QUERY_COLS)],
+        [
+            gather(nodes, both["node_idx"], {**NODE_COLS, "knowledge": KNOWLEDGE_TYPE}),
+            gather(q, both["query_idx"], QUERY_COLS),
+        ],
         how="horizontal",
     )
+    if "knowledge" in nodes.columns:
+        keep = gate_objective(x)
+        both, x = both.filter(keep), x.filter(keep)
     keep = [
         c
         for c in ("text", "title", "type", "tags", "status", "importance", "seq")
@@ -165,5 +216,5 @@ def render(
     for (qid,), g in full.group_by("query_id", maintain_order=True):
         body, shown = text(list(g.iter_rows(named=True)))
         if shown:
-            out.append((qid, body, shown))
+            out.append((qid, body, shown, chosen.get(qid, [])))
     return out

@@ -26,7 +26,7 @@ from typing import Callable, ClassVar
 import polars as pl
 
 from pipeline.errors import require_one_of
-from pipeline.schema import SCENE_QUERY_COLUMNS, SCOPE_NODE_COLUMNS
+from pipeline.schema import KNOWLEDGE_TYPE, SCENE_QUERY_COLUMNS, SCOPE_NODE_COLUMNS
 from pipeline.stage import Params
 
 log = logging.getLogger(__name__)
@@ -191,9 +191,53 @@ def cue_mode(queries: pl.DataFrame, p: ScopeParams) -> pl.Series:
     ).to_series()
 
 
+FACTOR_COLS = ("bme_scope", "bme_story_time", "bme_knowledge", "bme_owner_coverage")
+
+
+def knowledge_columns(cand: pl.DataFrame, x: pl.DataFrame, prio: pl.Series | None) -> dict:
+    """BME's knowledge gate (``pipeline.ops.knowledge``) per candidate: ``_visible`` (rows to keep),
+    the factors ``bme_knowledge`` and ``bme_owner_coverage``, and ``bme_lexical`` (the gate's
+    lexical input, reused by the score term)."""
+    from pipeline.ops import knowledge, lexcover
+    from pipeline.stages.query import intent_segments
+
+    has_text = {"query_text", "title", "description", "text", "status"} <= set(cand.columns)
+    lex = lexcover.column(cand, intent_segments) if has_text else pl.Series([0.0] * cand.height)
+    vec = (
+        cand["dense"].fill_null(0.0) if "dense" in cand.columns else pl.Series([0.0] * cand.height)
+    )
+    if "dense_rank" in cand.columns:
+        vec = pl.select(
+            pl.when(cand["dense_rank"].is_not_null()).then(vec).otherwise(0.0)
+        ).to_series()
+    graph = (
+        cand["graph"].fill_null(0.0) if "graph" in cand.columns else pl.Series([0.0] * cand.height)
+    )
+    names = pl.Series(SCOPE_BUCKETS)[prio.cast(pl.Int64).to_numpy()] if prio is not None else None
+    g = knowledge.gate(
+        pl.DataFrame(
+            {
+                "knowledge": x["knowledge"],
+                "active_owner_keys": x["active_owner_keys"],
+                "pov": (x["scope_layer"].fill_null("").str.to_lowercase() == "pov"),
+                "bucket": names if names is not None else pl.Series(["objectiveGlobal"] * x.height),
+                "vector": vec.cast(pl.Float64),
+                "graph": graph.cast(pl.Float64),
+                "lexical": lex,
+            }
+        )
+    )
+    cols = {
+        c: g[c]
+        for c in ("bme_knowledge", "bme_owner_coverage", "knowledge_anchored", "knowledge_rescued")
+    }
+    return {"_visible": g["visible"], "bme_lexical": lex, **cols}
+
+
 def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: ScopeParams) -> Applied:
     """BME's scope and story-time buckets for every candidate: factor columns and, with ``sort``, priorities."""
     parts = {"scope": "scope_layer" in nodes.columns, "story": "story_time" in nodes.columns}
+    parts["scope"] |= "knowledge" in nodes.columns  # the knowledge gate needs the scope bucket
     for part, ok in parts.items():
         if not ok:
             log.warning(
@@ -207,7 +251,7 @@ def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: Scope
     q = queries.with_columns(cue=cue_mode(queries, p))
     x = pl.concat(
         [
-            gather(nodes, cand["node_idx"], NODE_COLS),
+            gather(nodes, cand["node_idx"], {**NODE_COLS, "knowledge": KNOWLEDGE_TYPE}),
             gather(q, cand["query_idx"], {**QUERY_COLS, "cue": pl.String}),
         ],
         how="horizontal",
@@ -224,11 +268,14 @@ def bme(cand: pl.DataFrame, nodes: pl.DataFrame, queries: pl.DataFrame, p: Scope
         cols["bme_story_time"] = s["w"] if p.soft_directing else pl.Series([1.0] * x.height)
         cols["story_priority"] = s["p"]
         keep = ~s["s"] if p.soft_directing else keep
+    if "knowledge" in nodes.columns:
+        cols.update(knowledge_columns(cand, x, cols.get("scope_priority")))
+        keep = keep & cols.pop("_visible")
     prios = [c for c in ("scope_priority", "story_priority") if c in cols]
     out.cand = cand.with_columns(
         **{c: v for c, v in cols.items() if p.sort or c not in prios}
     ).filter(keep)
-    out.factors = [c for c in ("bme_scope", "bme_story_time") if c in cols]
+    out.factors = [c for c in FACTOR_COLS if c in cols]
     out.sort_by = prios if p.sort else []
     return out
 

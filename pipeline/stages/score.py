@@ -81,21 +81,20 @@ def _lexical_max(df: pl.DataFrame) -> pl.Expr:  # lexical / per-query max, in [0
     return pl.when(mx > 0).then(x / mx).otherwise(0.0)
 
 
-@term("bme_lexical", needs=("title", "description", "text", "status", QUERY_TEXT))
+@term(
+    "bme_lexical",
+    needs=("title", "description", "text", "status", "lex_names", "lex_fields", QUERY_TEXT),
+)
 def _bme_lexical(df: pl.DataFrame) -> pl.Series:
-    """BME's unit-coverage lexical score (``pipeline.ops.lexcover``): sources = query text + segments."""
-    from pipeline.ops.lexcover import lexical
+    """BME's unit-coverage lexical score (``pipeline.ops.lexcover``): sources = query text + segments.
+    A node's ``lex_names`` / ``lex_fields`` (BME's own field lists, ``data=bme``) are its name and
+    summary fields where present; else ``title`` and ``description``/``text``/``status``."""
+    if "bme_lexical" in df.columns:  # already computed by the scope policy's knowledge gate
+        return df["bme_lexical"]
+    from pipeline.ops.lexcover import column
     from pipeline.stages.query import intent_segments
 
-    srcs: dict[int, list[str]] = {}
-    out = []
-    for qi, qt, ti, de, tx, st in df.select(
-        "query_idx", "query_text", "title", "description", "text", "status"
-    ).iter_rows():
-        if qi not in srcs:
-            srcs[qi] = [qt or ""] + intent_segments(qt or "")
-        out.append(lexical(srcs[qi], [ti or ""], [de or "", tx or "", st or ""]))
-    return pl.Series(out, dtype=pl.Float64)
+    return column(df, intent_segments)
 
 
 @term("importance", needs=("importance",))

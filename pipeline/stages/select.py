@@ -1,7 +1,8 @@
 """Selection: the final top-k per query, by score (``topk``) or diversified (``dpp``, ``mmr``).
 
 DPP (BME): target t = ``target`` (BME's ``llmCandidatePool`` 30) or k; pool = the first
-``pool_mult·t`` candidates by score, quality = score, kernel ``diag(q)·cos·diag(q)``, greedy MAP
+``pool_mult·t`` candidates by score, quality = score (with a scope policy, the score before its
+factors: BME's ``finalScore``), kernel ``diag(q)·cos·diag(q)``, greedy MAP
 batched over all queries (``pipeline.ops.dpp``); min(t, k) picks in greedy order (``dpp_gain`` =
 each pick's marginal gain), then the rest of the list in score order up to k. As in BME, a query
 whose pool is not larger than t keeps its score order. MMR is the alternative.
@@ -152,7 +153,7 @@ def _diversify(
     node = np.full((len(qids), width), -1, np.int64)
     score = np.zeros((len(qids), width), np.float64)
     node[row, col] = pool["node_idx"].to_numpy()
-    score[row, col] = pool["score"].to_numpy()
+    score[row, col] = pool["quality" if "quality" in pool.columns else "score"].to_numpy()
     picks, gains = [], []
     for s in range(0, len(qids), p.batch):
         e = slice(s, s + p.batch)
@@ -250,8 +251,14 @@ def run_stage(ctx, p: SelectParams) -> object:
         if "doc_id" in nodes.columns
         else None
     )
+    cand = ctx.cand
+    if ctx.policy.factors and cand.height:  # BME's DPP quality is finalScore: before scope weights
+        cand = cand.with_columns(
+            quality=pl.col("score")
+            / pl.reduce(lambda a, b: a * b, [pl.col(f) for f in ctx.policy.factors])
+        )
     sel = select(
-        ctx.cand,
+        cand,
         int(cfg.k),
         dataclasses.replace(p, sort_by=tuple(ctx.policy.sort_by)),
         ctx.xb,

@@ -1,0 +1,288 @@
+"""``data=bme``: an ST-BME graph (export, chat file or sync file) → the data contract.
+
+Nodes, edges and the knowledge gate come from the graph (``pipeline.adapters.bme_nodes``; files
+read by ``pipeline.adapters.bme_store``); queries from a JSON Lines file in the BME oracle's shape
+(``{"query_id", "text", "context"?: ["[user]: …", "[assistant]: …" | {role, text}], "char_name"?,
+"user_name"?}``) plus optional scene state. The scene state per query (what BME resolves at recall
+time) is the query's own where given, else the graph's:
+
+- ``viewer`` = ``char_name`` (BME's visibility filter is SillyTavern's ``name2``);
+- ``active_owner_keys`` (the knowledge gate's owners) = the query's, else the knowledge owners of
+  type character whose name or alias is ``char_name`` (BME's "legacy unique match"; its text and
+  recent-owner heuristics are not reproduced); ``active_owners`` = ``char_name`` and those owners'
+  names; ``active_user_owners`` = ``user_name``, else ``historyState.activeUserPovOwner``;
+- ``active_region`` = ``regionState.manualActiveRegion``, the query's, ``historyState.activeRegion``,
+  ``historyState.lastExtractedRegion``, ``regionState.recentRegions[0]`` (the first given; aliases
+  resolved, ``resolveActiveRegionContext``) and ``adjacent_regions`` its ``adjacencyMap`` entry;
+- ``story_segment`` = the order of ``timelineState.manualActiveSegmentId``, the query's
+  ``story_segment`` (a segment id), ``historyState.activeStorySegmentId`` or the first of
+  ``timelineState.recentSegmentIds`` (``resolveActiveStoryContext``).
+
+``context`` becomes ``[previous user text, last assistant text]`` from the last three context
+lines (BME's ``recallLlmContextMessages`` = 4 lines with the current message), as
+``buildContextQueryBlend`` picks them. ``now`` (ISO or ms epoch) is the query's reference time.
+Node embeddings go to ``embedding``; ``Dataset.notes["vector_model"]`` names their model
+(``vector_model``, else ``vectorIndexState.modelScope``, else ``"st-bme-stored"``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.adapters import bme_nodes as bn
+from pipeline.adapters.bme_store import read_graph
+from pipeline.adapters.common import read_jsonl, require_file, sha256_file, slice_queries
+from pipeline.adapters.workspace import load_qrels
+from pipeline.dataset import Dataset
+from pipeline.errors import DataError, require_one_of
+from pipeline.schema import KNOWLEDGE_TYPE, conform, parse_timestamp
+
+NODE_SCHEMA = {
+    "embedding": pl.List(pl.Float32),
+    "knowledge": KNOWLEDGE_TYPE,
+    "lex_names": pl.List(pl.String),
+    "lex_fields": pl.List(pl.String),
+    "scope_regions": pl.List(pl.String),
+    "visibility": pl.List(pl.String),
+    "story_time": pl.Int64,
+    "story_time_end": pl.Int64,
+    "parent_id": pl.String,
+    "scope_owner_type": pl.String,
+    "scope_owner": pl.String,
+    "scope_owner_key": pl.String,
+    "scope_region": pl.String,
+    "story_tense": pl.String,
+    "description": pl.String,
+    "status": pl.String,
+    "title": pl.String,
+}
+QUERY_SCHEMA = {
+    "query_id": pl.String,
+    "text": pl.String,
+    "context": pl.List(pl.String),
+    "viewer": pl.String,
+    "now": pl.Datetime("us", "UTC"),
+    "doc_scope": pl.List(pl.String),
+    "active_owner_keys": pl.List(pl.String),
+    "active_owners": pl.List(pl.String),
+    "active_user_owners": pl.List(pl.String),
+    "active_region": pl.String,
+    "adjacent_regions": pl.List(pl.String),
+    "story_segment": pl.Int64,
+}
+
+
+def _state(graph: dict, key: str) -> dict:
+    return graph.get(key) if isinstance(graph.get(key), dict) else {}
+
+
+def _region(graph: dict, preferred: str | None) -> tuple[str | None, list[str] | None]:
+    """``resolveActiveRegionContext`` + ``resolveAdjacentRegions`` (aliases → canonical name)."""
+    rs, hs = _state(graph, "regionState"), _state(graph, "historyState")
+    adj = rs.get("adjacencyMap") if isinstance(rs.get("adjacencyMap"), dict) else {}
+    alias = {}
+    for name, entry in adj.items():
+        alias[name.strip().lower()] = name.strip()
+        for a in (entry or {}).get("aliases") or []:
+            alias[str(a).strip().lower()] = name.strip()
+    recent = [str(r).strip() for r in rs.get("recentRegions") or [] if str(r).strip()]
+    cands = [
+        rs.get("manualActiveRegion"),
+        preferred,
+        hs.get("activeRegion"),
+        hs.get("lastExtractedRegion"),
+    ]
+    region = next((str(c).strip() for c in [*cands, *recent[:1]] if c and str(c).strip()), "")
+    if not region:
+        return None, None
+    region = alias.get(region.lower(), region)
+    near = list(
+        dict.fromkeys(str(a).strip() for a in (adj.get(region) or {}).get("adjacent") or [])
+    )
+    return region, [a for a in near if a] or None
+
+
+def _segment(graph: dict, preferred: str | None, order: dict[str, int]) -> int | None:
+    tl, hs = _state(graph, "timelineState"), _state(graph, "historyState")
+    cands = [tl.get("manualActiveSegmentId"), preferred, hs.get("activeStorySegmentId")]
+    cands += list(tl.get("recentSegmentIds") or [])
+    return next((order[str(c).strip()] for c in cands if c and str(c).strip() in order), None)
+
+
+def _owners(graph: dict, char_name: str | None) -> tuple[list[str], list[str]]:
+    """(owner keys, owner names) of the character knowledge owners named ``char_name``."""
+    owners = _state(_state(graph, "knowledgeState"), "owners")
+    name = (char_name or "").strip().lower()
+    keys, names = [], []
+    for key in sorted(owners):
+        s = owners[key] if isinstance(owners[key], dict) else {}
+        aliases = {str(a).strip().lower() for a in [s.get("ownerName"), *(s.get("aliases") or [])]}
+        if name and s.get("ownerType") == "character" and name in aliases:
+            keys.append(key.strip())
+            names.append(str(s.get("ownerName") or "").strip())
+    return keys, names
+
+
+def _context(ctx, text: str, where: str, i: int) -> list[str] | None:
+    """[previous user text, last assistant text] from the last three context lines."""
+    if ctx is None:
+        return None
+    if not isinstance(ctx, list):
+        raise DataError(
+            where,
+            "'context' must be a list",
+            'write "context": ["[user]: ..."]',
+            row=i,
+            field="context",
+        )
+    lines = []
+    for item in ctx[-3:]:
+        if isinstance(item, dict):
+            lines.append((str(item.get("role") or "").lower(), bn.strings(item.get("text"))))
+        else:
+            role, _, body = str(item).partition("]:")
+            lines.append((role.strip("[ ").lower(), bn.strings(body)) if body else ("", []))
+    assistant = next((t[0] for r, t in reversed(lines) if r == "assistant" and t), "")
+    cur = " ".join(text.split()).lower()
+    user = next(
+        (
+            t[0]
+            for r, t in reversed(lines)
+            if r == "user" and t and " ".join(t[0].split()).lower() != cur
+        ),
+        "",
+    )
+    return [user, assistant] if user or assistant else None
+
+
+def _now(value, where: str, i: int):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return bn.ms(value, where, i, "now")
+    return parse_timestamp(value, where, i, "now")
+
+
+def query_row(r: dict, graph: dict, order: dict[str, int], where: str, i: int) -> dict:
+    """One query's contract row with its scene state (the query's, else the graph's)."""
+    text = str(r.get("text") or "")
+    char = r.get("char_name") or None
+    keys, names = _owners(graph, char)
+    keys = r["active_owner_keys"] if "active_owner_keys" in r else keys
+    region, adjacent = _region(graph, r.get("active_region"))
+    user = r.get("user_name") or _state(graph, "historyState").get("activeUserPovOwner") or None
+    return {
+        "query_id": None if r.get("query_id") is None else str(r["query_id"]),
+        "text": text,
+        "context": _context(r.get("context"), text, where, i),
+        "viewer": r.get("viewer", char),
+        "now": _now(r.get("now"), where, i),
+        "doc_scope": r.get("doc_scope"),
+        "active_owner_keys": keys or None,
+        "active_owners": r.get("active_owners")
+        or list(dict.fromkeys(n for n in [char, *names] if n))
+        or None,
+        "active_user_owners": r.get("active_user_owners") or ([user] if user else None),
+        "active_region": region,
+        "adjacent_regions": r["adjacent_regions"] if "adjacent_regions" in r else adjacent,
+        "story_segment": _segment(graph, r.get("story_segment"), order),
+    }
+
+
+def frames(graph: dict, where: str, skipped: Counter) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    """(nodes, edges, segment orders) of a checked graph."""
+    order = bn.segment_orders(graph)
+    rows = bn.with_doc_ids(
+        [bn.node_row(n, i, where, order) for i, n in enumerate(graph.get("nodes") or [])]
+    )
+    if not rows:
+        raise DataError(
+            where, "the graph has no nodes", "pass a graph ST-BME has extracted memories into"
+        )
+    for r, k in zip(rows, bn.knowledge(graph, rows)):
+        r["knowledge"] = k
+    nodes = pl.DataFrame(rows, schema_overrides=NODE_SCHEMA, infer_schema_length=None)
+    if nodes["embedding"].null_count() == nodes.height:
+        nodes = nodes.drop("embedding")
+    if nodes["knowledge"].null_count() == nodes.height:
+        nodes = nodes.drop("knowledge")
+    e = bn.edge_rows(graph, where)
+    es = {"src": pl.String, "dst": pl.String, "relation": pl.String, "weight": pl.Float32,
+          "inhibit": pl.Boolean, "valid_to": pl.Datetime("us", "UTC")}  # fmt: skip
+    edges = pl.DataFrame(e, schema=es)
+    ids = set(nodes["node_id"])
+    keep = (
+        edges["src"].is_in(list(ids))
+        & edges["dst"].is_in(list(ids))
+        & (edges["src"] != edges["dst"])
+    )
+    if int((~keep).sum()):
+        skipped["edge_dangling_or_self"] += int((~keep).sum())
+    return conform(nodes, "nodes", where), conform(edges.filter(keep), "edges", where), order
+
+
+def load_queries(path: str, graph: dict, order: dict[str, int]) -> pl.DataFrame:
+    """The queries file's rows with their scene state, in the contract (empty columns dropped)."""
+    where = str(path)
+    rows = [
+        query_row(r, graph, order, where, i)
+        for i, r in enumerate(read_jsonl(require_file(path, "queries file")))
+    ]
+    df = pl.DataFrame(rows, schema=QUERY_SCHEMA)
+    keep = [c for c in df.columns if c in ("query_id", "text") or df[c].null_count() < df.height]
+    return conform(df.select(keep), "queries", where)
+
+
+def load(
+    path: str,
+    *,
+    name: str = "bme",
+    queries: str | None = None,
+    qrels: str | None = None,
+    limit_queries: int | None = None,
+    vector_model: str | None = None,
+    vectors: str | bool = "auto",
+) -> Dataset:
+    """A Dataset from an ST-BME graph export, chat file (.jsonl) or sync file, with optional
+    queries/qrels. ``vectors``: auto (the stored node embeddings when any node has one), true
+    (required), false (ignored: the embed stage encodes ``text``)."""
+    graph, files, kind = read_graph(path)
+    skipped: Counter = Counter()
+    nodes, edges, order = frames(graph, str(path), skipped)
+    mode = str(vectors).lower()
+    require_one_of("data.vectors", mode, ("auto", "true", "false"))
+    if mode == "false" and "embedding" in nodes.columns:
+        nodes = nodes.drop("embedding")
+    if mode == "true" and "embedding" not in nodes.columns:
+        raise DataError(
+            str(path),
+            "no node has an embedding (exportGraph nulls them)",
+            "pass the chat or sync file, which keep them, or data.vectors=auto",
+            field="embedding",
+        )
+    q = (
+        load_queries(queries, graph, order)
+        if queries
+        else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    )
+    model = (
+        vector_model
+        or str(_state(graph, "vectorIndexState").get("modelScope") or "")
+        or "st-bme-stored"
+    )
+    notes = {"bme_store": f"{kind} (graph version {graph.get('version')})"}
+    if "embedding" in nodes.columns:
+        notes["vector_model"] = model
+    extra = [Path(x) for x in (queries, qrels) if x]
+    ds = Dataset(
+        name=name,
+        nodes=nodes,
+        edges=edges,
+        queries=q,
+        qrels=load_qrels(qrels) if qrels else None,
+        fingerprints={str(f): sha256_file(f) for f in [*files, *extra]},
+        skipped=skipped,
+        notes=notes,
+    )
+    return slice_queries(ds, limit_queries)

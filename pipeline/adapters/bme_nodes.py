@@ -1,0 +1,336 @@
+"""ST-BME graph nodes and edges → the contract's node and edge rows (ST-BME @ 590da3b).
+
+Field by field (``docs/presets.md``, ``bme``: store field → pipeline step):
+
+- ``id`` → ``node_id``; ``type``; ``importance`` (0–10, missing 5 as ``createNode``);
+  ``createdTime`` / ``updatedAt`` / ``lastAccessTime`` (ms epoch) → ``created_at`` /
+  ``updated_at`` / ``last_access_at``; ``accessCount`` → ``access_count``; ``archived``;
+  ``seqRange[1]`` (else ``seq``) → ``seq`` (BME orders by ``seqRange[1]``), ``seq`` → ``floor``
+  (the chat floor; scene reconstruction's nearest events);
+- ``fields`` kept whole as JSON (``fields``), and split as BME reads them: ``name``/``title`` →
+  ``title`` and ``lex_names``; ``summary``/``insight``/``state``/``traits``/``participants``/
+  ``status`` → ``lex_fields`` (``retriever.js::computeLexicalScore``'s two field lists, arrays
+  expanded); ``summary`` (else ``insight``) → ``description``; ``status``; ``visibility`` (list or
+  comma string) → ``visibility``; ``text`` = the fields as ``vector-index.js::buildNodeVectorText``
+  lays them out (without its scope suffix);
+- ``embedding`` → ``embedding`` (float32; bring your own vectors);
+- ``level`` / ``parentId`` → ``level`` / ``parent_id`` (summary hierarchy); ``doc_id`` = the path
+  of ids along ``parentId`` from the topmost summary down to the node (``sum1/ev1``; a node without
+  a parent: its id), so a ``doc_scope`` of a summary covers what it summarises;
+- ``scope`` → ``scope_layer``, ``scope_owner_type``, ``scope_owner`` (ownerName, else ownerId),
+  ``scope_owner_key`` (``memory-scope.js::getScopeOwnerKey``), ``scope_region`` (regionPrimary),
+  ``scope_regions`` (regionPrimary + regionPath + regionSecondary);
+- ``storyTime.segmentId`` / ``storyTimeSpan.{start,end}SegmentId`` (strings) → ``story_time`` /
+  ``story_time_end`` through ``timelineState.segments[].order`` (``getTimelineSegmentOrder``: an
+  unknown id or order 0 is no order); ``storyTime.tense`` → ``story_tense``, only for a node that
+  has a story time (segment id or label), as ``classifyStoryTemporalBucket`` checks that first.
+
+Edges: ``fromId``/``toId`` → ``src``/``dst``, ``strength`` → ``weight`` (null: the graph stage's
+default, BME's 0.8), ``edgeType`` 255 → ``inhibit``, ``relation``, the earlier of ``invalidAt`` /
+``expiredAt`` → ``valid_to`` (``graph.js::isEdgeActive``; ``validAt`` is not checked by BME), and
+every ``prevId``/``nextId`` pair once as a ``temporal`` edge of weight 0.2
+(``buildTemporalAdjacencyMap``'s synthetic links; the graph stage then derives no chain of its own).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+
+from pipeline.errors import DataError
+
+LEX_NAMES = ("name", "title")  # retriever.js computeLexicalScore primary fields
+LEX_FIELDS = ("summary", "insight", "state", "traits", "participants", "status")
+VECTOR_KEYS = (  # vector-index.js buildNodeVectorText preferredKeys
+    "summary", "insight", "title", "name", "state", "traits", "constraint", "goal",
+    "participants", "suggestion", "status", "scope",
+)  # fmt: skip
+INHIBIT_EDGE_TYPE = 255
+TEMPORAL_LINK_STRENGTH = 0.2  # settings-defaults.js recallTemporalLinkStrength
+
+
+def ms(value, where: str, row: int, field: str) -> dt.datetime | None:
+    """A ms-epoch number as a UTC datetime (None stays None); anything else is a DataError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DataError(
+            where, f"'{field}' is {value!r}, not a ms epoch", "write a number", row=row, field=field
+        )
+    return dt.datetime.fromtimestamp(value / 1000.0, tz=dt.timezone.utc)
+
+
+def strings(value) -> list[str]:
+    """BME's ``collectNodeLexicalTexts`` for one field: a trimmed string, or an array's strings."""
+    if isinstance(value, str):
+        return [value.strip()] if value.strip() else []
+    if isinstance(value, list):
+        return [v.strip() for v in value if isinstance(v, str) and v.strip()]
+    return []
+
+
+def _vector_part(key: str, value, preferred: bool) -> str | None:
+    if value is None or value == "" or (isinstance(value, list) and not value):
+        return None
+    if isinstance(value, list):
+        body = ", ".join(map(str, value))
+    elif isinstance(value, dict):
+        body = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    else:
+        body = str(value)
+    return body if preferred else f"{key}: {body}"
+
+
+def vector_text(fields: dict) -> str:
+    """The fields part of ``buildNodeVectorText``: preferred keys first, then the rest as ``key: value``."""
+    parts = [_vector_part(k, fields.get(k), True) for k in VECTOR_KEYS]
+    parts += [
+        _vector_part(k, v, False)
+        for k, v in fields.items()
+        if k not in VECTOR_KEYS and k != "embedding"
+    ]
+    return " | ".join(p for p in parts if p).strip()
+
+
+def _path(nid: str, parent: dict[str, str | None]) -> str:
+    """``root/…/parent/nid`` along ``parentId`` (an unknown parent or a cycle ends the path)."""
+    path, cur = [nid], nid
+    while parent.get(cur) and parent[cur] in parent and parent[cur] not in path:
+        cur = parent[cur]
+        path.append(cur)
+    return "/".join(reversed(path))
+
+
+def _scope(scope) -> dict:
+    """``normalizeMemoryScope`` (the parts recall reads): layer, owner, region tokens."""
+    s = scope if isinstance(scope, dict) else {}
+    layer = "pov" if s.get("layer") == "pov" else "objective"
+    otype = str(s.get("ownerType") or "").strip() if layer == "pov" else ""
+    otype = otype if otype in ("character", "user") else ""
+    oid = str(s.get("ownerId") or s.get("ownerName") or "").strip() if otype else ""
+    oname = str(s.get("ownerName") or "").strip() if otype else ""
+    prim = [t.strip() for t in str(s.get("regionPrimary") or "").split("/") if t.strip()]
+    path = [str(t).strip() for t in (s.get("regionPath") or []) if str(t).strip()]
+    region = prim[-1] if prim else (path[-1] if path else "")
+    sec = [str(t).strip() for t in (s.get("regionSecondary") or []) if str(t).strip()]
+    tokens = list(dict.fromkeys([region, *path, *sec]) if region or path or sec else [])
+    return {
+        "scope_layer": layer,
+        "scope_owner_type": otype or None,
+        "scope_owner": (oname or oid) or None,
+        "scope_owner_key": f"{otype}:{oid.lower()}" if otype and oid else None,
+        "scope_region": region or None,
+        "scope_regions": [t for t in tokens if t] or None,
+    }
+
+
+def _story(node: dict, order: dict[str, int]) -> dict:
+    st = node.get("storyTime") if isinstance(node.get("storyTime"), dict) else {}
+    span = node.get("storyTimeSpan") if isinstance(node.get("storyTimeSpan"), dict) else {}
+    seg, start, end = (
+        str(x or "").strip()
+        for x in (st.get("segmentId"), span.get("startSegmentId"), span.get("endSegmentId"))
+    )
+    dated = any(
+        str(x or "").strip()
+        for x in (seg, st.get("label"), start, span.get("startLabel"), end, span.get("endLabel"))
+    )
+    point = order.get(seg)
+    first = order.get(start, point) if start in order else point
+    last = order.get(end, point) if end in order else point
+    both = dated and first is not None and last is not None  # else BME's "temporal-unknown"
+    return {
+        "story_time": first if both else None,
+        "story_time_end": last if both else None,
+        "story_tense": (str(st.get("tense") or "unknown").strip() or "unknown") if dated else None,
+    }
+
+
+def segment_orders(graph: dict) -> dict[str, int]:
+    """``timelineState.segments``: id → order (an order of 0 or none is no order, as in BME)."""
+    tl = graph.get("timelineState") if isinstance(graph.get("timelineState"), dict) else {}
+    out = {}
+    for seg in tl.get("segments") or []:
+        if isinstance(seg, dict) and str(seg.get("id") or "").strip():
+            o = seg.get("order")
+            if isinstance(o, (int, float)) and not isinstance(o, bool) and math.isfinite(o) and o:
+                out[str(seg["id"]).strip()] = int(o)
+    return out
+
+
+def _embedding(value, where: str, row: int) -> list[float] | None:
+    if value is None:
+        return None
+    ok = (
+        isinstance(value, list)
+        and value
+        and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            for x in value
+        )
+    )
+    if not ok:
+        raise DataError(
+            where,
+            "'embedding' is not a list of finite numbers",
+            "write null or a float array",
+            row=row,
+            field="embedding",
+        )
+    return [float(x) for x in value]
+
+
+def _number(value, default, where: str, row: int, field: str):
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DataError(
+            where,
+            f"'{field}' is {value!r}, not a number",
+            f"write {field} as a number",
+            row=row,
+            field=field,
+        )
+    return value
+
+
+def node_row(node: dict, i: int, where: str, order: dict[str, int]) -> dict:
+    """One node's contract row (without ``doc_id`` and ``knowledge``)."""
+    if not isinstance(node, dict) or not isinstance(node.get("id"), str) or not node["id"].strip():
+        raise DataError(
+            where, "node has no string 'id'", "give every node an id", row=f"nodes[{i}]", field="id"
+        )
+    f = node.get("fields") if isinstance(node.get("fields"), dict) else {}
+    rng = node.get("seqRange")
+    seq = _number(node.get("seq"), 0, where, i, "seq")
+    end = rng[1] if isinstance(rng, list) and len(rng) == 2 else seq
+    vis = f.get("visibility")
+    vis = [v.strip() for v in vis.split(",") if v.strip()] if isinstance(vis, str) else vis
+    names, lex = (
+        [x for k in LEX_NAMES for x in strings(f.get(k))],
+        [x for k in LEX_FIELDS for x in strings(f.get(k))],
+    )
+    return {
+        "node_id": node["id"],
+        "text": vector_text(f),
+        "title": (strings(f.get("title")) or strings(f.get("name")) or [None])[0],
+        "description": (strings(f.get("summary")) or strings(f.get("insight")) or [None])[0],
+        "status": (strings(f.get("status")) or [None])[0],
+        "type": None if node.get("type") is None else str(node["type"]),
+        "importance": float(_number(node.get("importance"), 5.0, where, i, "importance")),
+        "created_at": ms(node.get("createdTime"), where, i, "createdTime"),
+        "updated_at": ms(node.get("updatedAt"), where, i, "updatedAt"),
+        "last_access_at": ms(
+            node.get("lastAccessTime", node.get("createdTime")), where, i, "lastAccessTime"
+        ),
+        "access_count": int(_number(node.get("accessCount"), 0, where, i, "accessCount")),
+        "archived": bool(node.get("archived")),
+        "visibility": [str(v) for v in vis] if isinstance(vis, list) else None,
+        "seq": int(_number(end, seq, where, i, "seqRange[1]")),
+        "floor": int(seq),
+        "level": int(_number(node.get("level"), 0, where, i, "level")),
+        "parent_id": node.get("parentId") or None,
+        "lex_names": names,
+        "lex_fields": lex,
+        "fields": json.dumps(f, ensure_ascii=False, sort_keys=True),
+        "embedding": _embedding(node.get("embedding"), where, i),
+        **_scope(node.get("scope")),
+        **_story(node, order),
+    }
+
+
+def with_doc_ids(rows: list[dict]) -> list[dict]:
+    """Each row's ``doc_id``: its ancestors' ids and its own along ``parentId``, joined by "/"
+    (``sum1/ev1``), so ``doc_scope=["sum1"]`` covers a summary and everything under it and no two
+    nodes share a document (the graph stage derives no chain: BME's own links are its edges)."""
+    parent = {r["node_id"]: r["parent_id"] for r in rows}
+    return [{**r, "doc_id": _path(r["node_id"], parent)} for r in rows]
+
+
+def _ids(values) -> set[str]:
+    return {str(v).strip() for v in (values or []) if str(v).strip()}
+
+
+def knowledge(graph: dict, rows: list[dict]) -> list[list[dict] | None]:
+    """Per node, one entry per knowledge owner with state: ``{owner, known, mistaken, hidden, score}``,
+    as ``knowledge-state.js::computeKnowledgeGateForSingleOwner`` derives them (known = manual-known,
+    known, the owner's own character node, or a POV node whose owner key equals the owner's node key)."""
+    ks = graph.get("knowledgeState") if isinstance(graph.get("knowledgeState"), dict) else {}
+    owners = ks.get("owners") if isinstance(ks.get("owners"), dict) else {}
+    out: list[list[dict] | None] = [[] for _ in rows]
+    for key in sorted(owners):
+        s = owners[key] if isinstance(owners[key], dict) else {}
+        known = _ids(s.get("knownNodeIds")) | _ids(s.get("manualKnownNodeIds"))
+        mistaken, hidden = _ids(s.get("mistakenNodeIds")), _ids(s.get("manualHiddenNodeIds"))
+        scores = s.get("visibilityScores") if isinstance(s.get("visibilityScores"), dict) else {}
+        node_id = str(s.get("nodeId") or "").strip()
+        own = str(s.get("ownerKey") or "").strip() or key
+        own_key = (
+            f"character:{str(s.get('ownerName') or '').strip().lower()}#{node_id}"
+            if node_id
+            else own
+        )
+        for r, entries in zip(rows, out):
+            nid = r["node_id"]
+            anchored = nid in known or (r["type"] == "character" and node_id == nid)
+            anchored |= r["scope_layer"] == "pov" and r["scope_owner_key"] == own_key
+            sc = scores.get(nid)
+            sc = (
+                min(1.0, max(0.0, float(sc)))
+                if isinstance(sc, (int, float)) and math.isfinite(sc)
+                else 0.0
+            )
+            entries.append(
+                {
+                    "owner": key.strip(),
+                    "known": anchored,
+                    "mistaken": nid in mistaken,
+                    "hidden": nid in hidden,
+                    "score": sc,
+                }
+            )
+    return [e or None for e in out]
+
+
+def edge_rows(graph: dict, where: str) -> list[dict]:
+    """The graph's edges, plus one ``temporal`` edge per prevId/nextId pair."""
+    out = []
+    for i, e in enumerate(graph.get("edges") or []):
+        if not isinstance(e, dict) or not e.get("fromId") or not e.get("toId"):
+            raise DataError(
+                where,
+                "edge has no fromId/toId",
+                "give every edge both ends",
+                row=f"edges[{i}]",
+                field="fromId",
+            )
+        ends = [ms(e.get(k), where, i, k) for k in ("invalidAt", "expiredAt") if e.get(k)]
+        strength = _number(e.get("strength"), None, where, i, "strength")
+        out.append(
+            {
+                "src": str(e["fromId"]),
+                "dst": str(e["toId"]),
+                "relation": str(e.get("relation") or "related"),
+                "weight": None if strength is None else float(strength),
+                "inhibit": e.get("edgeType") == INHIBIT_EDGE_TYPE,
+                "valid_to": min(ends) if ends else None,
+            }
+        )
+    pairs = set()
+    for n in graph.get("nodes") or []:
+        for nb in (n.get("prevId"), n.get("nextId")):
+            if isinstance(nb, str) and nb and nb != n["id"]:
+                pairs.add(tuple(sorted((n["id"], nb))))
+    out += [
+        {
+            "src": a,
+            "dst": b,
+            "relation": "temporal",
+            "weight": TEMPORAL_LINK_STRENGTH,
+            "inhibit": False,
+            "valid_to": None,
+        }
+        for a, b in sorted(pairs)
+    ]
+    return out

@@ -1,0 +1,97 @@
+"""``recall feedback RUN --format bme``: a run's recall reinforces the ST-BME graph it read, written
+as a **new** graph file (ST-BME @ 590da3b, ``retrieval/dynamics.js::reinforceAccessBatch``).
+
+For each query in the run's order, each node BME selected (``injection.parquet``'s ``selected``
+when the run had ``inject.format=bme``: BME's ``selectedNodeIds`` after scene reconstruction; else
+ranks 1 … ``inject.max_nodes``, BME's ``maxRecallNodes`` 12; once per query) is reinforced exactly as ``reinforceAccess`` does:
+``accessCount = (accessCount || 0) + 1``, ``importance = min(10, (importance || 5) + 0.1)`` (so a
+stored 0 restarts at 5, as JavaScript's ``||`` does), ``lastAccessTime = now`` (ms epoch). One
+addition per access, in order, so the floats are the ones ST-BME's replay of the same recalls gives.
+Deviation: ST-BME reinforces after each recall and the next recall sees it; a batch run recalls
+every query against the stored graph, and the reinforcement is applied afterwards.
+
+The graph is read with ``pipeline.adapters.bme_store.read_graph`` (export, chat file or sync file)
+and written as a graph object in ``exportGraph``'s layout (``JSON.stringify(graph, null, 2)``;
+everything else, embeddings included, kept as read) to ``--out`` (default
+``<run_dir>/st-bme-graph-feedback.json``) through a temporary file and a rename. An ``--out`` equal
+to the store itself, or to any file that exists, is refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.adapters.bme_store import read_graph
+from pipeline.errors import UserError
+from pipeline.io import atomic_write_bytes
+
+MAX_RECALL_NODES = 12  # settings-defaults.js recallMaxNodes
+
+
+def reinforce(node: dict, now_ms: int) -> None:
+    """``reinforceAccess`` on one node dict, in place."""
+    node["accessCount"] = (node.get("accessCount") or 0) + 1
+    node["importance"] = min(10, (node.get("importance") or 5) + 0.1)
+    node["lastAccessTime"] = now_ms
+
+
+def selected(recall: pl.DataFrame, cap: int) -> list[list[str]]:
+    """Per query (in recall order), the node ids of ranks 1 … ``cap`` in rank order, unique."""
+    top = recall.filter(pl.col("rank") <= cap).sort("rank", maintain_order=True)
+    out = []
+    for (_q,), g in top.group_by("query_id", maintain_order=True):
+        out.append(list(dict.fromkeys(g["node_id"].to_list())))
+    return out
+
+
+def picks(run_dir: Path, rows: pl.DataFrame, cap: int) -> list[list[str]]:
+    """What BME reinforces per query: ``injection.parquet``'s ``selected`` (BME's
+    ``selectedNodeIds`` after scene reconstruction, ``inject.format=bme``) where the run wrote it,
+    in the recall's query order; else ranks 1 … ``cap`` of the recall rows."""
+    inj = run_dir / "injection.parquet"
+    sel = pl.read_parquet(inj) if inj.is_file() else None
+    if sel is None or "selected" not in sel.columns:
+        return selected(rows, cap)
+    by_q = dict(zip(sel["query_id"].to_list(), sel["selected"].to_list()))
+    order = rows["query_id"].unique(maintain_order=True).to_list()
+    return [list(by_q.get(q) or []) for q in order]
+
+
+def apply(graph: dict, picks: list[list[str]], now_ms: int) -> dict:
+    """``graph`` with ``reinforceAccessBatch`` applied per query's picks, in order (mutates it)."""
+    by_id = {n.get("id"): n for n in graph.get("nodes") or [] if isinstance(n, dict)}
+    for ids in picks:
+        for nid in ids:
+            if nid in by_id:
+                reinforce(by_id[nid], now_ms)
+    return graph
+
+
+def write_back(
+    run_dir: Path, cfg: dict, rows: pl.DataFrame, now: dt.datetime, out: str | None
+) -> Path:
+    """Reinforce the store a finished ``data=bme`` run read with its recall ``rows``; returns the
+    new file's path (``pipeline.cli_feedback.WRITERS``)."""
+    data = cfg.get("data") or {}
+    if data.get("_target_") != "bme":
+        raise UserError(
+            f"{run_dir}: the run did not read an ST-BME store (data=bme); --format bme needs one"
+        )
+    store = Path(data["path"])
+    target = Path(out) if out else Path(run_dir) / "st-bme-graph-feedback.json"
+    if target.resolve() == store.resolve():
+        raise UserError(
+            f"--out {target} is the store the run read; write the reinforced graph to a new file"
+        )
+    if target.exists():
+        raise UserError(f"{target} exists; feedback never overwrites a file (pass a new --out)")
+    graph, _files, _kind = read_graph(store)
+    cap = (cfg.get("inject") or {}).get("max_nodes") or MAX_RECALL_NODES
+    now_ms = int(round(now.timestamp() * 1000))
+    apply(graph, picks(Path(run_dir), rows, int(cap)), now_ms)
+    atomic_write_bytes(target, json.dumps(graph, ensure_ascii=False, indent=2).encode("utf-8"))
+    return target
