@@ -20,7 +20,6 @@ differing query. Every input is copied first; nothing under the mirror or a stor
 
 from __future__ import annotations
 
-import argparse
 import base64
 import importlib.util
 import json
