@@ -16,6 +16,8 @@ class Dataset:
     or ``doc_id`` (judgements on the document a unit belongs to). ``fingerprints`` maps each input
     file to its sha256; ``skipped`` counts input items dropped on purpose, by reason; ``notes``
     says how the input was read where that is not the contract as given (copied into the manifest).
+    ``tables`` holds other tables a store keeps that no stage reads yet, by name (``data=oks``:
+    ``goals``, ``recall_state``, ``inject_log``: OKS's injection history for a collab backend).
     """
 
     name: str
@@ -26,6 +28,7 @@ class Dataset:
     fingerprints: dict[str, str] = field(default_factory=dict)
     skipped: Counter = field(default_factory=Counter)
     notes: dict[str, str] = field(default_factory=dict)
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
 
     @property
     def qrels_level(self) -> str | None:

@@ -21,6 +21,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "beir": ("pipeline.adapters.beir", "load"),
     "locomo": ("pipeline.adapters.locomo", "load"),
     "musique": ("pipeline.adapters.musique", "load"),
+    "oks": ("pipeline.adapters.oks", "load"),
     "parquet": ("pipeline.adapters.parquet", "load"),
     "sample": ("pipeline.adapters.sample", "load"),
     "workspace": ("pipeline.adapters.workspace", "load"),
