@@ -46,7 +46,7 @@ def test_oks_hook_floor_top3_and_cooldown_per_group():
     queries = pl.DataFrame(
         {
             "query_id": ["q1", "q2", "q3", "solo"],
-            "text": ["x"] * 4,
+            "text": ["a prompt"] * 4,
             "group": ["s", "s", "s", None],
             "now": ts,
         }
@@ -75,7 +75,7 @@ def test_oks_goal_reorder_puts_goal_slugs_first():
     recall = _recall(["q"], [("a", 0.9), ("g", 0.72)]).with_columns(
         doc_id=pl.Series(["wiki/a.md", "wiki/ship-it.md"])
     )
-    queries = pl.DataFrame({"query_id": ["q"], "text": ["x"], "goals": [["ship-it"]]})
+    queries = pl.DataFrame({"query_id": ["q"], "text": ["a prompt"], "goals": [["ship-it"]]})
     assert _shown(render(recall, nodes, "oks", queries=queries), "q") == ["g", "a"]
     assert _shown(render(recall, nodes, "oks", queries=queries, goal_reorder=False), "q") == [
         "a",

@@ -232,6 +232,28 @@ def _queries(path: str | None, slugs: list[str] | None) -> pl.DataFrame:
     return conform(q, "queries", str(path))
 
 
+def session_file_name(session: str) -> str:
+    """The hook's file-name form of a session id (``_state_path``)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", session)[:80] or "default"
+
+
+def with_hook_state(queries: pl.DataFrame, state: pl.DataFrame) -> pl.DataFrame:
+    """Queries whose ``group`` names a session with a recall-state file get ``hook_n`` (turns
+    taken) and ``hook_seen`` ([{slug, turn}]): ``inject.format=oks`` continues that cooldown."""
+    if "group" not in queries.columns or state.height == 0:
+        return queries
+    seen = state.group_by("session", maintain_order=True).agg(
+        hook_n=pl.col("n").first(),
+        hook_seen=pl.struct("slug", "turn").filter(pl.col("slug").is_not_null()),
+    )
+    key = queries["group"].map_elements(session_file_name, return_dtype=pl.String)
+    return (
+        queries.with_columns(_session=key)
+        .join(seen, left_on="_session", right_on="session", how="left", maintain_order="left")
+        .drop("_session")
+    )
+
+
 def load(
     path: str,
     *,
@@ -252,7 +274,7 @@ def load(
         raise DataError(str(wiki), "no wiki pages with front matter", "add wiki/<slug>.md pages")
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(wiki))
     nodes, note = importance_to_10(nodes, "1", str(wiki))  # the schema: importance in [0, 1]
-    goal_table = load_goals(root)
+    goal_table, state = load_goals(root), load_recall_state(root)
     fingerprints = {str(f): sha256_file(f) for f in files}
     for extra in (queries, qrels, root / ".oks" / "access.json"):
         if extra and Path(extra).is_file():
@@ -260,7 +282,7 @@ def load(
     ds = Dataset(
         name=name,
         nodes=nodes,
-        queries=_queries(queries, goal_slugs(goal_table, goals)),
+        queries=with_hook_state(_queries(queries, goal_slugs(goal_table, goals)), state),
         edges=None,
         qrels=load_qrels(qrels) if qrels else None,
         fingerprints=fingerprints,
@@ -268,7 +290,7 @@ def load(
         notes={"importance": note} if note else {},
         tables={
             "goals": goal_table,
-            "recall_state": load_recall_state(root),
+            "recall_state": state,
             "inject_log": load_inject_log(root),
         },
     )
