@@ -120,7 +120,8 @@ def write_store(out: Path, pages: int, queries: int, seed: int) -> list[str]:
         for q in range(queries):
             src = texts[rng.randrange(len(texts))].split()
             pick = rng.sample(src, min(len(src), rng.randint(1, 4))) if src else ["缓存"]
-            text = " ".join(pick) if rng.random() < 0.7 else "".join(pick)
+            cjk = all("\u4e00" <= c <= "\u9fff" for w in pick for c in w)
+            text = "".join(pick) if cjk and rng.random() < 0.5 else " ".join(pick)
             fh.write(json.dumps({"query_id": f"q{q:03d}", "text": text}, ensure_ascii=False) + "\n")
     return slugs
 

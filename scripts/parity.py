@@ -1,7 +1,7 @@
 """Parity with the reference systems' own code (the oracles in ../shared/oracles), one
 subcommand per system.
 
-    python scripts/parity.py oks STORE [STORE ...] [--limit 5] [--venv V] [--src S] [--out DIR]
+    python scripts/parity.py oks STORE [STORE ...] [--limit 5] [--venv V] [--src S] [--out DIR] [--hook]
 
 ``oks``: for each OKS instance (``scripts/oks_store.py`` writes them; each holds
 ``queries.jsonl``) runs OKS's real ``recall()`` with backend fts5 (``oks_recall.py``, limit 5) and
@@ -10,7 +10,11 @@ Ours is made page-level as OKS makes its own: the first ``4·limit`` node rows, 
 page (first occurrence), then ``limit`` pages. A position agrees *exactly* when the slugs match
 and *tie-aware* when they match or both systems give that position the same score (relative
 1e-5: OKS breaks exact bm25 ties by its FTS5 insertion order, which follows the memory curve on
-today's date). Prints the per-store and overall figures as JSON; ``--out`` keeps the outputs.
+today's date). ``--hook`` also runs OKS's own auto-recall hook (``assets/hooks/user-prompt-recall.py``,
+``OKS_SEARCH_BACKEND=fts5``) over every query in file order as one session, on a copy of the
+store, and compares its knowledge section with ``inject.format=oks`` (the queries in one
+``group``), text for text. Prints the per-store and overall figures as JSON; ``--out`` keeps the
+outputs.
 """
 
 from __future__ import annotations
@@ -86,7 +90,63 @@ def _oracle(store: Path, out: Path, limit: int, venv: str, src: str) -> dict:
     return res
 
 
-def _ours(store: Path, run_dir: Path, limit: int) -> dict:
+def _hook(store: Path, work: Path, venv: str, src: str) -> dict[str, str]:
+    """query_id → the knowledge section OKS's hook prints for it ('' when none), one session."""
+    import shutil
+
+    inst, home = work / "instance", work / "home"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(store, inst, ignore=shutil.ignore_patterns("fts5.db*", "recall-state-*"))
+    home.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OKS_")}
+    env.update(
+        OKS_ROOT=str(inst),
+        HOME=str(home),
+        OKS_SEARCH_BACKEND="fts5",
+        PYTHONPATH=f"{Path(src) / 'cli'}:{Path(src) / 'assets' / 'hooks'}",
+        PYTHONHASHSEED="0",
+    )
+    hook = str(Path(src) / "assets" / "hooks" / "user-prompt-recall.py")
+    out = {}
+    for line in (store / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        q = json.loads(line)
+        payload = json.dumps({"prompt": q["text"], "session_id": "parity", "cwd": str(home)})
+        done = subprocess.run(
+            [str(Path(venv) / "bin" / "python"), hook],
+            input=payload,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=str(home),
+        )
+        lines = done.stdout.splitlines()
+        keep = []
+        if "## 相关记忆" in lines:
+            i = lines.index("## 相关记忆")
+            keep = lines[i : i + 2]
+            for ln in lines[i + 2 :]:
+                if not (ln.startswith("- [") or ln.startswith("    ")):
+                    break
+                keep.append(ln)
+        out[q["query_id"]] = "\n".join(keep)
+    return out
+
+
+def _hook_ours(store: Path, run_dir: Path) -> dict[str, str]:
+    """query_id → our inject.format=oks text, every query in one group in file order."""
+    qfile = run_dir.parent / f"{run_dir.name}-queries.jsonl"
+    rows = [json.loads(x) for x in (store / "queries.jsonl").read_text("utf-8").splitlines()]
+    qfile.write_text(
+        "".join(json.dumps({**r, "group": "parity"}, ensure_ascii=False) + "\n" for r in rows),
+        encoding="utf-8",
+    )
+    _run_ours(store, run_dir, qfile, ["inject.format=oks"])
+    inj = pl.read_parquet(run_dir / "injection.parquet")
+    got = dict(inj.select("query_id", "text").iter_rows())
+    return {r["query_id"]: got.get(r["query_id"], "") for r in rows}
+
+
+def _run_ours(store: Path, run_dir: Path, queries: Path, extra: list[str]) -> None:
     cmd = [
         sys.executable,
         "-m",
@@ -94,14 +154,19 @@ def _ours(store: Path, run_dir: Path, limit: int) -> dict:
         "run",
         "data=oks",
         f"data.path={store}",
-        f"data.queries={store / 'queries.jsonl'}",
+        f"data.queries={queries}",
         "preset=oks",
         "report=false",
         f"out_dir={run_dir}",
         f"cache_dir={run_dir / 'cache'}",
+        *extra,
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     _run(cmd, cwd=REPO, env=env)
+
+
+def _ours(store: Path, run_dir: Path, limit: int) -> dict:
+    _run_ours(store, run_dir, store / "queries.jsonl", [])
     return pages(pl.read_parquet(run_dir / "recall.parquet"), limit)
 
 
@@ -121,6 +186,20 @@ def oks(a: argparse.Namespace) -> dict:
             if tie < n:
                 diffs.append({"query_id": qid, "ours": ours.get(qid, []), "oks": b})
         tot = [x + y for x, y in zip(tot, per)]
+        if a.hook:
+            theirs_h = _hook(store, tmp / f"hook-{i}", a.venv, a.src)
+            ours_h = _hook_ours(store, tmp / f"run-hook-{i}")
+            same = [q for q in theirs_h if theirs_h[q] == ours_h.get(q)]
+            hook = {
+                "queries": len(theirs_h),
+                "injecting": sum(bool(t) for t in theirs_h.values()),
+                "identical": len(same),
+                "differences": [
+                    {"query_id": q, "ours": ours_h.get(q), "oks": theirs_h[q]}
+                    for q in theirs_h
+                    if q not in same
+                ],
+            }
         report[str(store)] = {
             "queries": len(theirs),
             "positions": per[2],
@@ -128,6 +207,7 @@ def oks(a: argparse.Namespace) -> dict:
             "tie_aware": round(per[1] / max(per[2], 1), 4),
             "max_rel_score_gap": gap,
             "differences": diffs,
+            **({"hook": hook} if a.hook else {}),
         }
     report["overall"] = {
         "positions": tot[2],
@@ -147,6 +227,7 @@ def main() -> None:
     o.add_argument("--venv", default="/tmp/oracles/oks_venv")
     o.add_argument("--src", default="/tmp/oracles/oks_src")
     o.add_argument("--out", default=None)
+    o.add_argument("--hook", action="store_true", help="also compare the auto-recall hook's output")
     o.set_defaults(fn=oks)
     a = ap.parse_args()
     print(json.dumps(a.fn(a), ensure_ascii=False, indent=1))
