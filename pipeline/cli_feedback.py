@@ -1,25 +1,59 @@
-"""``recall feedback <run_dir> [--signals T] [--out P] [--injected] [--now ISO]``: the command
-layer of ``pipeline.feedback`` (what it computes is documented there)."""
+"""``recall feedback <run_dir> [--format F] [--signals T] [--out P] [--injected] [--now ISO]``: the
+command layer of ``pipeline.feedback`` (what it computes is documented there) and of the
+system write-backs in ``pipeline/writeback/``."""
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+
 from pipeline import feedback
+
+# --format → the module whose ``write_back(run_dir, cfg, rows, now, out) -> Path`` writes what that
+# system writes back after recall (a fixed table written here, never read from a config).
+# "signals" (the default) is the project's own: a new signals table revision (pipeline.feedback).
+WRITERS: dict[str, str] = {
+    "reme": "pipeline.writeback.reme",  # meta/access_log.json in the ReMe store, per (path, day)
+}
+FORMATS = ("signals", *sorted(WRITERS))
+
+
+def write_back(fmt: str, run_dir: str, injected: bool, now, out: str | None) -> Path:
+    """Run the ``fmt`` writer on the run's recall (or injected) rows; returns the file it wrote."""
+    cfg, rows = feedback.run_inputs(Path(run_dir), injected)
+    module = importlib.import_module(WRITERS[fmt])
+    return module.write_back(Path(run_dir), cfg, rows, now, out)
 
 
 def main(ap, args: list[str]) -> int:
     """``recall feedback`` (argparse; called by ``pipeline.cli``)."""
     ap.add_argument("run_dir")
+    ap.add_argument(
+        "--format",
+        default="signals",
+        choices=FORMATS,
+        help="signals: a new signals table (default); reme|...: write back into the system's store",
+    )
     ap.add_argument("--signals", default=None, help="input signals table (default: the run's)")
     ap.add_argument(
-        "--out", default=None, help="new table (default: <run_dir>/signals-r<revision>.parquet)"
+        "--out",
+        default=None,
+        help="new table (default: <run_dir>/signals-r<revision>.parquet); with a store format: the "
+        "store root to write into (default: the run's data.path)",
     )
     ap.add_argument(
         "--injected", action="store_true", help="only the rows the injection layer kept"
     )
     ap.add_argument("--now", default=None, help="access time, ISO (default: the wall clock, UTC)")
     a = ap.parse_args(args)
+    import datetime as dt
+
     from pipeline.schema import parse_timestamp
 
     now = parse_timestamp(a.now, "--now", None, "now") if a.now else None
-    print(f"wrote {feedback.feedback_run(a.run_dir, a.signals, a.out, a.injected, now)}")
+    if a.format == "signals":
+        print(f"wrote {feedback.feedback_run(a.run_dir, a.signals, a.out, a.injected, now)}")
+        return 0
+    now = now or dt.datetime.now(dt.timezone.utc)
+    print(f"wrote {write_back(a.format, a.run_dir, a.injected, now, a.out)}")
     return 0

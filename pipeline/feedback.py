@@ -106,7 +106,8 @@ def apply(
     return t.drop("n", *[c for c in t.columns if c.endswith("__node")])
 
 
-def _run_inputs(run_dir: Path, injected: bool) -> tuple[dict, pl.DataFrame]:
+def run_inputs(run_dir: Path, injected: bool) -> tuple[dict, pl.DataFrame]:
+    """(the run's config, its recall rows; with ``injected`` only the rows the injection kept)."""
     man = run_dir / "manifest.json"
     if not man.is_file() or not (run_dir / "recall.parquet").is_file():
         raise UserError(
@@ -142,7 +143,7 @@ def feedback_run(
     from pipeline.ingest import drop_empty
 
     run_dir = Path(run_dir)
-    cfg, rows = _run_inputs(run_dir, injected)
+    cfg, rows = run_inputs(run_dir, injected)
     src = Path(signals_path or cfg["signals"].get("path") or run_dir / "signals.parquet")
     if not src.is_file():
         raise UserError(
