@@ -10,7 +10,9 @@ outcome, lesson}, relates_to, relationship, superseded_by), the legacy ``categor
 ``records/inject.jsonl`` (``assets/hooks/user-prompt-recall.py``). ``.oks/fts5.db`` and
 ``oracle-fts5.jsonl`` were written by OKS's own code (``search/fts5.py`` through
 ``../shared/oracles/oks_recall.py --limit 5 --keep-copy``, the database copied back): the rows,
-terms and bm25 scores of OKS itself.
+terms and bm25 scores of OKS itself. ``oracle-hook.jsonl`` is the stdout of OKS's own hook
+(``assets/hooks/user-prompt-recall.py``, ``OKS_SEARCH_BACKEND=fts5``) for each query on a copy of
+the store, its session the query's ``group`` (else its id), in file order.
 """
 
 import datetime as dt
@@ -69,7 +71,7 @@ def test_units_are_oks_fts5_rows_with_every_front_matter_field():
         "strategy",
         "computing",
     )
-    assert a["code"] == "# not a heading\nsleep(base * 2 ** attempt)"  # on every row of the page
+    assert a["code"] == "# not a heading\nsleep(base * 2**attempt)"  # on every row of the page
     assert a["tags"] == ["python", "cli"] and a["access_count"] == 3
     assert a["importance"] == pytest.approx(7.0) and a["confidence"] == pytest.approx(0.8)
     assert (a["lesson"], a["decision_correct"], a["outcome"], a["traces"]) == (
@@ -127,6 +129,8 @@ def test_goals_recall_state_and_inject_log():
     assert g["slug"].to_list() == ["old-goal", "ship-recall"]
     assert g["keywords"].to_list() == [["deploy", "rollback"], ["evaluation", "recall", "trace"]]
     assert ds.tables["recall_state"].rows() == [("sess1", 4, "deploy-checklist", 3)]
+    assert ds.queries["hook_n"].to_list() == [None, None, 4, 4, None]  # q3, q4: group sess1
+    assert ds.queries["hook_seen"][2].to_list() == [{"slug": "deploy-checklist", "turn": 3}]
     log = ds.tables["inject_log"].row(0, named=True)
     assert (log["session_id"], log["turn"], log["slugs"], log["rels"]) == (
         "sess1",
@@ -170,10 +174,13 @@ def _hashes(root: Path) -> dict:
     }
 
 
-def test_preset_oks_scores_and_ranking_are_oks_fts5s_row_by_row(compose, tmp_path):
+def test_preset_oks_scores_ranking_and_hook_are_oks_own(compose, tmp_path):
+    """Row by row: our lexical score = bm25 of the store's fts5.db for OKS's own MATCH string; the
+    page order = OKS's recall; the injection = the knowledge section OKS's hook printed."""
     cfg = compose(
         ["data=oks", f"data.path={STORE}", f"data.queries={STORE / 'queries.jsonl'}"]
         + ["preset=oks", "report=false", "signals=default", f"now={NOW.isoformat()}"]
+        + ["inject.format=oks"]
     )
     before = _hashes(STORE)
     runner.run(cfg, tmp_path / "run")
@@ -195,6 +202,25 @@ def test_preset_oks_scores_and_ranking_are_oks_fts5s_row_by_row(compose, tmp_pat
         assert got == pytest.approx(want, rel=1e-5), qid
         pages = list(dict.fromkeys(Path(d).stem for d in q.sort("rank")["doc_id"]))
         assert pages[: len(o["hits"])] == [h["slug"] for h in o["hits"]], qid
+    inj = pl.read_parquet(tmp_path / "run" / "injection.parquet")
+    ours = dict(inj.select("query_id", "text").iter_rows())
+    for line in open(STORE / "oracle-hook.jsonl", encoding="utf-8"):
+        h = json.loads(line)
+        assert ours.get(h["query_id"], "") == _knowledge_section(h["stdout"]), h["query_id"]
+    assert "q4" not in ours  # sess1 showed deploy-checklist at turn 3; q4 is turn 6 (< 10)
+
+
+def _knowledge_section(stdout: str) -> str:
+    lines = stdout.splitlines()
+    if "## 相关记忆" not in lines:
+        return ""
+    i = lines.index("## 相关记忆")
+    keep = lines[i : i + 2]
+    for ln in lines[i + 2 :]:
+        if not ln.startswith(("- [", "    ")):
+            break
+        keep.append(ln)
+    return "\n".join(keep)
 
 
 def test_run_and_precompute_never_touch_the_store(compose, tmp_path):
