@@ -15,15 +15,19 @@ from pipeline import feedback
 WRITERS: dict[str, str] = {
     "reme": "pipeline.writeback.reme",  # meta/access_log.json in the ReMe store, per (path, day)
     "bme": "pipeline.writeback.bme",  # a new graph file, the selected nodes reinforced
+    "oks": "pipeline.writeback.oks",  # .oks/access.json, from --use-events only (recall is not use)
 }
 FORMATS = ("signals", *sorted(WRITERS))
 
 
-def write_back(fmt: str, run_dir: str, injected: bool, now, out: str | None) -> Path:
-    """Run the ``fmt`` writer on the run's recall (or injected) rows; returns the file it wrote."""
+def write_back(
+    fmt: str, run_dir: str, injected: bool, now, out: str | None, **extra
+) -> Path | None:
+    """Run the ``fmt`` writer on the run's recall (or injected) rows; returns the file it wrote
+    (None: it wrote nothing). ``extra``: options only some writers take (``use_events``)."""
     cfg, rows = feedback.run_inputs(Path(run_dir), injected)
     module = importlib.import_module(WRITERS[fmt])
-    return module.write_back(Path(run_dir), cfg, rows, now, out)
+    return module.write_back(Path(run_dir), cfg, rows, now, out, **extra)
 
 
 def main(ap, args: list[str]) -> int:
@@ -47,7 +51,17 @@ def main(ap, args: list[str]) -> int:
         "--injected", action="store_true", help="only the rows the injection layer kept"
     )
     ap.add_argument("--now", default=None, help="access time, ISO (default: the wall clock, UTC)")
+    ap.add_argument(
+        "--use-events",
+        default=None,
+        help="oks: slugs the agent used, one per line (each = one `oks wiki use`); recall alone "
+        "is not use, so without it --format oks writes nothing",
+    )
     a = ap.parse_args(args)
+    if a.use_events and a.format != "oks":
+        from pipeline.errors import UserError
+
+        raise UserError("--use-events is for --format oks (OKS counts uses, not recalls)")
     import datetime as dt
 
     from pipeline.schema import parse_timestamp
@@ -57,5 +71,12 @@ def main(ap, args: list[str]) -> int:
         print(f"wrote {feedback.feedback_run(a.run_dir, a.signals, a.out, a.injected, now)}")
         return 0
     now = now or dt.datetime.now(dt.timezone.utc)
-    print(f"wrote {write_back(a.format, a.run_dir, a.injected, now, a.out)}")
+    extra = {"use_events": a.use_events} if a.format == "oks" else {}
+    wrote = write_back(a.format, a.run_dir, a.injected, now, a.out, **extra)
+    if wrote is None:
+        from pipeline.writeback.oks import NOT_USE
+
+        print(NOT_USE)
+    else:
+        print(f"wrote {wrote}")
     return 0

@@ -23,6 +23,7 @@ VERSIONS = (
     "torch",
     "bm25s",
     "rjieba",
+    "jieba",
     "pytrec-eval-terrier",
     "sentence-transformers",
     "hydra-core",

@@ -18,7 +18,8 @@ class Dataset:
     says how the input was read where that is not the contract as given (copied into the manifest);
     ``notes["vector_model"]`` names the model of stored ``embedding`` columns (stages/vectors.py);
     ``freshness`` is per store signal file (status, computed_at, age_days), the manifest's
-    ``signals_freshness.store``.
+    ``signals_freshness.store``. ``tables`` holds other tables a store keeps that no stage reads yet, by name (``data=oks``:
+    ``goals``, ``recall_state``, ``inject_log``: OKS's injection history for a collab backend).
     """
 
     name: str
@@ -30,6 +31,7 @@ class Dataset:
     skipped: Counter = field(default_factory=Counter)
     notes: dict[str, str] = field(default_factory=dict)
     freshness: dict = field(default_factory=dict)  # the store's own signal files (adapters/reme.py)
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
 
     @property
     def qrels_level(self) -> str | None:

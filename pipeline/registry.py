@@ -22,6 +22,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "bme": ("pipeline.adapters.bme", "load"),
     "locomo": ("pipeline.adapters.locomo", "load"),
     "musique": ("pipeline.adapters.musique", "load"),
+    "oks": ("pipeline.adapters.oks", "load"),
     "parquet": ("pipeline.adapters.parquet", "load"),
     "reme": ("pipeline.adapters.reme", "load"),
     "sample": ("pipeline.adapters.sample", "load"),

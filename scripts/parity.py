@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import parity_bme  # noqa: E402
+import parity_oks  # noqa: E402
 import parity_reme  # noqa: E402
 
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="system", required=True)
-    for mod in (parity_reme, parity_bme):
+    for mod in (parity_reme, parity_oks, parity_bme):
         mod.add_parser(sub)
     args = ap.parse_args(argv)
     return args.run(args)

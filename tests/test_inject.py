@@ -46,7 +46,7 @@ def test_oks_hook_floor_top3_and_cooldown_per_group():
     queries = pl.DataFrame(
         {
             "query_id": ["q1", "q2", "q3", "solo"],
-            "text": ["x"] * 4,
+            "text": ["a prompt"] * 4,
             "group": ["s", "s", "s", None],
             "now": ts,
         }
@@ -75,7 +75,7 @@ def test_oks_goal_reorder_puts_goal_slugs_first():
     recall = _recall(["q"], [("a", 0.9), ("g", 0.72)]).with_columns(
         doc_id=pl.Series(["wiki/a.md", "wiki/ship-it.md"])
     )
-    queries = pl.DataFrame({"query_id": ["q"], "text": ["x"], "goals": [["ship-it"]]})
+    queries = pl.DataFrame({"query_id": ["q"], "text": ["a prompt"], "goals": [["ship-it"]]})
     assert _shown(render(recall, nodes, "oks", queries=queries), "q") == ["g", "a"]
     assert _shown(render(recall, nodes, "oks", queries=queries, goal_reorder=False), "q") == [
         "a",
@@ -123,3 +123,49 @@ def test_bme_cap_core_and_scope_sections():
         "u",
         "r",
     ]
+
+
+def test_oks_hook_pages_cooldown_boundary_state_and_skipped_prompts():
+    """OKS's hook (assets/hooks/user-prompt-recall.py @ 6a281b47): pages, not rows; a page shown at
+    turn t is skipped while turn − t < cooldown; a short or trivial prompt takes no turn; a
+    session's recall-state (n, seen) continues."""
+    nodes = pl.DataFrame(
+        {
+            "node_id": ["a#0", "a#1", "b#0", "c#0"],
+            "text": ["t"] * 4,
+            "doc_id": ["w/a.md", "w/a.md", "w/b.md", "w/c.md"],
+            "body": ["Body  of\n a", "Body  of\n a", "", "c"],
+            "title": ["A", "A", "缓存失效策略", ""],
+            "type": ["strategy", "strategy", None, "concept"],
+        }
+    )
+    rows = [("a#1", 0.9), ("a#0", 0.85), ("b#0", 0.8), ("c#0", 0.6996)]
+    qids = [f"q{i}" for i in range(5)]
+    recall = _recall(qids, rows).with_columns(
+        doc_id=pl.col("node_id").str.replace(r"#\d$", ".md").str.replace("^", "w/")
+    )
+    queries = pl.DataFrame(
+        {
+            "query_id": qids,
+            "text": ["first prompt", "ok", "second prompt", "third prompt", "fourth prompt"],
+            "group": ["s"] * 5,
+        }
+    )
+    out = render(recall, nodes, "oks", queries=queries, cooldown=2)
+    # q0 (turn 1): pages a (best row a#1), b; c's relevance rounds to 0.700 ≥ 0.7 → a b c.
+    # q1 "ok" is trivial: no turn, no injection. q2 (turn 2): a b c shown at 1, 2 − 1 < 2 → none.
+    # q3 (turn 3): 3 − 1 = 2, not < 2 → a b c again.
+    assert _shown(out, "q0") == ["a#1", "b#0", "c#0"] and _shown(out, "q3") == ["a#1", "b#0", "c#0"]
+    assert {"q1", "q2"}.isdisjoint(out["query_id"].to_list())
+    assert out.filter(pl.col("query_id") == "q0")["text"].item() == (
+        "## 相关记忆\n相关已沉淀记忆（引用时用 slug；与当前事实冲突以最新为准）：\n"
+        "- [strategy] A (a) rel=0.90\n    Body of a\n"
+        "- [concept] 失效 策略 缓存 (b) rel=0.80\n"  # OKS shows its FTS5 title: the jieba set
+        "- [concept] c (c) rel=0.70\n    c"
+    )
+    # the session had taken 4 turns and showed b at turn 4: q0 is turn 5, 5 − 4 < 10 → a c only
+    state = queries.with_columns(
+        hook_n=pl.lit(4, pl.Int64),
+        hook_seen=pl.lit([{"slug": "b", "turn": 4}]),
+    )
+    assert _shown(render(recall, nodes, "oks", queries=state), "q0") == ["a#1", "c#0"]

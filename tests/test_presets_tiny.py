@@ -145,10 +145,11 @@ def test_bm25_preset_lucene_scores(compose, tmp_path):
 
 def test_oks_preset_fts5_scores(compose, tmp_path):
     rec = _run(compose, tmp_path, "oks")
-    # no stopwords → |n7| = 2, avgdl = 12/8 = 1.5; df(banana) = 2: idf = ln(6.5/2.5) = ln 2.6
-    # n1: 0.955511·2.2/(1 + 1.2·(0.25 + 0.75·2/1.5)) = 0.840850; n2 (|d| = 3): 2.102124/3.1 = 0.678104
-    want = [bm25(1, 8, 2, dl, 1.5, 1.2, 0.75, "fts5") for dl in (2, 3)]
-    assert want == pytest.approx([0.840850, 0.678104], abs=1e-6)
+    # OKS's fts5 index holds archived pages too (include_archived), so N = 9 (n5 is bob's only).
+    # no stopwords → |n7| = 2, avgdl = 13/9; df(banana) = 2: idf = ln(7.5/2.5) = ln 3
+    # n1: 1.098612·2.2/(1 + 1.2·(0.25 + 0.75·2·9/13)) = 0.949254; n2 (|d| = 3): 0.762629
+    want = [bm25(1, 9, 2, dl, 13 / 9, 1.2, 0.75, "fts5") for dl in (2, 3)]
+    assert want == pytest.approx([0.949254, 0.762629], abs=1e-6)
     q = _q(rec, "banana")
     assert q["node_id"].to_list() == ["n1", "n2"] and q["score"].to_list() == pytest.approx(
         want, rel=1e-5
@@ -486,7 +487,8 @@ def test_oks_fts5_idf_floor_for_terms_in_half_the_rows(compose, tmp_path):
         )
     )
     rec = _run(compose, tmp_path, "oks", ds=ds)
-    # visible lengths 1 2 3 1 2 2 1 1 → avgdl 13/8; n0: 1e-6 · 2.2 / (1 + 1.2·(0.25 + 0.75·1/1.625))
+    # visible lengths (archived n4 included, as OKS's index holds it) 1 2 3 1 1 2 2 1 1 → avgdl
+    # 14/9; apple in 6 of 9 rows; n0: 1e-6 · 2.2 / (1 + 1.2·(0.25 + 0.75·1·9/14))
     assert _score(rec, "apple", "n0") == pytest.approx(
-        1e-6 * 2.2 / (1 + 1.2 * (0.25 + 0.75 / 1.625)), rel=1e-4
+        1e-6 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 9 / 14)), rel=1e-4
     )

@@ -173,7 +173,11 @@ def test_injection_formats_hand_checked():
         == "========== a.md:3-5 [score=0.9000 dense=0.7000 lexical=2.0000] =========="
     )
     oks = render(recall, nodes, "oks", max_nodes=1)["text"][0]
-    assert oks == "- [fact] Alpha (a.md#x) rel=0.90\n  line one line \\| two"
+    # the hook's knowledge section: header, "- [type] title (slug) rel=", 4 spaces + preview
+    assert oks == (
+        "## 相关记忆\n相关已沉淀记忆（引用时用 slug；与当前事实冲突以最新为准）：\n"
+        "- [fact] Alpha (a) rel=0.90\n    line one line | two"
+    )
 
 
 def test_probabilistic_recall_is_seeded_and_respects_visibility():

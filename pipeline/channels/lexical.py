@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from pipeline.channels.segvocab import Layout, first_keys, remap
 from pipeline.errors import ConfigError
-from pipeline.ops.tokenize import has_cjk, splitter
+from pipeline.ops.tokenize import fts5_query, has_cjk, splitter
 
 FIELDS = ("title", "tags", "body", "code")
 
@@ -50,11 +50,14 @@ def make_tokenizer(
         except ImportError:
             raise ConfigError("lexical.stemmer needs PyStemmer: pip install PyStemmer") from None
         stem = Stemmer.Stemmer(stemmer)  # bm25s calls its stemWord per token
-    return Tokenizer(
+    tok = Tokenizer(
+        lower=tokenizer != "fts5",  # fts5: OKS's jieba sees the text as written; unicode61 folds
         splitter=splitter(tokenizer, cjk_bigrams, cjk_min_len),
         stopwords=stopword_list(stopwords),
         stemmer=stem,
     )
+    tok.query_splitter = fts5_query if tokenizer == "fts5" else tok.splitter  # OKS's MATCH string
+    return tok
 
 
 def _bundled_stopwords(name: str) -> list[str]:
@@ -85,13 +88,16 @@ def stopword_list(names: str | None) -> list[str]:
     return list(out)
 
 
-def term_ids(tokenizer, texts: list[str], update: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def term_ids(
+    tokenizer, texts: list[str], update: bool = True, split=None
+) -> tuple[np.ndarray, np.ndarray]:
     """bm25s's ``tokenizer.tokenize(texts, update_vocab=update, return_as="ids")`` as flat arrays
     (each text's number of ids, and the ids end to end), with the tokenizer's vocabulary updated
     exactly as bm25s updates it. bm25s decides a word's id at its first occurrence, so deciding
     once per distinct word, in order of first occurrence, gives the same ids (tests check parity).
-    Without ``update`` a word whose stem is not in the vocabulary is dropped."""
-    split = tokenizer.splitter
+    Without ``update`` a word whose stem is not in the vocabulary is dropped. ``split``: another
+    word splitter (the queries' one, ``make_tokenizer``)."""
+    split = split or tokenizer.splitter
     words = [list(split(t.lower() if tokenizer.lower else t)) or [""] for t in texts]
     w2id, stem, stems = tokenizer.word_to_id, tokenizer.stemmer, tokenizer.stem_to_sid
     if update and "" not in w2id:  # bm25s's empty-text token
@@ -194,7 +200,9 @@ def tokenize_queries(
 ) -> sp.csr_matrix:
     """(nq, V) query term counts; out-of-vocabulary terms are dropped. ``dedupe`` counts each term of
     a query once; ``cjk_set`` does so for queries holding Han characters."""
-    lens, term = term_ids(tokenizer, texts, update=False)
+    lens, term = term_ids(
+        tokenizer, texts, update=False, split=getattr(tokenizer, "query_splitter", None)
+    )
     doc, _pos = _doc_pos(lens)
     if dedupe or cjk_set:
         once = np.fromiter((dedupe or has_cjk(t) for t in texts), bool, len(texts))

@@ -9,6 +9,14 @@ stemmer leaves CJK unchanged). CJK means Han characters (U+3400–4DBF, U+4E00�
   adjacent pair); the rest of the text goes through the English pattern.
 - ``jieba``: OKS: Han runs are cut by jieba's search mode (rjieba, the Rust port; its dictionary is
   compiled in); words shorter than ``cjk_min_len`` characters dropped (OKS: 2).
+- ``fts5``: OKS's FTS5 index exactly (``search/fts5.py`` @ 6a281b47): a text holding a CJK
+  character becomes the sorted set of OKS's ``recall._tokenize`` words (Python jieba's search
+  mode, markdown punctuation stripped, words under 2 characters and 40 stopwords dropped), then
+  SQLite's ``unicode61`` splits and folds what is left (:func:`unicode61`); text without CJK goes
+  to ``unicode61`` as it is (1-letter words kept, no stopwords). Queries (:func:`fts5_query`)
+  follow OKS's MATCH string: the same preparation, each word stripped of non-word characters,
+  ``AND``/``OR``/``NOT``/``NEAR`` (any case) dropped. Case is OKS's (the text is not lower-cased
+  first).
 - ``auto``: per text by script: Latin text through the English pattern, each Han run as its
   characters plus every adjacent pair (the dictionary-free CJK indexing of Lucene's CJK analyzer), so
   a Chinese note with English terms gets both; text without Han characters is split exactly as
@@ -18,13 +26,14 @@ stemmer leaves CJK unchanged). CJK means Han characters (U+3400–4DBF, U+4E00�
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Callable
 
 import numpy as np
 
 from pipeline.errors import ConfigError
 
-TOKENIZERS = ("auto", "english", "cjk_char", "jieba")
+TOKENIZERS = ("auto", "english", "cjk_char", "jieba", "fts5")
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _HAN_RUN = re.compile(f"([{HAN}]+)")
 # bm25s's default splitter (?u)\b\w\w+\b: a greedy run of two or more word characters always
@@ -78,6 +87,63 @@ def _by_script(cut_han: Callable[[str], list[str]]) -> Callable[[str], list[str]
     return split
 
 
+# OKS recall._tokenize: its stopwords and the punctuation it strips from each jieba word
+OKS_STOPWORDS = frozenset(
+    "the a an is are was were be been to of in on at for with and or not this that it from by as "
+    "how what why 的 了 是 在 和 与 或 也 都 就 这 那".split()
+)
+_OKS_STRIP = ".,!?;:\"'()[]{}*_`~#>，。！？；：''\"\"（）【】"
+_OKS_CJK = re.compile("[\u4e00-\u9fff\u3400-\u4dbf]")
+_FTS5_SPECIAL = re.compile("[^\\w\u4e00-\u9fff\u3400-\u4dbf]")
+_FTS5_OPERATORS = {"AND", "OR", "NOT", "NEAR"}
+_TOKEN = re.compile(r"[^\W_]+")  # unicode61: runs of letters and numbers
+
+
+def unicode61(text: str) -> list[str]:
+    """SQLite FTS5's default tokenizer: runs of Unicode letters and numbers, case-folded, Latin
+    diacritics removed (``remove_diacritics 1``). Private-use characters, which unicode61 also
+    keeps, count as separators here."""
+    out = []
+    for w in _TOKEN.findall(text):
+        w = w.lower()
+        if not w.isascii():
+            w = "".join(unicodedata.normalize("NFD", c)[0] if ord(c) < 0x2000 else c for c in w)
+        out.append(w)
+    return out
+
+
+def oks_words(text: str) -> list[str]:
+    """OKS's ``_tokenize_for_fts`` before SQLite sees it: a CJK text → its sorted set of
+    ``recall._tokenize`` words; other text unchanged (as one item)."""
+    if not text or not text.strip():
+        return []
+    if not _OKS_CJK.search(text):
+        return [text]
+    try:
+        import jieba
+    except ImportError:
+        raise ConfigError("lexical.tokenizer=fts5 needs jieba (OKS's): pip install jieba") from None
+    import logging
+
+    jieba.setLogLevel(logging.WARNING)
+    words = {w.strip(_OKS_STRIP) for w in jieba.cut_for_search(text)}
+    return sorted(w for w in words if len(w) >= 2 and w not in OKS_STOPWORDS)
+
+
+def fts5_document(text: str) -> list[str]:
+    """The terms SQLite FTS5 indexes for one column value of OKS's ``wiki_fts``."""
+    return [t for w in oks_words(text) for t in unicode61(w)]
+
+
+def fts5_query(text: str) -> list[str]:
+    """The terms of OKS's MATCH string for ``text`` (``FTS5Backend._build_match_expr``): words
+    joined by OR, each split by unicode61 (a word that splits in two is a phrase in FTS5; here its
+    terms count separately)."""
+    words = " ".join(oks_words(text)).split()
+    words = [_FTS5_SPECIAL.sub("", w).strip() for w in words if w.upper() not in _FTS5_OPERATORS]
+    return [t for w in words if w for t in unicode61(w)]
+
+
 def splitter(
     name: str = "auto", cjk_bigrams: bool = False, cjk_min_len: int = 1
 ) -> Callable[[str], list[str]]:
@@ -90,4 +156,6 @@ def splitter(
         return _by_script(lambda run: _chars(run, True))
     if name == "jieba":
         return _by_script(lambda run: _jieba(run, cjk_min_len))
+    if name == "fts5":
+        return fts5_document
     raise ConfigError(f"lexical.tokenizer={name!r}; choose from {list(TOKENIZERS)}")

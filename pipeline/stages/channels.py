@@ -47,7 +47,7 @@ class LexicalParams(Params):
     b: float
     stopwords: str | None
     stemmer: str | None
-    tokenizer: str  # auto | english | cjk_char | jieba (pipeline.ops.tokenize)
+    tokenizer: str  # auto | english | cjk_char | jieba | fts5 (pipeline.ops.tokenize)
     cjk_bigrams: bool  # cjk_char: add each pair of adjacent Han characters
     cjk_min_len: int  # jieba: drop Han words shorter than this (OKS: 2)
     cjk_set: bool  # OKS: a text with Han characters counts each term once (tf 1, |d| distinct)

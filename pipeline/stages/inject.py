@@ -5,23 +5,24 @@
   per-type markdown tables (``pipeline/stages/inject_bme.py``).
 - ``reme``: per unit, ``========== doc:start-end [score=… dense=… lexical=…] ==========`` then the
   text; every recalled unit (ReMe returns ``limit`` results) unless ``max_nodes`` is set.
-- ``oks``: the auto-recall hook: recalled nodes with relevance (score) ≥ 0.7, not injected in the
-  same ``group`` during the last 10 turns (queries in ``now`` order), at most 3; one line each,
-  ``- [type] title (id) rel=x.xx`` plus a 160-character preview. Before the floor: the goal reorder
-  (nodes whose slug — the file stem of ``doc_id``, else ``node_id`` — is in the query's ``goals``
-  first) and, with ``soul_boost``, OKS's designed Soul Boost ordering (score × boost).
+- ``oks``: the auto-recall hook's knowledge section (``pipeline/stages/inject_oks.py``): recalled
+  pages with relevance (score) ≥ 0.7, not injected in the same ``group`` during the last 10 turns
+  (queries in ``now`` order), at most 3; one line each, ``- [type] title (slug) rel=x.xx`` plus a
+  160-character preview. Before the floor: the goal reorder (pages whose slug — the file stem of
+  ``doc_id``, else ``node_id`` — is in the query's ``goals`` first) and, with ``soul_boost``,
+  OKS's designed Soul Boost ordering (score × boost).
 Each format's constants are the defaults of ``InjectParams``' null fields (``DEFAULTS``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 import polars as pl
 
 from pipeline.errors import require_one_of
-from pipeline.stages import inject_bme
+from pipeline.stages import inject_bme, inject_oks
+from pipeline.stages.inject_oks import soul_boost  # noqa: F401  (the Soul Boost, re-exported)
 
 FORMATS = ("bme", "reme", "oks")
 DEFAULTS = {
@@ -29,25 +30,6 @@ DEFAULTS = {
     "reme": {"max_nodes": None},
     "oks": {"max_nodes": 3, "floor": 0.7, "cooldown": 10},
 }  # hook top-n 3, floor 0.7, cooldown 10
-TYPE_MULT = {
-    "anti-pattern": 1.5,
-    "strategy": 0.8,
-    "concept": 0.6,
-}  # OKS Soul Boost; other types 0.5
-LESSON_MULT = 1.2
-GENERIC_TITLES = {
-    "index",
-    "overview",
-    "readme",
-    "目录",
-    "概述",
-    "总览",
-    "首页",
-    "introduction",
-    "conclusion",
-    "background",
-    "summary",
-}
 
 
 @dataclass
@@ -71,16 +53,6 @@ class InjectParams:
         return DEFAULTS.get(self.format, {}).get(name) if v is None else v
 
 
-def soul_boost(type_: str | None, title: str | None, lesson=None) -> float:
-    """OKS injection boost: type multiplier × 1.2 with a review lesson × 0.5 for a generic title (3 places)."""
-    b = TYPE_MULT.get((type_ or "").lower(), 0.5)
-    if lesson:
-        b *= LESSON_MULT
-    if (title or "").strip().lower() in GENERIC_TITLES:
-        b *= 0.5
-    return round(b, 3)
-
-
 def _reme(rows: list[dict]) -> str:
     out = []
     for r in rows:
@@ -93,84 +65,6 @@ def _reme(rows: list[dict]) -> str:
             r["text"],
         ]
     return "\n".join(out)
-
-
-def _oks(rows: list[dict]) -> str:
-    return "\n".join(
-        f"- [{r.get('type') or 'memory'}] {r.get('title') or r['node_id']} ({r['node_id']}) "
-        f"rel={r['score']:.2f}\n  {inject_bme.cell(r['text'], 160)}"
-        for r in rows
-    )
-
-
-def _col(rows: pl.DataFrame, name: str) -> list:
-    return rows[name].to_list() if name in rows.columns else [None] * rows.height
-
-
-def _oks_order(rows: pl.DataFrame, queries: pl.DataFrame | None, p: InjectParams) -> pl.DataFrame:
-    """Goal reorder (stable: goal slugs first) and, with soul_boost, score × boost; then the floor."""
-    keys = []
-    if p.goal_reorder and queries is not None and "goals" in queries.columns:
-        slug = [
-            PurePosixPath(d or n).stem
-            for d, n in zip(_col(rows, "doc_id"), rows["node_id"].to_list())
-        ]
-        rows = rows.with_columns(slug=pl.Series(slug, dtype=pl.String)).join(
-            queries.select("query_id", "goals"), on="query_id", how="left"
-        )
-        rows = rows.with_columns(
-            off_goal=~pl.col("goals").list.contains(pl.col("slug")).fill_null(False)
-        )
-        keys.append("off_goal")
-    if p.soul_boost:
-        boost = [
-            soul_boost(t, ti, le)
-            for t, ti, le in zip(_col(rows, "type"), _col(rows, "title"), _col(rows, "lesson"))
-        ]
-        rows = rows.with_columns(
-            injection_boost=pl.Series(boost), soul=pl.col("score") * pl.Series(boost)
-        )
-        keys.append("soul")
-    rows = rows.sort(
-        ["query_id", *keys, "rank"], descending=[False, *[k == "soul" for k in keys], False]
-    )
-    floor = p.get("floor")
-    return rows if floor is None else rows.filter(pl.col("score") >= floor)
-
-
-def _turns(queries: pl.DataFrame | None, qids: list[str]) -> dict[str, tuple]:
-    """query_id → (group, turn number in the group's ``now`` order); no group = a session of its own."""
-    if queries is None or "group" not in queries.columns:
-        return {q: (q, 0) for q in qids}
-    q = queries.with_row_index("i").with_columns(g=pl.col("group").fill_null(pl.col("query_id")))
-    q = q.sort(["g", *(["now"] if "now" in q.columns else []), "i"], nulls_last=True)
-    q = q.with_columns(turn=pl.col("i").cum_count().over("g"))
-    return {qid: (g, t) for qid, g, t in q.select("query_id", "g", "turn").iter_rows()}
-
-
-def _oks_pick(
-    rows: pl.DataFrame, queries: pl.DataFrame | None, p: InjectParams
-) -> dict[str, list[dict]]:
-    """The hook's top-n per query after the cooldown (a node shown in the last ``cooldown`` turns of
-    the same group is skipped), queries processed turn by turn."""
-    top, cool = p.get("max_nodes"), p.get("cooldown") or 0
-    by_q = {
-        qid: list(g.iter_rows(named=True))
-        for (qid,), g in rows.group_by("query_id", maintain_order=True)
-    }
-    turns = _turns(queries, list(by_q))
-    last: dict[tuple, int] = {}
-    out = {}
-    for qid in sorted(by_q, key=lambda q: turns[q]):
-        g, t = turns[qid]
-        pick = [
-            r for r in by_q[qid] if not (cool and t - last.get((g, r["node_id"]), -(10**9)) <= cool)
-        ]
-        pick = pick[:top] if top else pick
-        for r in pick:
-            last[(g, r["node_id"])] = t
-        out[qid] = pick
-    return {q: out[q] for q in by_q}
 
 
 def _bme(recall, nodes, queries, p: InjectParams, include_archived: bool, edges, schema: dict):
@@ -219,12 +113,13 @@ def render(
             "start_line",
             "end_line",
             "lesson",
+            "body",
         )
         if c in nodes.columns
     ]
     rows = recall.join(nodes.select(keep), on="node_id", how="left").sort("query_id", "rank")
     if fmt == "oks":
-        picked = _oks_pick(_oks_order(rows, queries, p), queries, p)
+        picked = inject_oks.pick(inject_oks.order(rows, queries, p), queries, p)
     else:
         cap = p.get("max_nodes")
         rows = rows.filter(pl.col("rank") <= cap) if cap else rows
@@ -232,6 +127,6 @@ def render(
             qid: list(g.iter_rows(named=True))
             for (qid,), g in rows.group_by("query_id", maintain_order=True)
         }
-    fn = _oks if fmt == "oks" else _reme
+    fn = inject_oks.text if fmt == "oks" else _reme
     out = [(qid, fmt, fn(rs), [r["node_id"] for r in rs]) for qid, rs in picked.items() if rs]
     return pl.DataFrame(out, schema=schema, orient="row")

@@ -1,0 +1,298 @@
+"""OKS adapter (``data=oks``): an Open Knowledge Studio instance, as OKS v0.6.5 keeps it on disk.
+
+``data.path`` is the instance root (the folder holding ``wiki/`` and ``.oks/``). Read from
+open-agent-power/open-knowledge-studio @ 6a281b47 (``store.py``, ``search/fts5.py``,
+``assets/_meta/frontmatter-schema.md``, ``assets/hooks/user-prompt-recall.py``):
+
+- ``wiki/**/*.md`` except ``INDEX.md``: one node per OKS FTS5 row (``oks_pages``), ``node_id`` =
+  ``<path under wiki/>#<node_idx>``, ``doc_id`` = the path under ``wiki/`` (OKS's slug is its
+  stem). Every front-matter field of the schema goes onto each row: ``title``, ``type`` (else the
+  legacy ``category``, else ``concept``: OKS's default), ``area``, ``status`` (missing = active),
+  ``importance`` (0–1, ×10 at ingest), ``confidence``, ``created``, ``pinned``, ``archived``,
+  ``tags``, ``source_type``, ``fingerprint``, ``review.{lesson, decision_correct, outcome}``,
+  ``relates_to``, ``relationship``, ``superseded_by``, ``human_reviewed_at``, ``traces``
+  (their count); ``code`` = the page's fenced code. Files OKS skips (no leading ``---``) are
+  counted in ``skipped``; an unparseable ``created`` counts 0 days (OKS) and is counted too.
+- ``.oks/access.json`` {slug: uses} → ``access_count`` (the memory curve's ``ln(1 + uses)``).
+- ``profiles/goals/**/*.md`` (``type: goal``) → ``Dataset.tables["goals"]``; the queries'
+  ``goals`` (the goal reorder) are their own ``goals`` field, else ``data.goals``: ``active``
+  (OKS's default: every active goal's slug), ``none``, or comma-separated slugs.
+- ``.oks/recall-state-<session>.json`` {n, seen} → ``tables["recall_state"]`` (session, n, slug,
+  turn); a query whose ``group`` names a session continues that session's hook cooldown.
+- ``records/inject.jsonl`` → ``tables["inject_log"]`` (session_id, turn, agent_id, cwd,
+  prompt_hash, slugs, rels, injected_at): OKS's injection history, kept for a later collab
+  backend; no stage reads it yet.
+
+Nothing under ``data.path`` is ever written (``recall feedback --format oks`` is the only writer).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.adapters import oks_pages
+from pipeline.adapters.common import read_json, read_jsonl, read_text, sha256_file, slice_queries
+from pipeline.adapters.workspace import _bool, _list, _number, list_notes, load_qrels, load_queries
+from pipeline.dataset import Dataset
+from pipeline.errors import DataError
+from pipeline.schema import conform, importance_to_10, parse_timestamp
+
+STATE = re.compile(r"^recall-state-(.+)\.json$")
+
+
+def _root(path: str) -> Path:
+    root = Path(path)
+    if not (root / "wiki").is_dir():
+        raise DataError(
+            str(root / "wiki"),
+            "no wiki/ folder: not an OKS instance root",
+            "point data.path at the folder that holds wiki/ and .oks/",
+        )
+    return root
+
+
+def access_counts(root: Path) -> dict[str, int]:
+    """``.oks/access.json`` as {slug: uses}; {} without the file. Not a mapping of slugs to
+    non-negative integers is a DataError (OKS would silently count nothing)."""
+    path = root / ".oks" / "access.json"
+    if not path.is_file():
+        return {}
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise DataError(
+            str(path),
+            f"is a JSON {type(data).__name__}, not a mapping",
+            'write {"<slug>": <uses>, ...} (what `oks wiki use` writes)',
+        )
+    for slug, n in data.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise DataError(
+                str(path),
+                f"uses of {slug!r} is {n!r}, not a non-negative integer",
+                "write a whole number of uses",
+                field=slug,
+            )
+    return dict(data)
+
+
+def _created(meta: dict, where: str, skipped: Counter):
+    try:
+        return parse_timestamp(meta.get("created"), where, None, "created")
+    except DataError:
+        skipped["created_unparseable_counts_0_days"] += 1  # OKS: unparseable = today
+        return None
+
+
+def _page_fields(meta: dict, where: str, skipped: Counter) -> dict:
+    review = meta.get("review") or {}
+    if not isinstance(review, dict):
+        raise DataError(where, "'review' is not a mapping", "write review: {lesson: ...}")
+
+    def s(v):
+        return None if v is None else str(v)
+
+    return {
+        "type": s(meta["type"] if "type" in meta else meta.get("category", "concept")),
+        "area": s(meta.get("area")),
+        "status": s(meta.get("status", "active")),
+        "importance": _number(meta.get("importance"), where, "importance"),
+        "confidence": _number(meta.get("confidence"), where, "confidence"),
+        "created_at": _created(meta, where, skipped),
+        "pinned": _bool(meta.get("pinned"), where, "pinned"),
+        "archived": _bool(meta.get("archived"), where, "archived"),
+        "tags": _list(meta.get("tags"), where, "tags"),
+        "source_type": s(meta.get("source_type")),
+        "fingerprint": s(meta.get("fingerprint")),
+        "lesson": s(review.get("lesson")) or None,
+        "decision_correct": _bool(review.get("decision_correct"), where, "review.decision_correct"),
+        "outcome": s(review.get("outcome")),
+        "relates_to": s(meta.get("relates_to")),
+        "relationship": s(meta.get("relationship")),
+        "superseded_by": s(meta.get("superseded_by")),
+        "human_reviewed_at": s(meta.get("human_reviewed_at")),
+        "traces": len(t) if isinstance(t := meta.get("traces") or [], list) else 1,
+    }
+
+
+def page_rows(wiki: Path, path: Path, uses: dict[str, int], skipped: Counter) -> list[dict]:
+    """The FTS5 rows of one page, each with every front-matter field; [] for a file OKS skips."""
+    where = str(path)
+    page = oks_pages.parse(read_text(path), where)
+    if page is None:
+        skipped["no_front_matter"] += 1
+        return []
+    rel = path.relative_to(wiki).as_posix()
+    common = {
+        "doc_id": rel,
+        "slug": path.stem,
+        "title": page.title,
+        "code": page.code or None,
+        "body": page.body,
+        "access_count": uses.get(path.stem, 0),
+        **_page_fields(page.meta, where, skipped),
+    }
+    return [
+        {"node_id": f"{rel}#{i}", "text": t, "seq": i, **common} for i, t in enumerate(page.nodes)
+    ]
+
+
+def load_goals(root: Path) -> pl.DataFrame:
+    """``profiles/goals/**/*.md`` with ``type: goal`` (``store.load_goals``): slug, title, status
+    (lower-cased, missing = active), domains, keywords (lower-cased)."""
+    rows = []
+    gd = root / "profiles" / "goals"
+    for f in sorted(gd.rglob("*.md")) if gd.is_dir() else []:
+        split = oks_pages.split_page(read_text(f), str(f))
+        if split is None or split[0].get("type") != "goal":
+            continue
+        meta = split[0]
+        sets = {
+            k: sorted({v.lower() for v in _list(meta.get(k), str(f), k) or [] if v.strip()})
+            for k in ("domains", "keywords")
+        }
+        status = str(meta.get("status", "active")).lower().strip()
+        rows.append({"slug": f.stem, "title": str(meta.get("title", f.stem)), "status": status})
+        rows[-1].update(sets)
+    schema = {
+        "slug": pl.String,
+        "title": pl.String,
+        "status": pl.String,
+        "domains": pl.List(pl.String),
+        "keywords": pl.List(pl.String),
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def goal_slugs(goals: pl.DataFrame, choice: str) -> list[str] | None:
+    """The slugs the goal reorder puts first for ``data.goals`` (``recall --goal``): ``active``,
+    ``none`` (None) or comma-separated slugs (each must exist; inactive ones allowed)."""
+    c = str(choice).strip()
+    if c.lower() == "none":
+        return None
+    if c.lower() == "active":
+        return goals.filter(pl.col("status") == "active")["slug"].to_list()
+    want = [s.strip() for s in c.split(",") if s.strip()]
+    missing = [s for s in want if s.lower() not in set(goals["slug"].str.to_lowercase())]
+    if missing:
+        raise DataError(
+            "data.goals",
+            f"goals {missing} not found in profiles/goals/",
+            "use active, none or slugs",
+        )
+    return want
+
+
+def load_recall_state(root: Path) -> pl.DataFrame:
+    """``.oks/recall-state-<session>.json`` files: one row per (session, seen slug)."""
+    rows = []
+    d = root / ".oks"
+    for f in sorted(d.glob("recall-state-*.json")) if d.is_dir() else []:
+        st = read_json(f)
+        if not isinstance(st, dict) or not isinstance(st.get("seen", {}), dict):
+            raise DataError(str(f), "not a {n, seen: {slug: turn}} object", "fix or delete it")
+        n = int(st.get("n", 0))
+        session = STATE.match(f.name).group(1)
+        seen = st.get("seen", {}) or {}
+        rows += [(session, n, str(s), int(t)) for s, t in seen.items()] or [
+            (session, n, None, None)
+        ]
+    return pl.DataFrame(
+        rows,
+        schema={"session": pl.String, "n": pl.Int64, "slug": pl.String, "turn": pl.Int64},
+        orient="row",
+    )
+
+
+def load_inject_log(root: Path) -> pl.DataFrame:
+    """``records/inject.jsonl``: what OKS's hook injected, one row per injection."""
+    path = root / "records" / "inject.jsonl"
+    cols = ("session_id", "turn", "agent_id", "cwd", "prompt_hash", "slugs", "rels", "injected_at")
+    rows = [{c: r.get(c) for c in cols} for r in read_jsonl(path)] if path.is_file() else []
+    schema = {c: pl.String for c in cols} | {
+        "turn": pl.Int64,
+        "slugs": pl.List(pl.String),
+        "rels": pl.List(pl.Float64),
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _queries(path: str | None, slugs: list[str] | None) -> pl.DataFrame:
+    """The queries file (workspace format, plus an optional ``goals`` list per line)."""
+    if not path:
+        return pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    q = load_queries(path)
+    own = [r.get("goals") for r in read_jsonl(path)]
+    goals = [g if g is not None else slugs for g in own]
+    if any(g is not None for g in goals):
+        q = q.with_columns(goals=pl.Series(goals, dtype=pl.List(pl.String)))
+    return conform(q, "queries", str(path))
+
+
+def session_file_name(session: str) -> str:
+    """The hook's file-name form of a session id (``_state_path``)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", session)[:80] or "default"
+
+
+def with_hook_state(queries: pl.DataFrame, state: pl.DataFrame) -> pl.DataFrame:
+    """Queries whose ``group`` names a session with a recall-state file get ``hook_n`` (turns
+    taken) and ``hook_seen`` ([{slug, turn}]): ``inject.format=oks`` continues that cooldown."""
+    if "group" not in queries.columns or state.height == 0:
+        return queries
+    seen = state.group_by("session", maintain_order=True).agg(
+        hook_n=pl.col("n").first(),
+        hook_seen=pl.struct("slug", "turn").filter(pl.col("slug").is_not_null()),
+    )
+    key = queries["group"].map_elements(session_file_name, return_dtype=pl.String)
+    return (
+        queries.with_columns(_session=key)
+        .join(seen, left_on="_session", right_on="session", how="left", maintain_order="left")
+        .drop("_session")
+    )
+
+
+def load(
+    path: str,
+    *,
+    name: str = "oks",
+    queries: str | None = None,
+    qrels: str | None = None,
+    limit_queries: int | None = None,
+    goals: str = "active",
+) -> Dataset:
+    """A Dataset from an OKS instance root (module docstring: what is read from where)."""
+    root = _root(path)
+    wiki, skipped = root / "wiki", Counter()
+    uses = access_counts(root)
+    every = list_notes(wiki)
+    files = [f for f in every if f.name != "INDEX.md"]
+    skipped["index_md"] = len(every) - len(files)
+    rows = [r for f in files for r in page_rows(wiki, f, uses, skipped)]
+    if not rows:
+        raise DataError(str(wiki), "no wiki pages with front matter", "add wiki/<slug>.md pages")
+    nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(wiki))
+    nodes, note = importance_to_10(nodes, "1", str(wiki))  # the schema: importance in [0, 1]
+    goal_table, state = load_goals(root), load_recall_state(root)
+    fingerprints = {str(f): sha256_file(f) for f in files}
+    for extra in (queries, qrels, root / ".oks" / "access.json"):
+        if extra and Path(extra).is_file():
+            fingerprints[str(extra)] = sha256_file(extra)
+    ds = Dataset(
+        name=name,
+        nodes=nodes,
+        queries=with_hook_state(_queries(queries, goal_slugs(goal_table, goals)), state),
+        edges=None,
+        qrels=load_qrels(qrels) if qrels else None,
+        fingerprints=fingerprints,
+        skipped=+skipped,
+        notes={"importance": note} if note else {},
+        tables={
+            "goals": goal_table,
+            "recall_state": state,
+            "inject_log": load_inject_log(root),
+        },
+    )
+    return slice_queries(ds, limit_queries)

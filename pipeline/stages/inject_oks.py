@@ -1,0 +1,184 @@
+"""``inject.format=oks``: what OKS's auto-recall hook injects (``assets/hooks/user-prompt-recall.py``
+and ``recall.py::_recall_knowledge_via_backend`` @ 6a281b47), per query.
+
+A query's hits are pages, as OKS's backend returns them: of the first ``4·L`` recalled rows the
+best row of each page (its ``doc_id``, else ``node_id``; shown by its slug, the file stem), at most ``L =
+max(3·top-n, 10)`` pages (the hook asks ``recall`` for that many). Then the goal reorder (pages of
+the query's ``goals`` first, stable) and, with ``soul_boost``, OKS's designed Soul Boost order
+(score × boost); relevance = the score rounded to 3 places, kept when ≥ the floor; a page shown in
+the same ``group`` fewer than ``cooldown`` turns ago is skipped (OKS: ``turn − last < cooldown``);
+at most top-n. A group continues OKS's own state when its queries carry ``hook_n`` (turns already
+taken) and ``hook_seen`` ([{slug, turn}]): ``data=oks`` fills them from
+``.oks/recall-state-<session>.json``. The text is the hook's knowledge section: a header, then per
+page ``- [type] title (slug) rel=x.xx`` and four spaces + the first 160 characters of the page
+body (whitespace collapsed, from its first 200). The title is OKS's FTS5 title column (for a CJK
+title, its sorted jieba words: an OKS quirk); the type defaults to ``concept`` as in OKS.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+import polars as pl
+
+TYPE_MULT = {"anti-pattern": 1.5, "strategy": 0.8, "concept": 0.6}  # other types 0.5
+LESSON_MULT = 1.2
+GENERIC_TITLES = {
+    "index",
+    "overview",
+    "readme",
+    "目录",
+    "概述",
+    "总览",
+    "首页",
+    "introduction",
+    "conclusion",
+    "background",
+    "summary",
+}
+HEADER = "## 相关记忆\n相关已沉淀记忆（引用时用 slug；与当前事实冲突以最新为准）："
+MINLEN = 6  # the hook skips shorter prompts, and trivial ones, without taking a turn
+TRIVIAL = set(
+    "你好 谢谢 多谢 ok okay 好 好的 嗯 行 继续 hi hello thanks thx yes no 是 对 收到".split()
+)
+PER_PAGE_CHARS = 200  # settings inject.per_page_chars: body_preview
+PREVIEW_CHARS = 160
+
+
+def soul_boost(type_: str | None, title: str | None, lesson=None) -> float:
+    """OKS injection boost: type multiplier × 1.2 with a review lesson × 0.5 for a generic title (3 places)."""
+    b = TYPE_MULT.get((type_ or "").lower(), 0.5)
+    if lesson:
+        b *= LESSON_MULT
+    if (title or "").strip().lower() in GENERIC_TITLES:
+        b *= 0.5
+    return round(b, 3)
+
+
+def _col(rows: pl.DataFrame, name: str) -> list:
+    return rows[name].to_list() if name in rows.columns else [None] * rows.height
+
+
+def _shown_title(title: str | None, slug: str) -> str:
+    from pipeline.ops.tokenize import oks_words
+
+    return " ".join(oks_words(title or "")) or slug
+
+
+def line(r: dict) -> str:
+    """One injected page, as the hook prints it."""
+    body = r.get("body") if r.get("body") is not None else r.get("text") or ""
+    preview = re.sub(r"\s+", " ", body[:PER_PAGE_CHARS]).strip()[:PREVIEW_CHARS]
+    head = (
+        f"- [{r.get('type') or 'concept'}] {_shown_title(r.get('title'), r['slug'])} "
+        f"({r['slug']}) rel={round(r['score'], 3):.2f}"
+    )
+    return head + (f"\n    {preview}" if preview else "")
+
+
+def text(rows: list[dict]) -> str:
+    """The hook's knowledge section for the pages ``rows``."""
+    return "\n".join([HEADER, *map(line, rows)])
+
+
+def order(rows: pl.DataFrame, queries: pl.DataFrame | None, p) -> pl.DataFrame:
+    """Each query's hit pages (module docstring), reordered, then the floor."""
+    top = p.get("max_nodes") or 3
+    limit = max(3 * top, 10)
+    page = [d or n for d, n in zip(_col(rows, "doc_id"), rows["node_id"].to_list())]
+    rows = (
+        rows.with_columns(
+            page=pl.Series(page, dtype=pl.String),
+            slug=pl.Series([PurePosixPath(x).stem for x in page], dtype=pl.String),
+        )
+        .sort("query_id", "rank")
+        .filter(pl.int_range(pl.len()).over("query_id") < 4 * limit)
+        .unique(["query_id", "page"], keep="first", maintain_order=True)
+        .filter(pl.int_range(pl.len()).over("query_id") < limit)
+    )
+    keys = []
+    if p.goal_reorder and queries is not None and "goals" in queries.columns:
+        rows = rows.join(queries.select("query_id", "goals"), on="query_id", how="left")
+        rows = rows.with_columns(
+            off_goal=~pl.col("goals").list.contains(pl.col("slug")).fill_null(False)
+        )
+        keys.append("off_goal")
+    if p.soul_boost:
+        boost = [
+            soul_boost(t, ti, le)
+            for t, ti, le in zip(_col(rows, "type"), _col(rows, "title"), _col(rows, "lesson"))
+        ]
+        rows = rows.with_columns(
+            injection_boost=pl.Series(boost), soul=pl.col("score") * pl.Series(boost)
+        )
+        keys.append("soul")
+    rows = rows.sort(
+        ["query_id", *keys, "rank"], descending=[False, *[k == "soul" for k in keys], False]
+    )
+    floor = p.get("floor")
+    return rows if floor is None else rows.filter(pl.col("score").round(3) >= floor)
+
+
+def skipped(text: str | None) -> bool:
+    """The hook ignores a prompt shorter than 6 characters (stripped) or a trivial one."""
+    t = (text or "").strip()
+    return len(t) < MINLEN or t.lower() in TRIVIAL
+
+
+def _turns(queries: pl.DataFrame | None, qids: list[str]) -> dict[str, tuple]:
+    """query_id → (group, turn number in the group's ``now`` order); no group = a session of its
+    own. A prompt the hook ignores has no turn."""
+    if queries is None:
+        return {q: (q, 0) for q in qids}
+    queries = queries.filter(~pl.col("text").map_elements(skipped, return_dtype=pl.Boolean))
+    if "group" not in queries.columns:
+        return {q: (q, 0) for q in queries["query_id"].to_list()}
+    q = queries.with_row_index("i").with_columns(g=pl.col("group").fill_null(pl.col("query_id")))
+    q = q.sort(["g", *(["now"] if "now" in q.columns else []), "i"], nulls_last=True)
+    q = q.with_columns(turn=pl.col("i").cum_count().over("g"))
+    return {qid: (g, t) for qid, g, t in q.select("query_id", "g", "turn").iter_rows()}
+
+
+def _state(queries: pl.DataFrame | None, turns: dict) -> tuple[dict, dict]:
+    """(group → turns already taken, (group, slug) → last turn shown) from ``hook_n``/``hook_seen``."""
+    base: dict = {}
+    last: dict = {}
+    if queries is None or "hook_n" not in queries.columns:
+        return base, last
+    seen = _col(queries, "hook_seen")
+    for qid, n, s in zip(queries["query_id"].to_list(), queries["hook_n"].to_list(), seen):
+        g = turns.get(qid, (qid,))[0]
+        if n is not None and g not in base:
+            base[g] = int(n)
+            last.update({(g, ("slug", e["slug"])): int(e["turn"]) for e in s or []})
+    return base, last
+
+
+def _last(last: dict, g, r: dict) -> int:
+    """The turn the page of row ``r`` was last shown in group ``g`` (a recall-state names it by
+    slug)."""
+    return max(last.get((g, r["page"]), -(10**9)), last.get((g, ("slug", r["slug"])), -(10**9)))
+
+
+def pick(rows: pl.DataFrame, queries: pl.DataFrame | None, p) -> dict[str, list[dict]]:
+    """The hook's top-n per query after the cooldown, queries processed turn by turn (turn =
+    the group's ``hook_n`` + 1 + its position)."""
+    top, cool = p.get("max_nodes"), p.get("cooldown") or 0
+    by_q = {
+        qid: list(g.iter_rows(named=True))
+        for (qid,), g in rows.group_by("query_id", maintain_order=True)
+    }
+    turns = _turns(queries, list(by_q))
+    base, last = _state(queries, turns)
+    by_q = {q: r for q, r in by_q.items() if q in turns}
+    out = {}
+    for qid in sorted(by_q, key=lambda q: turns[q]):
+        g, t = turns[qid]
+        t += base.get(g, 0) + 1
+        chosen = [r for r in by_q[qid] if not (cool and t - _last(last, g, r) < cool)]
+        chosen = chosen[:top] if top else chosen
+        for r in chosen:
+            last[(g, r["page"])] = t
+        out[qid] = chosen
+    return {q: out[q] for q in by_q}
