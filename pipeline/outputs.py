@@ -14,14 +14,32 @@ from pipeline import backend, io, rundir
 from pipeline.common import StageLog, peak_rss_mb, versions
 
 
+def use_log(tables: dict) -> pl.DataFrame | None:
+    """The injection log a dataset carries: ``inject_log`` (data=oks) or a contract ``access_log``
+    (agent_id, slugs, team?, ...), else None."""
+    for name in ("inject_log", "access_log"):
+        if tables.get(name) is not None:
+            return tables[name]
+    return None
+
+
 def write_frames(out_dir: Path, frames: dict[str, pl.DataFrame]) -> None:
     """``<name>.parquet`` for each frame (atomic writes)."""
     for name, frame in frames.items():
         io.write_parquet(Path(out_dir) / f"{name}.parquet", frame)
 
 
-def export(cfg: DictConfig, out_dir: Path, nodes: pl.DataFrame, queries: pl.DataFrame, got) -> None:
-    """novelty / signals tables, recall.parquet and (``inject.format``) injection.parquet."""
+def export(
+    cfg: DictConfig,
+    out_dir: Path,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    got,
+    tables: dict | None = None,
+) -> None:
+    """novelty / signals tables, recall.parquet and (``inject.format``) injection.parquet; the
+    injection layer's collaborative boost reads ``tables`` (the dataset's ``inject_log``, else
+    its ``access_log``)."""
     from pipeline.stages import inject
 
     if got.novelty is not None:
@@ -38,6 +56,7 @@ def export(cfg: DictConfig, out_dir: Path, nodes: pl.DataFrame, queries: pl.Data
                 cfg.inject.format,
                 queries=queries,
                 include_archived=bool(cfg.include_archived),
+                log=use_log(tables or {}),
                 **{k: v for k, v in cfg.inject.items() if k != "format"},
             ),
         )
@@ -104,7 +123,7 @@ def write_outputs(
     from pipeline.stages import analyze
 
     with log.stage("export"):
-        export(cfg, out_dir, nodes, queries, got)
+        export(cfg, out_dir, nodes, queries, got, ds.tables)
     if cfg.analyze.enabled and got.xb is not None:
         with log.stage("analyze"):
             write_frames(
