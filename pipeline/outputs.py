@@ -81,6 +81,15 @@ def evaluate(
     return metrics
 
 
+def tier_counts(signals: pl.DataFrame | None) -> dict:
+    """Memory-curve tiers of the signals table (OKS: hot ≥ 0.7, warm ≥ 0.4, cold ≥ 0.15, else
+    evictable) as {tier: nodes}, in that order; {} without a tier column."""
+    if signals is None or "tier" not in signals.columns:
+        return {}
+    counts = dict(signals["tier"].value_counts().iter_rows())
+    return {t: int(counts.get(t, 0)) for t in ("hot", "warm", "cold", "evictable")}
+
+
 def manifest(cfg: DictConfig, out_dir: Path, ds, got, log: StageLog, device: str) -> dict:
     """The run's manifest: config, inputs, versions, device, timings, row counts, outputs."""
     container = OmegaConf.to_container(cfg, resolve=True)
@@ -103,6 +112,7 @@ def manifest(cfg: DictConfig, out_dir: Path, ds, got, log: StageLog, device: str
         "reused_stages": got.reused,
         "peak_rss_mb": peak_rss_mb(),
         "signals_freshness": got.freshness,
+        **({"tiers": tier_counts(got.signals)} if tier_counts(got.signals) else {}),
         "outputs": rundir.outputs(out_dir, cfg),
         **({"auto": got.auto} if got.auto is not None else {}),
     }

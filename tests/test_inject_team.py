@@ -110,3 +110,14 @@ def test_mmr_and_boost_in_render():
     boosted = render(_recall(1), NODES, "oks", 2, queries=q, log=log, beta_item=1.0, floor=0.0)
     # ItemCF: me injected p1; sim(p1, p4) = 2/sqrt(3·2) → p4 key 1.7·(1 + .816) = 3.09 > p1 2.0
     assert boosted["node_ids"].to_list() == [["p4", "p1"]]
+
+
+def test_tier_counts_boundaries():
+    from pipeline.outputs import tier_counts
+    from pipeline.stages.signals import tier
+
+    score = np.array([0.7, 0.6999, 0.4, 0.3999, 0.15, 0.1499, 0.0, 2.0])
+    sig = pl.DataFrame({"tier": list(tier(score))})
+    assert tier_counts(sig) == {"hot": 2, "warm": 2, "cold": 2, "evictable": 2}
+    assert list(tier_counts(sig)) == ["hot", "warm", "cold", "evictable"]
+    assert tier_counts(None) == {} and tier_counts(pl.DataFrame({"x": [1]})) == {}
