@@ -16,8 +16,8 @@ class Dataset:
     or ``doc_id`` (judgements on the document a unit belongs to). ``fingerprints`` maps each input
     file to its sha256; ``skipped`` counts input items dropped on purpose, by reason; ``notes``
     says how the input was read where that is not the contract as given (copied into the manifest).
-    ``tables`` holds other tables a store keeps that no stage reads yet, by name (``data=oks``:
-    ``goals``, ``recall_state``, ``inject_log``: OKS's injection history for a collab backend).
+    ``tables`` holds other tables a store keeps, by name (``data=oks``: ``goals``, ``recall_state``,
+    ``inject_log``: OKS's injection history, read by the collab channel and boost).
     """
 
     name: str
@@ -29,6 +29,14 @@ class Dataset:
     skipped: Counter = field(default_factory=Counter)
     notes: dict[str, str] = field(default_factory=dict)
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+    def use_log(self) -> pl.DataFrame | None:
+        """The injection log the dataset carries: ``inject_log`` (data=oks) or a contract
+        ``access_log`` table (agent_id, slugs, team?, session_id?, turn?), else None."""
+        for name in ("inject_log", "access_log"):
+            if self.tables.get(name) is not None:
+                return self.tables[name]
+        return None
 
     @property
     def qrels_level(self) -> str | None:

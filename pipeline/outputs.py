@@ -14,15 +14,6 @@ from pipeline import backend, io, rundir
 from pipeline.common import StageLog, peak_rss_mb, versions
 
 
-def use_log(tables: dict) -> pl.DataFrame | None:
-    """The injection log a dataset carries: ``inject_log`` (data=oks) or a contract ``access_log``
-    (agent_id, slugs, team?, ...), else None."""
-    for name in ("inject_log", "access_log"):
-        if tables.get(name) is not None:
-            return tables[name]
-    return None
-
-
 def write_frames(out_dir: Path, frames: dict[str, pl.DataFrame]) -> None:
     """``<name>.parquet`` for each frame (atomic writes)."""
     for name, frame in frames.items():
@@ -35,11 +26,10 @@ def export(
     nodes: pl.DataFrame,
     queries: pl.DataFrame,
     got,
-    tables: dict | None = None,
+    log: pl.DataFrame | None = None,
 ) -> None:
     """novelty / signals tables, recall.parquet and (``inject.format``) injection.parquet; the
-    injection layer's collaborative boost reads ``tables`` (the dataset's ``inject_log``, else
-    its ``access_log``)."""
+    injection layer's collaborative boost reads ``log`` (``Dataset.use_log``)."""
     from pipeline.stages import inject
 
     if got.novelty is not None:
@@ -56,7 +46,7 @@ def export(
                 cfg.inject.format,
                 queries=queries,
                 include_archived=bool(cfg.include_archived),
-                log=use_log(tables or {}),
+                log=log,
                 **{k: v for k, v in cfg.inject.items() if k != "format"},
             ),
         )
@@ -133,7 +123,7 @@ def write_outputs(
     from pipeline.stages import analyze
 
     with log.stage("export"):
-        export(cfg, out_dir, nodes, queries, got, ds.tables)
+        export(cfg, out_dir, nodes, queries, got, ds.use_log())
     if cfg.analyze.enabled and got.xb is not None:
         with log.stage("analyze"):
             write_frames(

@@ -151,7 +151,7 @@ def _turns(queries: pl.DataFrame | None, qids: list[str], by: str = "group") -> 
     if queries is None:
         return {q: (q, 0) for q in qids}
     queries = queries.filter(~pl.col("text").map_elements(skipped, return_dtype=pl.Boolean))
-    col = "agent_id" if by == "agent" else "group"
+    col = "agent_id" if by == "agent" and "agent_id" in queries.columns else "group"
     if col not in queries.columns:
         return {q: (q, 0) for q in queries["query_id"].to_list()}
     q = queries.with_row_index("i").with_columns(g=pl.col(col).fill_null(pl.col("query_id")))

@@ -80,7 +80,8 @@ def cf_boosts(
     agent, from the log rows (agent_id, slugs, team?) of the query's team only."""
     pairs = log.select(team=_team(log), agent=pl.col("agent_id").fill_null(""), slug="slugs")
     pairs = pairs.explode("slug").drop_nulls("slug")
-    q = queries.select("query_id", team=_team(queries), agent=pl.col("agent_id").fill_null(""))
+    agent = pl.col("agent_id").fill_null("") if "agent_id" in queries.columns else pl.lit("")
+    q = queries.select("query_id", team=_team(queries), agent=agent)
     r = rows.select("query_id", "slug").join(q, on="query_id", how="left", maintain_order="left")
     teams = np.concatenate([pairs["team"].to_numpy(), r["team"].to_numpy()]).astype(str)
     agents = np.concatenate([pairs["agent"].to_numpy(), r["agent"].to_numpy()]).astype(str)
