@@ -246,9 +246,10 @@ class Segments:
         return np.searchsorted(self.seg * n + self.rows, seg * n + ni)
 
 
-def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | None, second=None):
+def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | None, seconds=()):
     """Every segment's candidates: the union of the channels' lists, each pair scored by every
-    channel; ``second`` (the collab channel) adds its list, read from the first layer's."""
+    channel; ``seconds`` [(name, fn)] (collab, installed channels) add lists read from the first
+    layer's (a pair they did not list scores 0 there)."""
     lists = []
     if dch is not None:
         lists.append(dch.ranks(segs.parts))
@@ -258,9 +259,10 @@ def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | 
     cand = lists[0]
     for other in lists[1:]:
         cand = cand.join(other, on=["query_idx", "node_idx"], how="full", coalesce=True)
-    if second is not None:
-        cand = cand.join(second(cand), on=["query_idx", "node_idx"], how="full", coalesce=True)
-        cand = cand.with_columns(pl.col("collab").fill_null(0.0))
+    first = cand
+    for name, fn in seconds:
+        cand = cand.join(fn(first), on=["query_idx", "node_idx"], how="full", coalesce=True)
+        cand = cand.with_columns(pl.col(name).fill_null(0.0))
     qi, ni = cand["query_idx"].to_numpy(), cand["node_idx"].to_numpy()
     if dch is not None:
         cand = cand.with_columns(dense=pl.Series(dch.scores(qi, ni)))
@@ -297,11 +299,15 @@ def generate(
     """
     if xq is not None and part_q is None:
         part_q, part_w = np.arange(len(xq)), np.ones(len(xq))
-    bad = set(enabled) - set(CHANNELS)
-    if bad or not enabled or list(enabled) == ["collab"]:
+    from pipeline.registry import installed_channels
+
+    plugins = {c: f for c, f in installed_channels().items() if c in enabled and c not in CHANNELS}
+    bad = set(enabled) - set(CHANNELS) - set(plugins)
+    if bad or not enabled or not set(enabled) & {"dense", "lexical"}:
         raise ConfigError(
-            f"channels={list(enabled)}; choose one or more of {list(CHANNELS)} "
-            "(collab reads another channel's hits)"
+            f"channels={list(enabled)}; choose one or more of {list(CHANNELS)} or an installed "
+            f"channel {sorted(installed_channels())} (collab and installed channels read the "
+            "dense or lexical channel's hits)"
         )
     dch = (
         DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device) if "dense" in enabled else None
@@ -315,12 +321,16 @@ def generate(
         cols |= {f"{ch}_rank": pl.Int32, ch: pl.Float32}
     if not parts:
         return pl.DataFrame(schema=cols)
-    second = None
+    seconds = []
     if "collab" in enabled:
         from pipeline.channels import collab
 
-        def second(first: pl.DataFrame) -> pl.DataFrame:
-            return collab.candidates(first, nodes, queries, parts, log, collab_p)
+        seconds.append(
+            ("collab", lambda first: collab.candidates(first, nodes, queries, parts, log, collab_p))
+        )
+    for name, load in plugins.items():  # installed channels
+        fn = load()
+        seconds.append((name, lambda first, fn=fn: fn(first, nodes, queries, parts)))
 
-    cand = _candidates(Segments.of(parts), dch, lch, second)
+    cand = _candidates(Segments.of(parts), dch, lch, seconds)
     return cand.select(list(cols)).cast(cols).sort(["query_idx", "node_idx"])
