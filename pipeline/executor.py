@@ -135,7 +135,14 @@ class ShardWorker:
 
         ds = self.ds
         sub = Dataset(
-            ds.name, ds.nodes, ds.queries[qidx], ds.edges, None, ds.fingerprints, Counter()
+            ds.name,
+            ds.nodes,
+            ds.queries[qidx],
+            ds.edges,
+            None,
+            ds.fingerprints,
+            Counter(),
+            tables=ds.tables,  # the injection log: the collab channel reads it
         )
         backend.reset()
         log = StageLog()
@@ -212,7 +219,9 @@ def _run_on_ray(
         # the workers see the driver's (filtered) queries: shard indices refer to them
         from pipeline.dataset import Dataset
 
-        shipped = Dataset(ds.name, ds.nodes, queries, ds.edges, None, ds.fingerprints, Counter())
+        shipped = Dataset(
+            ds.name, ds.nodes, queries, ds.edges, None, ds.fingerprints, Counter(), tables=ds.tables
+        )
         ref = [
             ray.put(shipped)
         ]  # in a list, so Ray hands the actor the reference and not the object

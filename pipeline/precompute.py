@@ -100,7 +100,14 @@ def compute_missing(
     and the stage seconds."""
     missed = queries.filter(pl.col("query_id").is_in(miss["query_id"].implode()))
     sub = Dataset(
-        ds.name, scope_nodes(cfg, nodes, missed), missed, ds.edges, None, ds.fingerprints, Counter()
+        ds.name,
+        scope_nodes(cfg, nodes, missed),
+        missed,
+        ds.edges,
+        None,
+        ds.fingerprints,
+        Counter(),
+        tables=ds.tables,  # the injection log: the collab channel reads it
     )
     log = StageLog()
     backend.reset()
@@ -164,7 +171,10 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     root.mkdir(parents=True, exist_ok=True)
     ds = dataset if dataset is not None else call_target(cfg.data)
     nodes, queries = drop_empty(ds)
-    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges)
+    uses_log = (
+        "collab" in cfg.channels or cfg.inject.get("beta_item") or cfg.inject.get("beta_user")
+    )
+    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges, ds.use_log() if uses_log else None)
     scope_of_q = keys.select("query_id", "scope")
     cached = read_keys(root)
     hit = keys.join(cached, on=["query_id", "scope", *KEY_COLUMNS], how="semi")

@@ -78,7 +78,8 @@ def cf_boosts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(itemcf, usercf) of each row (query_id, slug): the boosts of the row's page for the query's
     agent, from the log rows (agent_id, slugs, team?) of the query's team only."""
-    pairs = log.select(team=_team(log), agent=pl.col("agent_id").fill_null(""), slug="slugs")
+    who = pl.col("agent_id").fill_null("") if "agent_id" in log.columns else pl.lit("")
+    pairs = log.select(team=_team(log), agent=who, slug="slugs")
     pairs = pairs.explode("slug").drop_nulls("slug")
     agent = pl.col("agent_id").fill_null("") if "agent_id" in queries.columns else pl.lit("")
     q = queries.select("query_id", team=_team(queries), agent=agent)
