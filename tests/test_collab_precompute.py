@@ -23,7 +23,7 @@ def _dataset(log_rows):
     queries = pl.DataFrame(
         {
             "query_id": ["q1", "q1b", "q2"],
-            "text": ["alpha", "beta", "alpha"],
+            "text": ["alpha please", "beta please", "alpha please"],
             "team": ["t1", "t1", "t2"],
             "doc_scope": [["t1"], ["t1"], ["t2"]],
         }
@@ -74,3 +74,27 @@ def test_precompute_after_a_new_row_equals_a_plain_run(compose, tmp_path):
         "t2/b" in q2["node_id"].to_list()
         and q2.filter(pl.col("node_id") == "t2/b")["collab"][0] > 0
     )
+
+
+def test_other_teams_rows_leave_a_teams_recall_bytes(compose, tmp_path):
+    """Full run (preset=oks_team, injection too): team t2's log rows change q2's recall but not
+    a byte of team t1's rows of recall.parquet / injection.parquet."""
+    from pipeline import runner
+
+    def t1_bytes(rows, name):
+        cfg = compose(["preset=oks_team", "embed=hashing", f"cache_dir={tmp_path / name}"])
+        runner.run(cfg.copy(), tmp_path / name, dataset=_dataset(rows))
+        out = {}
+        for table in ("recall", "injection"):
+            df = pl.read_parquet(tmp_path / name / f"{table}.parquet")
+            out[table] = df.filter(pl.col("query_id") != "q2")
+            out[f"{table}_q2"] = df.filter(pl.col("query_id") == "q2")
+        return out
+
+    alone = t1_bytes(BASE, "alone")
+    more = [("t2", "s2", ["a", "b"]), ("t2", "s3", ["a", "b"]), ("t2", "s4", ["c", "a"])]
+    mixed = t1_bytes([*BASE, *more], "mixed")
+    assert alone["injection"].height == 2  # q1, q1b inject (prompts of ≥ 6 characters)
+    for table in ("recall", "injection"):
+        assert alone[table].equals(mixed[table])
+    assert not alone["recall_q2"].equals(mixed["recall_q2"])  # the rows did reach their own team
