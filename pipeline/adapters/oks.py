@@ -114,7 +114,7 @@ def _page_fields(meta: dict, where: str, skipped: Counter) -> dict:
         "relationship": s(meta.get("relationship")),
         "superseded_by": s(meta.get("superseded_by")),
         "human_reviewed_at": s(meta.get("human_reviewed_at")),
-        "traces": len(meta.get("traces") or []),
+        "traces": len(t) if isinstance(t := meta.get("traces") or [], list) else 1,
     }
 
 
@@ -267,8 +267,9 @@ def load(
     root = _root(path)
     wiki, skipped = root / "wiki", Counter()
     uses = access_counts(root)
-    files = [f for f in list_notes(wiki) if f.name != "INDEX.md"]
-    skipped["index_md"] = len(list_notes(wiki)) - len(files)
+    every = list_notes(wiki)
+    files = [f for f in every if f.name != "INDEX.md"]
+    skipped["index_md"] = len(every) - len(files)
     rows = [r for f in files for r in page_rows(wiki, f, uses, skipped)]
     if not rows:
         raise DataError(str(wiki), "no wiki pages with front matter", "add wiki/<slug>.md pages")

@@ -2,7 +2,7 @@
 and ``recall.py::_recall_knowledge_via_backend`` @ 6a281b47), per query.
 
 A query's hits are pages, as OKS's backend returns them: of the first ``4·L`` recalled rows the
-best row of each page (its slug: the file stem of ``doc_id``, else ``node_id``), at most ``L =
+best row of each page (its ``doc_id``, else ``node_id``; shown by its slug, the file stem), at most ``L =
 max(3·top-n, 10)`` pages (the hook asks ``recall`` for that many). Then the goal reorder (pages of
 the query's ``goals`` first, stable) and, with ``soul_boost``, OKS's designed Soul Boost order
 (score × boost); relevance = the score rounded to 3 places, kept when ≥ the floor; a page shown in
@@ -90,14 +90,15 @@ def order(
     boost (from ``log``) and the floored pages are put in MMR order."""
     top = p.get("max_nodes") or 3
     limit = max(3 * top, 10)
-    slug = [
-        PurePosixPath(d or n).stem for d, n in zip(_col(rows, "doc_id"), rows["node_id"].to_list())
-    ]
+    page = [d or n for d, n in zip(_col(rows, "doc_id"), rows["node_id"].to_list())]
     rows = (
-        rows.with_columns(slug=pl.Series(slug, dtype=pl.String))
+        rows.with_columns(
+            page=pl.Series(page, dtype=pl.String),
+            slug=pl.Series([PurePosixPath(x).stem for x in page], dtype=pl.String),
+        )
         .sort("query_id", "rank")
         .filter(pl.int_range(pl.len()).over("query_id") < 4 * limit)
-        .unique(["query_id", "slug"], keep="first", maintain_order=True)
+        .unique(["query_id", "page"], keep="first", maintain_order=True)
         .filter(pl.int_range(pl.len()).over("query_id") < limit)
     )
     keys = []
@@ -171,8 +172,14 @@ def _state(queries: pl.DataFrame | None, turns: dict) -> tuple[dict, dict]:
         g = turns.get(qid, (qid,))[0]
         if n is not None and g not in base:
             base[g] = int(n)
-            last.update({(g, e["slug"]): int(e["turn"]) for e in s or []})
+            last.update({(g, ("slug", e["slug"])): int(e["turn"]) for e in s or []})
     return base, last
+
+
+def _last(last: dict, g, r: dict) -> int:
+    """The turn the page of row ``r`` was last shown in group ``g`` (a recall-state names it by
+    slug)."""
+    return max(last.get((g, r["page"]), -(10**9)), last.get((g, ("slug", r["slug"])), -(10**9)))
 
 
 def pick(rows: pl.DataFrame, queries: pl.DataFrame | None, p) -> dict[str, list[dict]]:
@@ -190,11 +197,9 @@ def pick(rows: pl.DataFrame, queries: pl.DataFrame | None, p) -> dict[str, list[
     for qid in sorted(by_q, key=lambda q: turns[q]):
         g, t = turns[qid]
         t += base.get(g, 0) + 1
-        chosen = [
-            r for r in by_q[qid] if not (cool and t - last.get((g, r["slug"]), -(10**9)) < cool)
-        ]
+        chosen = [r for r in by_q[qid] if not (cool and t - _last(last, g, r) < cool)]
         chosen = chosen[:top] if top else chosen
         for r in chosen:
-            last[(g, r["slug"])] = t
+            last[(g, r["page"])] = t
         out[qid] = chosen
     return {q: out[q] for q in by_q}
