@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.channels import collab as collab_channel
 from pipeline.channels.candidates import generate
 from pipeline.channels.collab import CollabParams
 from pipeline.stages.channels import LexicalParams
@@ -94,3 +95,11 @@ def _parquet(frame: pl.DataFrame) -> bytes:
     buf = io.BytesIO()
     frame.rechunk().write_parquet(buf)
     return buf.getvalue()
+
+
+def test_a_log_without_the_basket_column_is_a_clear_error():
+    from pipeline.errors import DataError
+
+    log = pl.DataFrame({"team": ["t1"], "slugs": [["a", "b"]]})
+    with pytest.raises(DataError, match="session_id"):
+        collab_channel.similarity(log, CollabParams.defaults(basket="session"))

@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from pipeline.errors import require_one_of
+from pipeline.errors import DataError, require_one_of
 from pipeline.ops import collab
 from pipeline.stage import Params
 
@@ -61,7 +61,11 @@ def similarity(log: pl.DataFrame, p: CollabParams) -> tuple[object, dict]:
     cols = BASKETS[p.basket]
     missing = [c for c in [*cols, "slugs"] if c not in log.columns]
     if missing:
-        raise ValueError(f"collab: the injection log has no column {missing[0]!r}; add it")
+        raise DataError(
+            "injection log (Dataset.tables inject_log / access_log)",
+            f"no column {missing[0]!r} (collab.basket={p.basket} reads {cols} and slugs)",
+            "add the column, or choose another collab.basket (agent | session | injection)",
+        )
     rows = log.select(
         team=pl.Series(_team(log), dtype=pl.String),
         key=pl.concat_str(
