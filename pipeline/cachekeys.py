@@ -94,10 +94,37 @@ def scope_versions(
     return {s: whole if s is None else _sha(digest[rows[s]].tobytes()) for s in scopes}
 
 
+def _team(df: pl.DataFrame) -> pl.Series:
+    return (
+        df["team"].cast(pl.String).fill_null("")
+        if "team" in df.columns
+        else pl.Series([""] * df.height)
+    )
+
+
+def team_log_versions(log: pl.DataFrame | None, queries: pl.DataFrame) -> list[str]:
+    """Per query: the hash of its team's injection-log rows in log order (``team``, absent = one
+    team), what the collab channel and the CF boosts read; "" without a log."""
+    if log is None:
+        return [""] * queries.height
+    teams = _team(log)
+    by_team = {}
+    for t in dict.fromkeys(_team(queries).to_list()):
+        rows = log.filter(teams == t)
+        by_team[t] = _sha(rows.hash_rows(seed=0).to_numpy().tobytes(), str(rows.height).encode())
+    return [by_team[t] for t in _team(queries).to_list()]
+
+
 def query_keys(
-    cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame, edges: pl.DataFrame | None
+    cfg: DictConfig,
+    nodes: pl.DataFrame,
+    queries: pl.DataFrame,
+    edges: pl.DataFrame | None,
+    log: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per query: query_id, scope (partition id), doc_scope, query_hash, scope_version, recipe."""
+    """One row per query: query_id, scope (partition id), doc_scope, query_hash, scope_version, recipe.
+    With ``log`` (read by the collab channel), a query's scope version also covers its team's rows
+    of the log, so a new log row misses exactly that team's queries."""
     scopes = [
         scope_of(s)
         for s in (
@@ -114,7 +141,10 @@ def query_keys(
             "query_id": queries["query_id"].cast(pl.String),
             "scope": [ids[s] for s in scopes],
             "query_hash": query_hashes(queries),
-            "scope_version": [versions[s] for s in scopes],
+            "scope_version": [
+                versions[s] if not t else _sha(versions[s].encode(), t.encode())
+                for s, t in zip(scopes, team_log_versions(log, queries), strict=True)
+            ],
             "recipe": recipe_hash(cfg),
         }
     )

@@ -18,8 +18,9 @@ class Dataset:
     says how the input was read where that is not the contract as given (copied into the manifest);
     ``notes["vector_model"]`` names the model of stored ``embedding`` columns (stages/vectors.py);
     ``freshness`` is per store signal file (status, computed_at, age_days), the manifest's
-    ``signals_freshness.store``. ``tables`` holds other tables a store keeps that no stage reads yet, by name (``data=oks``:
-    ``goals``, ``recall_state``, ``inject_log``: OKS's injection history for a collab backend).
+    ``signals_freshness.store``. ``tables``
+    holds other tables a store keeps, by name (``data=oks``: ``goals``, ``recall_state``,
+    ``inject_log``: OKS's injection history, read by the collab channel and boost).
     """
 
     name: str
@@ -32,6 +33,14 @@ class Dataset:
     notes: dict[str, str] = field(default_factory=dict)
     freshness: dict = field(default_factory=dict)  # the store's own signal files (adapters/reme.py)
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+    def use_log(self) -> pl.DataFrame | None:
+        """The injection log the dataset carries: ``inject_log`` (data=oks) or a contract
+        ``access_log`` table (agent_id, slugs, team?, session_id?, turn?), else None."""
+        for name in ("inject_log", "access_log"):
+            if self.tables.get(name) is not None:
+                return self.tables[name]
+        return None
 
     @property
     def qrels_level(self) -> str | None:

@@ -143,6 +143,7 @@ class ShardWorker:
             ds.fingerprints,
             Counter(),
             ds.notes,
+            tables=ds.tables,  # the injection log: the collab channel reads it
         )
         backend.reset()
         log = StageLog()
@@ -220,7 +221,15 @@ def _run_on_ray(
         from pipeline.dataset import Dataset
 
         shipped = Dataset(
-            ds.name, ds.nodes, queries, ds.edges, None, ds.fingerprints, Counter(), ds.notes
+            ds.name,
+            ds.nodes,
+            queries,
+            ds.edges,
+            None,
+            ds.fingerprints,
+            Counter(),
+            ds.notes,
+            tables=ds.tables,
         )
         ref = [
             ray.put(shipped)

@@ -27,8 +27,10 @@ def export(
     queries: pl.DataFrame,
     got,
     edges: pl.DataFrame | None = None,
+    log: pl.DataFrame | None = None,
 ) -> None:
-    """novelty / signals tables, recall.parquet and (``inject.format``) injection.parquet."""
+    """novelty / signals tables, recall.parquet and (``inject.format``) injection.parquet; the
+    injection layer's collaborative boost reads ``log`` (``Dataset.use_log``)."""
     from pipeline.stages import inject
 
     if got.novelty is not None:
@@ -46,6 +48,7 @@ def export(
                 queries=queries,
                 include_archived=bool(cfg.include_archived),
                 edges=edges,
+                log=log,
                 **{k: v for k, v in cfg.inject.items() if k != "format"},
             ),
         )
@@ -68,6 +71,15 @@ def evaluate(
     io.write_json(out_dir / "metrics.json", metrics)
     io.write_parquet(out_dir / "per_query.parquet", per_query)
     return metrics
+
+
+def tier_counts(signals: pl.DataFrame | None) -> dict:
+    """Memory-curve tiers of the signals table (OKS: hot ≥ 0.7, warm ≥ 0.4, cold ≥ 0.15, else
+    evictable) as {tier: nodes}, in that order; {} without a tier column."""
+    if signals is None or "tier" not in signals.columns:
+        return {}
+    counts = dict(signals["tier"].value_counts().iter_rows())
+    return {t: int(counts.get(t, 0)) for t in ("hot", "warm", "cold", "evictable")}
 
 
 def manifest(cfg: DictConfig, out_dir: Path, ds, got, log: StageLog, device: str) -> dict:
@@ -95,6 +107,7 @@ def manifest(cfg: DictConfig, out_dir: Path, ds, got, log: StageLog, device: str
             **got.freshness,
             **({"store": ds.freshness} if ds.freshness else {}),
         },
+        **({"tiers": tier_counts(got.signals)} if tier_counts(got.signals) else {}),
         "outputs": rundir.outputs(out_dir, cfg),
         **({"auto": got.auto} if got.auto is not None else {}),
     }
@@ -115,7 +128,7 @@ def write_outputs(
     from pipeline.stages import analyze
 
     with log.stage("export"):
-        export(cfg, out_dir, nodes, queries, got, getattr(ds, "edges", None))
+        export(cfg, out_dir, nodes, queries, got, getattr(ds, "edges", None), ds.use_log())
     if cfg.analyze.enabled and got.xb is not None:
         with log.stage("analyze"):
             write_frames(

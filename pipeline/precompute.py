@@ -108,6 +108,7 @@ def compute_missing(
         ds.fingerprints,
         Counter(),
         ds.notes,
+        tables=ds.tables,  # the injection log: the collab channel reads it
     )
     log = StageLog()
     backend.reset()
@@ -171,7 +172,10 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     root.mkdir(parents=True, exist_ok=True)
     ds = dataset if dataset is not None else call_target(cfg.data)
     nodes, queries = drop_empty(ds)
-    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges)
+    uses_log = (
+        "collab" in cfg.channels or cfg.inject.get("beta_item") or cfg.inject.get("beta_user")
+    )
+    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges, ds.use_log() if uses_log else None)
     scope_of_q = keys.select("query_id", "scope")
     cached = read_keys(root)
     hit = keys.join(cached, on=["query_id", "scope", *KEY_COLUMNS], how="semi")

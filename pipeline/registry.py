@@ -34,6 +34,19 @@ TARGETS: dict[str, tuple[str, str]] = {
 }
 
 
+CHANNEL_GROUP = "recall_pipeline.channels"
+
+
+def installed_channels() -> dict[str, Callable]:
+    """Channels that installed packages add, as OKS registers search backends (``entry_points(
+    group="oks_search_backend")``, spec §3.a): entry points of group ``recall_pipeline.channels``,
+    name → a loader of ``fn(first, nodes, queries, parts) -> (query_idx, node_idx, <name>_rank,
+    <name>)``. Installed code is trusted; a config names a channel only by its entry-point name."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.load for ep in entry_points(group=CHANNEL_GROUP)}
+
+
 def call(spec: object, where: str, **extra):
     """Call the callable named by ``spec["_target_"]`` with the other keys (and ``extra``) as kwargs,
     after checking they fit its signature, so a bad key is a ConfigError and not a TypeError."""

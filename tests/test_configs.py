@@ -35,7 +35,7 @@ def test_compose_every_option(compose, group, option):
     container = OmegaConf.to_container(cfg, resolve=True)
     for path, target in _targets(container):
         assert target in TARGETS, f"{group}={option}: {path} → {target}"
-    assert container["channels"] and set(container["channels"]) <= {"dense", "lexical"}
+    assert container["channels"] and set(container["channels"]) <= {"dense", "lexical", "collab"}
     for ch in container["channels"]:
         assert ch in container["fuse"]["weights"]
     call_target(cfg.embed.encoder)  # encoders construct lazily (no model load here)

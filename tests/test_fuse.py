@@ -70,7 +70,7 @@ def test_wsum_minmax_and_errors():
     )
     assert f[4] == pytest.approx(1.0)  # a single candidate: max == min > 0
     with pytest.raises(ConfigError, match="choose from"):
-        fuse(_cand(), ["dense"], "snake", weights={"dense": 1.0})
+        fuse(_cand(), ["dense"], "zigzag", weights={"dense": 1.0})
     with pytest.raises(ConfigError, match="no weight"):
         fuse(_cand(), ["dense", "lexical"], "wsum", weights={"dense": 1.0})
 

@@ -19,7 +19,7 @@ from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long, topk_sparse
 
-CHANNELS = ("dense", "lexical")
+CHANNELS = ("dense", "lexical", "collab")  # collab: after the others (pipeline.channels.collab)
 
 
 def node_fields(nodes: pl.DataFrame) -> dict[str, list[str]]:
@@ -251,9 +251,10 @@ class Segments:
         return np.searchsorted(self.seg * n + self.rows, seg * n + ni)
 
 
-def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | None):
+def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | None, seconds=()):
     """Every segment's candidates: the union of the channels' lists, each pair scored by every
-    channel."""
+    channel; ``seconds`` [(name, fn)] (collab, installed channels) add lists read from the first
+    layer's (a pair they did not list scores 0 there)."""
     lists = []
     if dch is not None:
         lists.append(dch.ranks(segs.parts))
@@ -263,6 +264,10 @@ def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | 
     cand = lists[0]
     for other in lists[1:]:
         cand = cand.join(other, on=["query_idx", "node_idx"], how="full", coalesce=True)
+    first = cand
+    for name, fn in seconds:
+        cand = cand.join(fn(first), on=["query_idx", "node_idx"], how="full", coalesce=True)
+        cand = cand.with_columns(pl.col(name).fill_null(0.0))
     qi, ni = cand["query_idx"].to_numpy(), cand["node_idx"].to_numpy()
     if dch is not None:
         cand = cand.with_columns(dense=pl.Series(dch.scores(qi, ni)))
@@ -292,6 +297,8 @@ def generate(
     part_q: np.ndarray | None = None,
     part_w: np.ndarray | None = None,
     parts: list | None = None,
+    collab_p=None,
+    log: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel;
     ``dense_p`` and ``lex_p`` are the ``channels`` stage's ``DenseParams`` and ``LexicalParams``.
@@ -299,13 +306,21 @@ def generate(
     ``xq`` holds one vector per query, or — with ``part_q`` (query of each row) and ``part_w`` (its
     weight) — several per query (``pipeline.stages.query.plan``): their hits merge by max of w·cos.
     ``parts`` are the scope groups [(key, node indices, query indices)] (default: ``scope_groups``
-    of the tables); each query's candidates come from its group's nodes only.
+    of the tables); each query's candidates come from its group's nodes only. ``collab_p`` and
+    ``log`` (the injection log) serve the ``collab`` channel, which needs another channel.
     """
     if xq is not None and part_q is None:
         part_q, part_w = np.arange(len(xq)), np.ones(len(xq))
-    bad = set(enabled) - set(CHANNELS)
-    if bad or not enabled:
-        raise ConfigError(f"channels={list(enabled)}; choose one or more of {list(CHANNELS)}")
+    from pipeline.registry import installed_channels
+
+    plugins = {c: f for c, f in installed_channels().items() if c in enabled and c not in CHANNELS}
+    bad = set(enabled) - set(CHANNELS) - set(plugins)
+    if bad or not enabled or not set(enabled) & {"dense", "lexical"}:
+        raise ConfigError(
+            f"channels={list(enabled)}; choose one or more of {list(CHANNELS)} or an installed "
+            f"channel {sorted(installed_channels())} (collab and installed channels read the "
+            "dense or lexical channel's hits)"
+        )
     dch = (
         DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device) if "dense" in enabled else None
     )
@@ -318,5 +333,16 @@ def generate(
         cols |= {f"{ch}_rank": pl.Int32, ch: pl.Float32}
     if not parts:
         return pl.DataFrame(schema=cols)
-    cand = _candidates(Segments.of(parts), dch, lch)
+    seconds = []
+    if "collab" in enabled:
+        from pipeline.channels import collab
+
+        seconds.append(
+            ("collab", lambda first: collab.candidates(first, nodes, queries, parts, log, collab_p))
+        )
+    for name, load in plugins.items():  # installed channels
+        fn = load()
+        seconds.append((name, lambda first, fn=fn: fn(first, nodes, queries, parts)))
+
+    cand = _candidates(Segments.of(parts), dch, lch, seconds)
     return cand.select(list(cols)).cast(cols).sort(["query_idx", "node_idx"])

@@ -5,6 +5,7 @@ The array code that turns them into candidates is ``pipeline.channels`` (``candi
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -13,6 +14,7 @@ import polars as pl
 
 from pipeline import io
 from pipeline.channels.candidates import generate
+from pipeline.channels.collab import CollabParams
 from pipeline.common import key_prefix, stage_key
 from pipeline.stage import Params, Stage
 
@@ -63,6 +65,7 @@ KEYS = [
     "channels",
     "dense",
     "lexical",
+    "collab",
     "embed",
     "query",
     "include_archived",
@@ -82,6 +85,9 @@ def run_stage(ctx, p: tuple) -> object:
         KEYS,
         state.const("key:channels", lambda: key_prefix(cfg, state.ds, KEYS)),
     )
+    log = state.ds.use_log() if "collab" in cfg.channels else None
+    if log is not None:  # the collab channel's statistics: the log's exact rows
+        key = hashlib.sha256((key + log.write_json()).encode()).hexdigest()[:20]
     path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
     if path.exists():
         ctx.cand = pl.read_parquet(path)
@@ -93,13 +99,15 @@ def run_stage(ctx, p: tuple) -> object:
             list(cfg.channels),
             ctx.xb,
             ctx.xparts,
-            *p,
+            *p[:2],
             state.device,
             cfg.seed,
             cfg.include_archived,
             ctx.part_q,
             ctx.part_w,
             ctx.segments,
+            *p[2:],
+            log,
         )
         io.write_parquet(path, ctx.cand)
     state.log.add("candidates", ctx.cand.height)
@@ -112,5 +120,6 @@ STAGE = Stage(
     params=lambda run: (
         DenseParams.from_cfg(run.cfg.dense, "dense"),
         LexicalParams.from_cfg(run.cfg.lexical, "lexical"),
+        CollabParams.from_cfg(run.cfg.collab, "collab"),
     ),
 )

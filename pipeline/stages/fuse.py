@@ -4,6 +4,11 @@
   list holds the node. ``single_branch_raw`` keeps ReMe's quirk: a query for which only one channel
   returned anything gets that channel's raw scores.
 - ``wsum``: weighted sum of per-query normalised channel scores (``max``, ``minmax`` or ``none``).
+- ``snake``: OKS's designed Snake Merge (spec §3.e): each backend's top ``top_n`` interleaved in
+  snake order, A→B→C→C→B→A→A→B→C…, a node kept at its first place (duplicates dropped); the
+  backends' order is ``order`` (default: the ``channels`` list). ``fused = 1 / (1 + place)``, the
+  place counted over the interleaved sequence before dedupe (the order is the same); nodes in
+  no backend's top ``top_n`` are dropped.
 """
 
 from __future__ import annotations
@@ -97,7 +102,35 @@ def wsum(
     return cand.with_columns(fused=pl.sum_horizontal([w[c] * _norm(c, how[c]) for c in channels]))
 
 
-METHODS = {"rrf": rrf, "wsum": wsum}
+def snake(
+    cand: pl.DataFrame,
+    channels: list[str],
+    top_n: int = 10,
+    order: list | None = None,
+) -> pl.DataFrame:
+    """Candidates in Snake Merge order (module docstring), ``fused`` = 1 / (1 + snake place)."""
+    seq = list(order) if order else list(channels)
+    bad = [c for c in seq if c not in channels]
+    if bad or len(set(seq)) != len(seq):
+        raise ConfigError(
+            f"fuse.order={seq} must name each enabled channel at most once; channels: {channels}"
+        )
+    n = len(seq)
+    places = []
+    for pos, c in enumerate(seq):
+        rnd = pl.col(f"{c}_rank").cast(pl.Int64) - 1  # round = rank − 1
+        slot = pl.when(rnd % 2 == 0).then(pl.lit(pos)).otherwise(pl.lit(n - 1 - pos))
+        places.append(pl.when(rnd < top_n).then(rnd * n + slot))
+    place = pl.min_horizontal(places)
+    return (
+        cand.with_columns(_place=place)
+        .filter(pl.col("_place").is_not_null())
+        .with_columns(fused=1.0 / (1.0 + pl.col("_place").cast(pl.Float64)))
+        .drop("_place")
+    )
+
+
+METHODS = {"rrf": rrf, "wsum": wsum, "snake": snake}
 
 
 def _options(fn) -> set[str]:

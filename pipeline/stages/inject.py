@@ -46,6 +46,14 @@ class InjectParams:
     )
     goal_reorder: bool = True  # oks: nodes of the query's goal slugs first
     scene: bool = True  # bme: POV augmentation + scene reconstruction (BME's selectedNodeIds)
+    # OKS team design (pipeline/stages/inject_team.py), all off by default:
+    cooldown_by: str = "group"  # oks: read state per query `group` (session) or per `agent`
+    beta_item: float = 0.0  # oks: ItemCF boost weight (agents that injected x also injected y)
+    beta_user: float = 0.0  # oks: UserCF boost weight (agents whose injections resemble this one's)
+    mmr_lambda: float | None = None  # oks: MMR over area/type similarity (null = off)
+
+    def __post_init__(self) -> None:
+        require_one_of("inject.cooldown_by", self.cooldown_by, ("group", "agent"))
 
     def get(self, name: str):
         """The setting ``name``, or the format's default when it is None."""
@@ -86,6 +94,7 @@ def render(
     queries: pl.DataFrame | None = None,
     include_archived: bool = False,
     edges: pl.DataFrame | None = None,
+    log: pl.DataFrame | None = None,
     **opts,
 ) -> pl.DataFrame:
     """One injection text per query that injects anything; ``node_ids`` lists the nodes it shows.
@@ -114,12 +123,13 @@ def render(
             "end_line",
             "lesson",
             "body",
+            "area",
         )
         if c in nodes.columns
     ]
     rows = recall.join(nodes.select(keep), on="node_id", how="left").sort("query_id", "rank")
     if fmt == "oks":
-        picked = inject_oks.pick(inject_oks.order(rows, queries, p), queries, p)
+        picked = inject_oks.pick(inject_oks.order(rows, queries, p, log), queries, p)
     else:
         cap = p.get("max_nodes")
         rows = rows.filter(pl.col("rank") <= cap) if cap else rows

@@ -82,8 +82,12 @@ def text(rows: list[dict]) -> str:
     return "\n".join([HEADER, *map(line, rows)])
 
 
-def order(rows: pl.DataFrame, queries: pl.DataFrame | None, p) -> pl.DataFrame:
-    """Each query's hit pages (module docstring), reordered, then the floor."""
+def order(
+    rows: pl.DataFrame, queries: pl.DataFrame | None, p, log: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Each query's hit pages (module docstring), reordered, then the floor; with the team
+    design's settings (``pipeline.stages.inject_team``) the order key is × the collaborative
+    boost (from ``log``) and the floored pages are put in MMR order."""
     top = p.get("max_nodes") or 3
     limit = max(3 * top, 10)
     page = [d or n for d, n in zip(_col(rows, "doc_id"), rows["node_id"].to_list())]
@@ -113,11 +117,26 @@ def order(rows: pl.DataFrame, queries: pl.DataFrame | None, p) -> pl.DataFrame:
             injection_boost=pl.Series(boost), soul=pl.col("score") * pl.Series(boost)
         )
         keys.append("soul")
-    rows = rows.sort(
-        ["query_id", *keys, "rank"], descending=[False, *[k == "soul" for k in keys], False]
-    )
+    base = "soul" if p.soul_boost else "score"
+    if (p.beta_item or p.beta_user) and log is not None and queries is not None:
+        from pipeline.stages.inject_team import cf_boosts
+
+        ib, ub = cf_boosts(log, rows, queries)
+        rows = rows.with_columns(itemcf=pl.Series(ib), usercf=pl.Series(ub)).with_columns(
+            team_boost=pl.col(base)
+            * (1 + p.beta_item * pl.col("itemcf") + p.beta_user * pl.col("usercf"))
+        )
+        keys = [k for k in keys if k != "soul"] + ["team_boost"]
+        base = "team_boost"
+    desc = [k in ("soul", "team_boost") for k in keys]
+    rows = rows.sort(["query_id", *keys, "rank"], descending=[False, *desc, False])
     floor = p.get("floor")
-    return rows if floor is None else rows.filter(pl.col("score").round(3) >= floor)
+    rows = rows if floor is None else rows.filter(pl.col("score").round(3) >= floor)
+    if p.mmr_lambda is not None:
+        from pipeline.stages.inject_team import mmr_rows
+
+        rows = mmr_rows(rows, base, float(p.mmr_lambda))
+    return rows
 
 
 def skipped(text: str | None) -> bool:
@@ -126,15 +145,17 @@ def skipped(text: str | None) -> bool:
     return len(t) < MINLEN or t.lower() in TRIVIAL
 
 
-def _turns(queries: pl.DataFrame | None, qids: list[str]) -> dict[str, tuple]:
+def _turns(queries: pl.DataFrame | None, qids: list[str], by: str = "group") -> dict[str, tuple]:
     """query_id → (group, turn number in the group's ``now`` order); no group = a session of its
-    own. A prompt the hook ignores has no turn."""
+    own. ``by="agent"``: the read state is the query's ``agent_id`` (OKS team design: cooldown and
+    seen-set per agent, across its sessions). A prompt the hook ignores has no turn."""
     if queries is None:
         return {q: (q, 0) for q in qids}
     queries = queries.filter(~pl.col("text").map_elements(skipped, return_dtype=pl.Boolean))
-    if "group" not in queries.columns:
+    col = "agent_id" if by == "agent" and "agent_id" in queries.columns else "group"
+    if col not in queries.columns:
         return {q: (q, 0) for q in queries["query_id"].to_list()}
-    q = queries.with_row_index("i").with_columns(g=pl.col("group").fill_null(pl.col("query_id")))
+    q = queries.with_row_index("i").with_columns(g=pl.col(col).fill_null(pl.col("query_id")))
     q = q.sort(["g", *(["now"] if "now" in q.columns else []), "i"], nulls_last=True)
     q = q.with_columns(turn=pl.col("i").cum_count().over("g"))
     return {qid: (g, t) for qid, g, t in q.select("query_id", "g", "turn").iter_rows()}
@@ -169,7 +190,7 @@ def pick(rows: pl.DataFrame, queries: pl.DataFrame | None, p) -> dict[str, list[
         qid: list(g.iter_rows(named=True))
         for (qid,), g in rows.group_by("query_id", maintain_order=True)
     }
-    turns = _turns(queries, list(by_q))
+    turns = _turns(queries, list(by_q), p.get("cooldown_by") or "group")
     base, last = _state(queries, turns)
     by_q = {q: r for q, r in by_q.items() if q in turns}
     out = {}
