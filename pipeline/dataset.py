@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -33,6 +33,17 @@ class Dataset:
     notes: dict[str, str] = field(default_factory=dict)
     freshness: dict = field(default_factory=dict)  # the store's own signal files (adapters/reme.py)
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+    def part(self, queries: pl.DataFrame, nodes: pl.DataFrame | None = None) -> Dataset:
+        """The same dataset for a subset of its queries (a Ray shard, precompute's missed queries),
+        without qrels or skip counts; every other field (notes, tables, freshness) carries over."""
+        return replace(
+            self,
+            queries=queries,
+            nodes=self.nodes if nodes is None else nodes,
+            qrels=None,
+            skipped=Counter(),
+        )
 
     def use_log(self) -> pl.DataFrame | None:
         """The injection log the dataset carries: ``inject_log`` (data=oks) or a contract

@@ -130,21 +130,10 @@ class ShardWorker:
         novelty and signals tables as IPC bytes and the counts the driver's manifest merges."""
         from pipeline import backend, querypath
         from pipeline.common import StageLog, peak_rss_mb
-        from pipeline.dataset import Dataset
         from pipeline.ingest import drop_empty
 
         ds = self.ds
-        sub = Dataset(
-            ds.name,
-            ds.nodes,
-            ds.queries[qidx],
-            ds.edges,
-            None,
-            ds.fingerprints,
-            Counter(),
-            ds.notes,
-            tables=ds.tables,  # the injection log: the collab channel reads it
-        )
+        sub = ds.part(ds.queries[qidx])
         backend.reset()
         log = StageLog()
         nodes, queries = drop_empty(sub)

@@ -22,7 +22,6 @@ import datetime as dt
 import logging
 import shutil
 import time
-from collections import Counter
 from io import BytesIO
 from pathlib import Path
 
@@ -99,17 +98,7 @@ def compute_missing(
     """Recall rows (with key columns) of the missed queries, by the local query path on that subset;
     and the stage seconds."""
     missed = queries.filter(pl.col("query_id").is_in(miss["query_id"].implode()))
-    sub = Dataset(
-        ds.name,
-        scope_nodes(cfg, nodes, missed),
-        missed,
-        ds.edges,
-        None,
-        ds.fingerprints,
-        Counter(),
-        ds.notes,
-        tables=ds.tables,  # the injection log: the collab channel reads it
-    )
+    sub = ds.part(missed, scope_nodes(cfg, nodes, missed))
     log = StageLog()
     backend.reset()
     sub_nodes, sub_queries = drop_empty(sub)
