@@ -84,6 +84,9 @@ def run_stage(ctx, p: tuple) -> object:
         ctx.queries,
         KEYS,
         state.const("key:channels", lambda: key_prefix(cfg, state.ds, KEYS)),
+        segments=()
+        if ctx.segments is None
+        else tuple((len(r), len(q)) for _k, r, q in ctx.segments),
     )
     log = state.ds.use_log() if "collab" in cfg.channels else None
     if log is not None:  # the collab channel's statistics: the log's exact rows
