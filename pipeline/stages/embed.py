@@ -3,7 +3,7 @@
 ``EmbeddingCache`` is a SQLite table ``key → float32 bytes`` where ``key = sha256(encoder.cache_id, text)``:
 a rerun embeds nothing and a one-node change embeds one node. ``cache_id`` holds everything that
 changes the vectors: the model id, the resolved model folder and its files' sizes, max_seq_length,
-normalisation, dim, this module's source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a
+the batching (batch_size, length step), normalisation, dim, this module's source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a
 deterministic, model-free embedder for fast unit tests only.
 """
 
@@ -24,6 +24,8 @@ from pipeline import progress, version
 from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+LENGTH_STEP = 8  # SentenceEncoder pads a text to its token count rounded up to this
 
 
 def text_key(cache_id: str, text: str) -> str:
@@ -137,6 +139,8 @@ class SentenceEncoder:
             dim=self.dim,
             normalize=True,
             max_seq_length=self.max_seq_length,
+            batch_size=max(int(self.batch_size), 2),  # how texts are batched (encode)
+            length_step=LENGTH_STEP,
         )
 
     def _load(self, device: str):
@@ -161,18 +165,57 @@ class SentenceEncoder:
         return self._model
 
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
-        """texts → (n, dim) float32, L2-normalised. Sorted by length inside sentence-transformers."""
+        """texts → (n, dim) float32, L2-normalised; a text's vector depends on the text alone.
+
+        The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length); then
+        texts are batched with texts of the same padded length — the token count rounded up to
+        LENGTH_STEP (max_seq_length at most), a function of the text alone — and every batch ends
+        with one filler row (the empty text), so every batch is padded and its attention mask is
+        never dropped. sentence-transformers pads a batch to its longest text, and that length
+        changed a text's float bits (measured; so did an unpadded batch). The row count (1 to
+        ``batch_size - 1`` texts, plus the filler) is measured not to change them
+        (``tests/test_embed.py``: alone, with other texts, 2 to 64 rows).
+        """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        import torch
+
         model = self._load(device)
-        vecs = model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=progress.enabled(),
-        )
-        return np.asarray(vecs, dtype=np.float32)
+        model.eval()  # loaded in training mode: dropout on
+        tokens = _tokens(model, list(texts))
+        filler = _tokens(model, [""])[0]
+        limit = int(model.max_seq_length)
+        n = np.array([len(t["input_ids"]) for t in tokens])
+        width = np.minimum(-(-n // LENGTH_STEP) * LENGTH_STEP, limit)
+        rows = max(int(self.batch_size), 2)
+        batches = []
+        for w in np.unique(width):
+            idx = np.flatnonzero(width == w)
+            batches += [(int(w), idx[s : s + rows - 1]) for s in range(0, len(idx), rows - 1)]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for w, idx in progress.progress(batches, "embed", unit="batch"):
+                items = [tokens[i] for i in idx] + [filler]
+                feats = model.tokenizer.pad(
+                    items, padding="max_length", max_length=w, return_tensors="pt"
+                )
+                feats = {k: v.to(device) for k, v in feats.items()}
+                vec = model.forward({**feats, "modality": "text"})["sentence_embedding"]
+                vec = torch.nn.functional.normalize(vec, p=2, dim=1)
+                out[idx] = vec[: len(idx)].float().cpu().numpy()
+        return out
+
+
+def _tokens(model, texts: list[str], chunk: int = 1024) -> list[dict]:
+    """Each text's token features unpadded (``input_ids`` etc. as lists), by the model's own
+    preprocessing, in chunks so a big corpus is not padded to its longest text at once."""
+    out = []
+    for s in range(0, len(texts), chunk):
+        feats = model.preprocess(texts[s : s + chunk])
+        keys = [k for k, v in feats.items() if hasattr(v, "ndim") and v.ndim == 2]
+        real = feats["attention_mask"].bool()  # the text's own tokens, on either padding side
+        out += [{k: feats[k][i][real[i]].tolist() for k in keys} for i in range(len(real))]
+    return out
 
 
 class HashingEmbedder:
