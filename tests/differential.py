@@ -151,6 +151,19 @@ def blocked_small(recipe, data, root):
         return run(recipe, data, root, "blocked-small", ["dense=blocked", "dense.block=1000"])
 
 
+def faiss_blas(recipe, data, root):
+    """FAISS's flat search on its BLAS path from 20 queries on (the threshold of FAISS < 1.13; the
+    installed one's default, 128,000 queries, is more than a CI run holds)."""
+    import faiss
+
+    old = faiss.cvar.distance_compute_blas_threshold
+    faiss.cvar.distance_compute_blas_threshold = 20
+    try:
+        return run(recipe, data, root, "blas20")
+    finally:
+        faiss.cvar.distance_compute_blas_threshold = old
+
+
 def ray_path(shards: int, workers: int):
     """``executor=ray`` with ``shards`` query shards on ``workers`` actors (a started Ray)."""
 
@@ -252,11 +265,44 @@ def probes():
     def blocked_search(fn):
         def probe(xb, xq, k, block=65536, max_scores=1 << 24):
             seen["search.max_scores"].add(side(len(xq) * min(block, len(xb)) > max_scores))
+            seen["dense.block"].add(side(len(xb) > block))
             return fn(xb, xq, k, block, max_scores)
 
         return probe
 
+    def diversify(fn):
+        def probe(pool, k, p, xb, device):
+            seen["select.batch"].add(side(pool["query_idx"].n_unique() > p.batch))
+            return fn(pool, k, p, xb, device)
+
+        return probe
+
+    def scope(fn):
+        def probe(rows, qs, n_nodes, edges, seeds, p, *a):
+            if p.method != "ppr":  # PPR runs from sparse seeds, whatever the block
+                step = max(1, p.block // max(1, len(rows)))  # at least this many columns
+                seen["diffuse.block"].add(side(len(qs) > step))
+            return fn(rows, qs, n_nodes, edges, seeds, p, *a)
+
+        return probe
+
+    def gates(fn):
+        def probe(xb, xq, m, basis_nodes, p, device):
+            seen["novelty.batch"].add(side(int((m >= p.basis_min).sum()) > p.batch))
+            return fn(xb, xq, m, basis_nodes, p, device)
+
+        return probe
+
+    def members(fn):
+        def probe(nodes, scopes):
+            seen["JOIN_ABOVE"].add(side(len(scopes) * nodes.height > scope_mod.JOIN_ABOVE))
+            return fn(nodes, scopes)
+
+        return probe
+
     from pipeline.channels import blocked as blocked_mod
+    from pipeline.ops import scope as scope_mod
+    from pipeline.stages import diffuse, novelty, select
 
     with stack:
         wrap(dpp, "cosine_rows", cosine_rows)
@@ -266,4 +312,8 @@ def probes():
         wrap(ppr, "_column_blocks", column_blocks)
         wrap(packs, "packs", pack_groups)
         wrap(blocked_mod, "search", blocked_search)
+        wrap(select, "_diversify", diversify)
+        wrap(diffuse, "_scope", scope)
+        wrap(novelty, "_gates", gates)
+        wrap(scope_mod, "_members", members)
         yield seen
