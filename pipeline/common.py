@@ -8,6 +8,7 @@ import importlib.metadata
 import logging
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
@@ -82,12 +83,42 @@ class StageLog:
         self.rows[name] = max(self.rows.get(name, 0), int(n))
 
 
+def table_digest(frame: pl.DataFrame) -> bytes:
+    """SHA-256 of a table in row order: its column names and dtypes, its shape, and each row's
+    hash over every column (``hash_rows``), in row order. Two tables with the same rows in another
+    order get other digests (a sum of row hashes would not: issue 26, items 1 and 2)."""
+    h = hashlib.sha256(repr((frame.shape, list(frame.schema.items()))).encode())
+    h.update(frame.hash_rows(seed=0).to_numpy().tobytes())
+    return h.digest()
+
+
+def memo_scope(memo: dict | None, cfg: DictConfig, edges: pl.DataFrame | None) -> dict | None:
+    """The part of a caller's ``memo`` that belongs to this config, these explicit edges and the
+    bytes of a ``signals.path`` table (what the per-node-table steps read besides their node
+    table): a memo kept across runs or Ray shards never serves a value computed under another
+    recipe, graph or signals file. None stays None."""
+    if memo is None:
+        return None
+    conf = OmegaConf.to_container(cfg, resolve=True)
+    conf = {k: v for k, v in conf.items() if k not in ("out_dir", "report")}
+    sig = cfg.signals.get("path") if cfg.signals.get("enabled") else None
+    key = (
+        "scope",
+        io.config_hash(conf),
+        b"" if edges is None else table_digest(edges),
+        hashlib.sha256(Path(sig).read_bytes()).digest() if sig and Path(sig).is_file() else b"",
+    )
+    return memo.setdefault(key, {})
+
+
 def corpus_step(memo: dict | None, name: str, nodes: pl.DataFrame, compute):
     """Query-independent work on a node table (embeddings, graph, hubs, signals): computed once per
-    node table when ``memo`` is given. A Ray worker keeps one memo across the shards it runs."""
+    node table when ``memo`` is given, keyed by ``name`` and the table's ordered digest
+    (:func:`table_digest`: every column, rows in order). A Ray worker keeps one memo across the
+    shards it runs (:func:`memo_scope` of its config and edges)."""
     if memo is None:
         return compute()
-    key = (name, nodes.shape, tuple(nodes.columns), int(nodes.hash_rows(seed=0).sum()))
+    key = (name, table_digest(nodes))
     if key not in memo:
         memo[key] = compute()
     return memo[key]
@@ -100,13 +131,17 @@ def stage_key(
     queries: pl.DataFrame,
     keys: list[str],
     prefix: bytes | None = None,
+    segments: tuple = (),
 ) -> str:
     """Fingerprint of a stage's inputs: the config keys it reads, the input files, the node and
-    query tables, the code version. Finished stages are cached under it and reused by a rerun.
-    ``prefix`` is :func:`key_prefix` of (cfg, ds, keys) when the caller has it already."""
+    query tables (every column, rows in order: :func:`table_digest`), how a pack cuts them into
+    segments (``segments``: the node and query counts of each), the code and polars versions.
+    Finished stages are cached under it and reused by a rerun. ``prefix`` is :func:`key_prefix`
+    of (cfg, ds, keys) when the caller has it already."""
     h = hashlib.sha256(key_prefix(cfg, ds, keys) if prefix is None else prefix)
-    for frame in (nodes, queries):
-        h.update(str(frame.hash_rows(seed=0).sum()).encode() + str(frame.shape).encode())
+    for frame in (nodes, queries):  # in row order: the cached value holds row positions
+        h.update(table_digest(frame))
+    h.update(repr(segments).encode())
     return h.hexdigest()[:20]
 
 
@@ -125,5 +160,6 @@ def key_prefix(cfg: DictConfig, ds, keys: list[str]) -> bytes:
         io.config_hash(OmegaConf.to_container(cfg.data, resolve=True)),
         io.config_hash(sorted(ds.fingerprints.items())),
         version.code_version(),
+        pl.__version__,  # row hashes (table_digest) are polars's own
     ]
     return "".join(parts).encode()

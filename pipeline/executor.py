@@ -106,7 +106,7 @@ class ShardWorker:
 
     def __init__(self, cfg: dict, dataset_ref: list, cwd: str) -> None:
         from pipeline import backend
-        from pipeline.common import corpus_step
+        from pipeline.common import corpus_step, memo_scope
         from pipeline.dataset import Dataset
         from pipeline.ingest import drop_empty
         from pipeline.stages.vectors import embed_nodes
@@ -115,14 +115,20 @@ class ShardWorker:
         self.cfg = OmegaConf.create(cfg)
         self.ds = import_ray().get(dataset_ref[0])
         self.device = backend.resolve_device(self.cfg.device)
-        self.memo: dict = {}  # common.corpus_step: embeddings, graph, hubs, signals, once per worker
+        # common.corpus_step: embeddings, graph, hubs, signals, once per worker and node table;
+        # keyed by each table's ordered digest, so a shard whose pack holds the same nodes in
+        # another order computes its own (issue 26, item 1)
+        self.memo: dict = {}
         if (
             "dense" in self.cfg.channels
         ):  # the encoder and the node embeddings, before the first shard
             ds = self.ds
             nodes = drop_empty(Dataset(ds.name, ds.nodes, ds.queries, None, None, {}, Counter()))[0]
             corpus_step(
-                self.memo, "embed", nodes, lambda: embed_nodes(self.cfg, nodes, self.device)
+                memo_scope(self.memo, self.cfg, ds.edges),
+                "embed",
+                nodes,
+                lambda: embed_nodes(self.cfg, nodes, self.device),
             )
 
     def run_shard(self, shard: int, qidx: np.ndarray) -> dict:

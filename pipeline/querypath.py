@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from pipeline import autopreset, packs
+from pipeline.common import memo_scope
 from pipeline.context import RunContext, RunState
 from pipeline.ops.scope import EdgeIndex, run_groups
 from pipeline.stages import channels, cooccur, diffuse, fuse, graph, novelty, score, select, signals
@@ -195,8 +196,9 @@ def recall_queries(
 ) -> Recalled:
     """Recall of ``queries`` against ``nodes`` (both after ingest): embed once, run every group,
     gather the rows in query order. ``memo`` keeps per-node-table work between calls (a Ray worker
-    holds one); ``until`` stops each group after that stage (``recall analyze``: ``novelty``)."""
-    state = RunState(cfg, ds, device, log, memo, until=until)
+    holds one; ``common.memo_scope`` keeps it to this config and these edges); ``until`` stops
+    each group after that stage (``recall analyze``: ``novelty``)."""
+    state = RunState(cfg, ds, device, log, memo_scope(memo, cfg, ds.edges), until=until)
     n_embedded = embed_run(state, nodes, queries)
     if ds.edges is not None and (cfg.diffuse.method != "none" or cfg.signals.enabled):
         graph.explicit_edges(

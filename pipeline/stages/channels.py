@@ -81,6 +81,9 @@ def run_stage(ctx, p: tuple) -> object:
         ctx.queries,
         KEYS,
         state.const("key:channels", lambda: key_prefix(cfg, state.ds, KEYS)),
+        segments=()
+        if ctx.segments is None
+        else tuple((len(r), len(q)) for _k, r, q in ctx.segments),
     )
     path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
     if path.exists():
