@@ -4,6 +4,8 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.errors import ConfigError
 from pipeline.ops.dpp import dpp_greedy, mmr_greedy
@@ -231,3 +233,68 @@ def test_soul_boost_orders_only_the_injection_layer():
     ]  # 1.0·0.6 < 0.5·1.5 → b first
     assert plain.index("(a)") < plain.index("(b)") and boosted.index("(b)") < boosted.index("(a)")
     assert recall["rank"].to_list() == [1, 2]  # the recall layer is untouched
+
+
+def _pools(sizes, d=48, seed=0):
+    """One query per pool size: its candidates (random scores) over a shared random embedding table."""
+    rng = np.random.default_rng(seed)
+    n = 2 * max(sizes)
+    rows = [
+        (q, int(i), float(rng.random()))
+        for q, s in enumerate(sizes)
+        for i in rng.choice(n, size=s, replace=False)
+    ]
+    cand = pl.DataFrame(rows, schema=["query_idx", "node_idx", "score"], orient="row")
+    return cand, rng.normal(size=(n, d)).astype(np.float32)
+
+
+def _bits(out: pl.DataFrame, q: int) -> tuple:
+    """A query's rows as exact bytes: picks, ranks, and the dpp_gain column's dtype and bits."""
+    got = out.filter(pl.col("query_idx") == q)
+    gain = got["dpp_gain"]
+    return (
+        got["node_idx"].to_list(),
+        got["rank"].to_list(),
+        str(gain.dtype),
+        gain.is_null().to_list(),
+        gain.fill_null(0.0).to_numpy().tobytes(),
+    )
+
+
+def _alone_equals_together(cand, xb, k, p, order) -> None:
+    """Every query's bits, selected with the others (queries met in ``order``) and on its own."""
+    together = select(cand.filter(pl.col("query_idx").is_in(order)), k, p, xb)
+    for q in order:
+        alone = select(cand.filter(pl.col("query_idx") == q), k, p, xb)
+        assert _bits(together, q) == _bits(alone, q), (q, order)
+
+
+@pytest.mark.parametrize("method", ["dpp", "mmr"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_400_and_a_150_item_pool_give_the_same_bits_together_and_alone(method, dtype):
+    """Issue 26 item 3: a 400- and a 150-candidate query (pools 300 and 150 at k=100: the lazy and
+    the Gram path) — together the 150 one was padded to 300 and switched path, and the 300 one
+    alone was a batch of one; either changed dpp_gain bits. A 60-item query is not diversified:
+    its rows still carry the (null) dpp_gain column, alone too."""
+    cand, xb = _pools([400, 150, 60])
+    p = SelectParams.defaults(method=method, dtype=dtype)
+    _alone_equals_together(cand, xb, 100, p, [0, 1, 2])
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(
+    sizes=st.lists(
+        st.sampled_from([7, 33, 96, 97, 150, 256, 257, 300, 520]), min_size=2, max_size=5
+    ),
+    batch=st.sampled_from([1, 2, 3, 4096]),
+    method=st.sampled_from(["dpp", "mmr"]),
+    dtype=st.sampled_from(["float32", "float64"]),
+    data=st.data(),
+)
+def test_no_batch_composition_changes_a_querys_bits(sizes, batch, method, dtype, data):
+    """Pools on both sides of every width step and of GRAM_MAX_P, any order, any batch size: each
+    query's picks and gain bits are those of the query selected alone."""
+    cand, xb = _pools(sizes, seed=len(sizes))
+    order = data.draw(st.permutations(range(len(sizes))))
+    p = SelectParams.defaults(method=method, dtype=dtype, pool_mult=20, batch=batch)
+    _alone_equals_together(cand, xb, 32, p, list(order))

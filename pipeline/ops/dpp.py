@@ -3,6 +3,11 @@
 One code path for CPU and CUDA: the device comes from the inputs. Queries are vectorised over the batch
 dimension; only the k greedy steps are a Python loop. Kernel rows are built lazily from the embeddings
 (one (B, P) row per step) above GRAM_MAX_P items; below it a (B, P, P) cosine matrix is cheaper.
+
+The two paths, and a batch of one on the lazy path (torch sends it to another kernel), give other
+float bits for the same query. A caller that wants a query's bits to depend on its own pool only
+pads each query to :func:`pool_width` of its own size (which also fixes its path) and batches at
+least :data:`MIN_ROWS` rows (``pipeline.stages.select``; ``tests/test_select.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,15 @@ Q_FLOOR = 1e-10  # q_i = max(score_i, Q_FLOOR) ** quality_weight
 D2_JITTER = 1e-8  # d_i² starts at q_i² + D2_JITTER
 D2_STOP = 1e-10  # below this d_j*² the Cholesky row is not computed (the pick still happens)
 GRAM_MAX_P = 256  # build the full (B, P, P) cosine matrix up to this P; lazy rows above
+WIDTH_STEP = 32  # pool_width rounds a pool up to a multiple of this (of GRAM_MAX_P above it)
+MIN_ROWS = 2  # a batch of one row takes another bmm kernel on the lazy path: pad to at least this
+
+
+def pool_width(n: int) -> int:
+    """The padded width a pool of ``n`` items runs at: a function of ``n`` alone, on the Gram path
+    exactly when ``n ≤ GRAM_MAX_P`` (a multiple of WIDTH_STEP there, of GRAM_MAX_P above)."""
+    step = WIDTH_STEP if n <= GRAM_MAX_P else GRAM_MAX_P
+    return max(1, -(-n // step)) * step
 
 
 def _check(scores: Tensor, emb: Tensor, k: int, valid: Tensor | None, name: str) -> Tensor:

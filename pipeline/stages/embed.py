@@ -24,6 +24,8 @@ from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+LENGTH_STEP = 32  # SentenceEncoder pads a text to its token count rounded up to this
+
 
 def text_key(cache_id: str, text: str) -> str:
     """Content key of one text under one encoder: sha256 of the encoder's cache id and the text."""
@@ -160,18 +162,55 @@ class SentenceEncoder:
         return self._model
 
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
-        """texts → (n, dim) float32, L2-normalised. Sorted by length inside sentence-transformers."""
+        """texts → (n, dim) float32, L2-normalised; a text's vector depends on the text alone.
+
+        The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length), then
+        every batch is one shape whatever the texts around: its texts share a padded length (the
+        token count rounded up to LENGTH_STEP, max_seq_length at most) and it holds exactly
+        ``max(batch_size, 2)`` rows, the last of them (at least) the empty text's, so each batch is
+        padded. The kernels' summation order follows the shape (measured: a text's bits changed
+        with the batch's padded length), so a text meets the same arithmetic in every batch.
+        """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        import torch
+
         model = self._load(device)
-        vecs = model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=progress.enabled(),
-        )
-        return np.asarray(vecs, dtype=np.float32)
+        model.eval()  # loaded in training mode: dropout on
+        tokens = _tokens(model, list(texts))
+        filler = _tokens(model, [""])[0]
+        limit = int(model.max_seq_length)
+        n = np.array([len(t["input_ids"]) for t in tokens])
+        width = np.minimum(-(-n // LENGTH_STEP) * LENGTH_STEP, limit)
+        rows = max(int(self.batch_size), 2)
+        batches = []
+        for w in np.unique(width):
+            idx = np.flatnonzero(width == w)
+            batches += [(int(w), idx[s : s + rows - 1]) for s in range(0, len(idx), rows - 1)]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for w, idx in progress.progress(batches, "embed", unit="batch"):
+                items = [tokens[i] for i in idx] + [filler] * (rows - len(idx))
+                feats = model.tokenizer.pad(
+                    items, padding="max_length", max_length=w, return_tensors="pt"
+                )
+                feats = {k: v.to(device) for k, v in feats.items()}
+                vec = model.forward({**feats, "modality": "text"})["sentence_embedding"]
+                vec = torch.nn.functional.normalize(vec, p=2, dim=1)
+                out[idx] = vec[: len(idx)].float().cpu().numpy()
+        return out
+
+
+def _tokens(model, texts: list[str], chunk: int = 1024) -> list[dict]:
+    """Each text's token features unpadded (``input_ids`` etc. as lists), by the model's own
+    preprocessing, in chunks so a big corpus is not padded to its longest text at once."""
+    out = []
+    for s in range(0, len(texts), chunk):
+        feats = model.preprocess(texts[s : s + chunk])
+        keys = [k for k, v in feats.items() if hasattr(v, "ndim") and v.ndim == 2]
+        real = feats["attention_mask"].bool()  # the text's own tokens, on either padding side
+        out += [{k: feats[k][i][real[i]].tolist() for k in keys} for i in range(len(real))]
+    return out
 
 
 class HashingEmbedder:

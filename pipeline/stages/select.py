@@ -22,6 +22,7 @@ from pipeline.stage import Params, Stage
 from pipeline.stages.spread import spread
 
 METHODS = ("topk", "dpp", "mmr")
+GAIN_DTYPE = {"float32": pl.Float32, "float64": pl.Float64}
 
 
 @dataclass
@@ -114,8 +115,11 @@ def select(
             f"select.k_in_docs=false with select={p.method}"
         )
     r = spread(r, doc_idx, float(p.spread_gap))
-    if p.method == "topk" or r.height == 0:
+    if p.method == "topk":
         return _cut(r, k, doc_idx, p.k_in_docs)
+    no_gain = pl.lit(None, GAIN_DTYPE[_gain_dtype(p)]).alias("dpp_gain")
+    if r.height == 0:  # the dpp_gain column all the same: a run's schema is not its queries'
+        return r.with_columns(no_gain)
     if xb is None:
         raise ConfigError(
             f"select.method={p.method} needs embeddings: enable the dense channel or use select=topk"
@@ -124,9 +128,9 @@ def select(
     pool = r.filter(pl.col("rank") <= p.pool_mult * target)
     # BME: diversify only a pool larger than the target; a smaller one keeps its score order
     pool = pool.filter(pl.len().over("query_idx") > target)
-    chosen = _diversify(pool, min(target, k), p, xb, device) if pool.height else None
-    if chosen is None:
-        return r.filter(pl.col("rank") <= k)
+    if not pool.height:
+        return r.filter(pl.col("rank") <= k).with_columns(no_gain)
+    chosen = _diversify(pool, min(target, k), p, xb, device)
     rest = r.join(
         chosen.select("query_idx", "node_idx"), on=["query_idx", "node_idx"], how="anti"
     ).with_columns(rank=pl.col("rank") + 1_000_000)  # after the picks, in score order
@@ -136,38 +140,48 @@ def select(
     ).filter(pl.col("rank") <= k)
 
 
+def _gain_dtype(p: SelectParams) -> str:
+    """The ``dpp_gain`` column's dtype: the kernel's for DPP, float64 (all NaN) for MMR."""
+    return p.dtype if p.method == "dpp" else "float64"
+
+
 def _diversify(
     pool: pl.DataFrame, k: int, p: SelectParams, xb: np.ndarray, device: str
 ) -> pl.DataFrame:
     """DPP or MMR picks (greedy order, ``rank`` 1..k, ``dpp_gain``) from each query's pool."""
     import torch
 
-    from pipeline.ops.dpp import dpp_greedy, mmr_greedy
+    from pipeline.ops.dpp import MIN_ROWS, dpp_greedy, mmr_greedy, pool_width
 
     pool = pool.with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
     qids = pool["query_idx"].unique(maintain_order=True).to_numpy()
     row = np.searchsorted(qids, pool["query_idx"].to_numpy())
     col = pool["rank"].to_numpy() - 1
-    width = int(col.max()) + 1
-    node = np.full((len(qids), width), -1, np.int64)
-    score = np.zeros((len(qids), width), np.float64)
+    # each query padded to the width of its own pool (which fixes its Gram/lazy path), and batched
+    # only with queries of that width: its picks and gain bits depend on its own pool alone
+    widths = np.array([pool_width(int(n)) for n in np.bincount(row, minlength=len(qids))])
+    node = np.full((len(qids), int(widths.max())), -1, np.int64)
+    score = np.zeros(node.shape, np.float64)
     node[row, col] = pool["node_idx"].to_numpy()
     score[row, col] = pool["score"].to_numpy()
-    picks, gains = [], []
-    for s in range(0, len(qids), p.batch):
-        e = slice(s, s + p.batch)
-        valid = torch.as_tensor(node[e] >= 0, device=device)
-        emb = torch.as_tensor(xb[np.maximum(node[e], 0)], device=device)
-        q = torch.as_tensor(score[e], device=device)
-        if p.method == "dpp":
-            sel, gain = dpp_greedy(
-                q, emb, k, valid, quality_weight=p.quality_weight, dtype=getattr(torch, p.dtype)
-            )
-        else:
-            sel, gain = mmr_greedy(q, emb, k, p.lam, valid, dtype=getattr(torch, p.dtype)), None
-        picks.append(sel.cpu().numpy())
-        gains.append(np.full(sel.shape, np.nan) if gain is None else gain.cpu().numpy())
-    sel, gain = np.concatenate(picks), np.concatenate(gains)
+    sel = np.full((len(qids), k), -1, np.int64)
+    gain = np.full((len(qids), k), np.nan, _gain_dtype(p))
+    dtype = getattr(torch, p.dtype)
+    for w in np.unique(widths):
+        members = np.flatnonzero(widths == w)
+        for s in range(0, len(members), p.batch):
+            idx = members[s : s + p.batch]
+            rows = np.concatenate([idx, np.full(max(0, MIN_ROWS - len(idx)), -1)])
+            nd = np.where(rows[:, None] >= 0, node[rows, :w], -1)  # padding rows: nothing valid
+            valid = torch.as_tensor(nd >= 0, device=device)
+            emb = torch.as_tensor(xb[np.maximum(nd, 0)], device=device)
+            q = torch.as_tensor(np.where(nd >= 0, score[rows, :w], 0.0), device=device)
+            if p.method == "dpp":
+                got, g = dpp_greedy(q, emb, k, valid, quality_weight=p.quality_weight, dtype=dtype)
+                gain[idx] = g[: len(idx)].cpu().numpy()
+            else:
+                got = mmr_greedy(q, emb, k, p.lam, valid, dtype=dtype)
+            sel[idx] = got[: len(idx)].cpu().numpy()
     qi, step = np.nonzero(sel >= 0)
     chosen = pl.DataFrame(
         {
