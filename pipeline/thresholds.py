@@ -31,6 +31,8 @@ class Threshold:
 
 THRESHOLDS = (
     Threshold("pipeline.ops.dpp", "GRAM_MAX_P", "DPP/MMR pool width P (Gram matrix or lazy rows)", "data"),
+    Threshold("pipeline.ops.dpp", "WIDTH_STEP", "DPP/MMR pool size, rounded up to its multiple", "data"),
+    Threshold("pipeline.ops.dpp", "MIN_ROWS", "queries of one DPP/MMR torch batch (padded up to it)", "data"),
     Threshold("pipeline.channels.dense", "TINY", "queries × items of a flat CPU scan (one thread)", "data"),
     Threshold("faiss", "cvar.distance_compute_blas_threshold", "queries per flat search (BLAS)", "patched"),
     Threshold("pipeline.ops.ppr", "DENSE_MIN", "nodes of a PPR component (sparse × dense solve)", "data"),
@@ -47,6 +49,7 @@ THRESHOLDS = (
     Threshold("conf", "dense.block", "node rows per block of the blocked scan", "config"),
     Threshold("conf", "novelty.batch", "queries per NMF/FISTA batch of novelty", "config"),
     Threshold("conf", "embed.encoder.batch_size", "texts per MiniLM forward pass", "model"),
+    Threshold("pipeline.stages.embed", "LENGTH_STEP", "tokens a MiniLM text is padded up to", "model"),
 )  # fmt: skip
 
 # module-level integer constants that are not sizes a branch compares with, and why

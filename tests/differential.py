@@ -21,7 +21,8 @@ from hydra import compose as hcompose
 from hydra import initialize_config_dir
 
 import differential_corpus as corpus
-from pipeline import packs, precompute, runner
+from isolated import fresh_cfg, fresh_run
+from pipeline import packs, precompute
 
 REPO = Path(__file__).resolve().parents[1]
 COMMON = ["device=cpu", "embed=hashing", "report=false", "k=10"]
@@ -34,27 +35,15 @@ EDIT_SEED = 7
 _runs = itertools.count()
 
 
-def config(recipe: str, where: Path, extra: list[str] = ()):
-    """The recipe's config with a cache and an output folder of its own under ``where``."""
+def config(recipe: str, extra: list[str] = ()):
+    """The recipe's config (its folders are set per run by ``isolated.fresh_cfg``)."""
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return hcompose(
-            "config",
-            overrides=[
-                *COMMON,
-                *RECIPES[recipe],
-                f"cache_dir={where / 'cache'}",
-                f"out_dir={where / 'out'}",
-                f"data_dir={where / 'data'}",
-                *extra,
-            ],
-        )
+        return hcompose("config", overrides=[*COMMON, *RECIPES[recipe], *extra])
 
 
-def fresh(root: Path, tag: str) -> Path:
-    """A new folder for one run (never reused: no two runs share a cache, an output or a memo)."""
-    where = root / f"{next(_runs):03d}-{tag}"
-    where.mkdir(parents=True)
-    return where
+def name(tag: str) -> str:
+    """A new folder name for one run (``isolated`` refuses a name twice: no shared state)."""
+    return f"{next(_runs):03d}-{tag}"
 
 
 def sorted_recall(frame: pl.DataFrame) -> pl.DataFrame:
@@ -63,11 +52,11 @@ def sorted_recall(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def run(recipe: str, data: dict, root: Path, tag: str, extra=(), shuffle=None) -> pl.DataFrame:
-    """``runner.run`` (the API) on ``data`` with a fresh cache, output folder and memo."""
-    where = fresh(root, tag)
-    cfg = config(recipe, where, list(extra))
-    runner.run(cfg, where / "out", dataset=corpus.dataset(data, shuffle), memo={})
-    return sorted_recall(pl.read_parquet(where / "out" / "recall.parquet"))
+    """``runner.run`` (the API) on ``data`` with a fresh cache, output folder and memo, the memo
+    kept across the run's groups as a Ray worker keeps one (``isolated.fresh_run``)."""
+    cfg = config(recipe, list(extra))
+    got = fresh_run(cfg, root, name(tag), dataset=corpus.dataset(data, shuffle), with_memo=True)
+    return sorted_recall(got.recall())
 
 
 def ipc(frame: pl.DataFrame) -> bytes:
@@ -78,8 +67,9 @@ def ipc(frame: pl.DataFrame) -> bytes:
 
 
 def differing(a: pl.DataFrame, b: pl.DataFrame) -> int:
-    """Rows of ``a`` with no identical row in ``b`` (or the larger height when schemas differ)."""
-    if a.schema != b.schema:
+    """Rows of ``a`` with no identical row in ``b`` (or the larger height when the columns or
+    their dtypes differ; a different column order alone is not counted)."""
+    if dict(a.schema) != dict(b.schema):
         return max(a.height, b.height)
     return a.join(b, on=a.columns, how="anti", nulls_equal=True).height + abs(a.height - b.height)
 
@@ -101,14 +91,13 @@ def precompute_after_edits(recipe, data, root, n_edits: int = 4):
     """``recall precompute`` on the data, then after each of a random sequence of edits (change,
     add, delete a note); what the cache serves at the end. Compared with a fresh full run of the
     final data (:func:`final_data`)."""
-    where = fresh(root, "precompute")
-    cfg = config(recipe, where)
+    cfg = fresh_cfg(config(recipe), root, name("precompute"))
     rng = np.random.default_rng(EDIT_SEED)
     precompute.precompute(cfg, dataset=corpus.dataset(data))
     for _ in range(n_edits):
         data = corpus.edit(data, rng)
         precompute.precompute(cfg, dataset=corpus.dataset(data))
-    return sorted_recall(precompute.served(where / "cache"))
+    return sorted_recall(precompute.served(cfg.cache_dir))
 
 
 def final_data(data: dict, n_edits: int = 4) -> dict:
@@ -133,7 +122,7 @@ def packs_small(recipe, data, root):
 
 def batches_small(recipe, data, root):
     """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch."""
-    extra = ["select.batch=7", "diffuse.block=40000", "novelty.batch=5"]
+    extra = ["select.batch=7", "diffuse.block=1000", "novelty.batch=5"]
     return run(recipe, data, root, "batches", extra)
 
 
@@ -143,10 +132,10 @@ def blocked(recipe, data, root):
 
 
 def blocked_small(recipe, data, root):
-    """The blocked dense scan in blocks of 1,000 rows and query chunks of ≤ 50,000 scores."""
+    """The blocked dense scan in blocks of 1,000 rows and query chunks of ≤ 20,000 scores."""
     from pipeline.channels import blocked as mod
 
-    small = functools.partial(mod.search, max_scores=50_000)
+    small = functools.partial(mod.search, max_scores=20_000)
     with _patched(mod, "search", small):
         return run(recipe, data, root, "blocked-small", ["dense=blocked", "dense.block=1000"])
 
@@ -186,6 +175,12 @@ def _patched(obj, name, value):
 
 
 # ── threshold probes ─────────────────────────────────────────────────────────────────────────
+
+
+def _is_mask(x) -> bool:
+    import torch
+
+    return isinstance(x, torch.Tensor) and x.dtype == torch.bool
 
 
 @contextlib.contextmanager
@@ -273,7 +268,19 @@ def probes():
     def diversify(fn):
         def probe(pool, k, p, xb, device):
             seen["select.batch"].add(side(pool["query_idx"].n_unique() > p.batch))
+            sizes = pool.group_by("query_idx").len()["len"].to_list()
+            edge = 2 * dpp.WIDTH_STEP  # pools on both sides of one padded width's edge
+            seen["WIDTH_STEP"].update(side(n > edge) for n in sizes)
             return fn(pool, k, p, xb, device)
+
+        return probe
+
+    def greedy(fn):
+        def probe(quality, emb, k, *a, **kw):
+            valid = next((x for x in (*a, *kw.values()) if _is_mask(x)), None)
+            real = int(valid.any(1).sum()) if valid is not None else quality.shape[0]
+            seen["MIN_ROWS"].add(side(real >= dpp.MIN_ROWS))
+            return fn(quality, emb, k, *a, **kw)
 
         return probe
 
@@ -313,6 +320,8 @@ def probes():
         wrap(packs, "packs", pack_groups)
         wrap(blocked_mod, "search", blocked_search)
         wrap(select, "_diversify", diversify)
+        wrap(dpp, "dpp_greedy", greedy)
+        wrap(dpp, "mmr_greedy", greedy)
         wrap(diffuse, "_scope", scope)
         wrap(novelty, "_gates", gates)
         wrap(scope_mod, "_members", members)

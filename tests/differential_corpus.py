@@ -98,13 +98,23 @@ def _edges(notes: list[dict], rng, n: int) -> list[dict]:
         if same:
             y = same[int(rng.integers(0, len(same)))]
             out.append(
-                {"src": x["node_id"], "dst": y["node_id"], "relation": "related", "weight": 0.5 + k % 3}
+                {
+                    "src": x["node_id"],
+                    "dst": y["node_id"],
+                    "relation": "related",
+                    "weight": 0.5 + k % 3,
+                }
             )
     return out
 
 
 def base(
-    seed: int = 26, small: int = 12, big: int = 9600, many: int = 1500, big_q: int = 150, many_q: int = 360
+    seed: int = 26,
+    small: int = 12,
+    big: int = 9600,
+    many: int = 1500,
+    big_q: int = 150,
+    many_q: int = 360,
 ) -> dict:
     """{"nodes", "edges", "queries"} as row dicts (see the module docstring)."""
     rng = np.random.default_rng(seed)

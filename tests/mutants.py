@@ -69,7 +69,9 @@ def targets():
     """stage → (module, attribute, mutant factory)."""
     from pipeline.ops import dpp
     from pipeline.stages import channels as ch
-    from pipeline.stages import diffuse, hubs as hub_mod, score as sc
+    from pipeline.stages import diffuse
+    from pipeline.stages import hubs as hub_mod
+    from pipeline.stages import score as sc
 
     return {
         "channels": (ch, "generate", channels),

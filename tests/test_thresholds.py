@@ -105,9 +105,7 @@ def test_every_registered_threshold_exists():
         elif t.module == "conf":
             group, key = t.name.split(".", 1)
             files = list((REPO / "conf" / group).glob("*.yaml"))
-            assert any(
-                dict(_keys(yaml.safe_load(f.read_text()) or {})).get(key) for f in files
-            ), t
+            assert any(dict(_keys(yaml.safe_load(f.read_text()) or {})).get(key) for f in files), t
         elif "." in t.name:  # a function's default
             fn, arg = t.name.split(".")
             import inspect
