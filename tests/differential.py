@@ -1,6 +1,6 @@
 """The differential harness's machinery (tests/test_differential.py): the same data through every
 path, each run with its own cache, output folder and memo, the recall tables compared by their
-Arrow IPC bytes; probes that record which side of each size threshold a run reached; and the
+value by value (floats by their bits); probes that record which side of each size threshold a run reached; and the
 planted mutants that prove the comparison can fail.
 
 A path is a function ``(recipe, data, where) -> recall frame`` sorted by (query_id, rank).
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import io
 import itertools
 from collections import defaultdict
 from pathlib import Path
@@ -28,7 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 COMMON = ["device=cpu", "embed=hashing", "report=false", "k=10"]
 RECIPES = {
     "best": ["preset=best"],  # hybrid channels, entity hubs, PPR, top-k (packable)
-    "bme": ["preset=bme", "novelty=bme"],  # PEDSA, anchors, DPP 30 of 90, novelty (group by group)
+    "bme": ["preset=bme"],  # PEDSA, anchors, scope policy, DPP 30 of 90 (group by group)
+    "bme+novelty": ["preset=bme", "novelty=bme"],  # and BME's NMF/FISTA novelty gate
     "dpp-wide": ["preset=best", "select=dpp", "select.target=90"],  # DPP pools of 270 > GRAM_MAX_P
 }
 EDIT_SEED = 7
@@ -59,11 +59,25 @@ def run(recipe: str, data: dict, root: Path, tag: str, extra=(), shuffle=None) -
     return sorted_recall(got.recall())
 
 
-def ipc(frame: pl.DataFrame) -> bytes:
-    """The frame's Arrow IPC bytes (schema, column order and every value)."""
-    buf = io.BytesIO()
-    frame.write_ipc(buf)
-    return buf.getvalue()
+def same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
+    """Exact equality: the same columns in the same order with the same dtypes, the same nulls, and
+    every value the same — floats compared by their bits (so 0.0 ≠ -0.0 and a NaN equals only the
+    same NaN). Arrow IPC bytes are stricter than the values: two equal frames built differently
+    (a cache concatenated from partitions) can carry other validity buffers."""
+    if list(a.schema.items()) != list(b.schema.items()) or a.height != b.height:
+        return False
+    for c in a.columns:
+        x, y = a[c], b[c]
+        if not x.is_null().equals(y.is_null()):
+            return False
+        if x.dtype.is_float():
+            bits = {pl.Float32: np.uint32, pl.Float64: np.uint64}[x.dtype]
+            xv, yv = (v.fill_null(0).to_numpy().view(bits) for v in (x, y))
+            if not np.array_equal(xv, yv):
+                return False
+        elif not x.equals(y):
+            return False
+    return True
 
 
 def differing(a: pl.DataFrame, b: pl.DataFrame) -> int:
@@ -132,12 +146,12 @@ def blocked(recipe, data, root):
 
 
 def blocked_small(recipe, data, root):
-    """The blocked dense scan in blocks of 1,000 rows and query chunks of ≤ 20,000 scores."""
+    """The blocked dense scan in blocks of 300 rows and query chunks of ≤ 6,000 scores."""
     from pipeline.channels import blocked as mod
 
-    small = functools.partial(mod.search, max_scores=20_000)
+    small = functools.partial(mod.search, max_scores=6_000)
     with _patched(mod, "search", small):
-        return run(recipe, data, root, "blocked-small", ["dense=blocked", "dense.block=1000"])
+        return run(recipe, data, root, "blocked-small", ["dense=blocked", "dense.block=300"])
 
 
 def faiss_blas(recipe, data, root):

@@ -3,7 +3,7 @@
 one group at a time and against other pack sizes, small CPU batches, the blocked scan in small
 blocks, FAISS on its BLAS path, Ray with 1/2/3 shards on 1/2 workers — each run with its own cache,
 output folder and memo, its recall table (every column, rows by query and rank) compared with the
-reference run's by Arrow IPC bytes.
+reference run's value by value, floats by their bits (``differential.same``).
 
 The data (``differential_corpus``) crosses every size threshold of ``pipeline.thresholds``
 (:func:`test_the_data_crosses_every_threshold`), and a mutant planted in each of channels, hubs,
@@ -42,6 +42,7 @@ CASES = [
     ],
     ("dpp-wide", "medium", h.batches_small),
     *[("bme", "small", p) for p in (h.api_shuffled, h.precompute_after_edits, h.batches_small)],
+    ("bme+novelty", "small", h.batches_small),
 ]
 RAY = [(s, w) for s in (1, 2, 3) for w in (1, 2)]
 SEEN: dict = defaultdict(set)  # threshold → sides reached by every run of this module
@@ -78,7 +79,7 @@ def _check(runs, recipe, data, path):
     got = runs(recipe, data, path)
     if path is h.precompute_after_edits and set(got.columns) == set(ref.columns):
         got = got.select(ref.columns)  # the cache's partitions keep their own column order
-    assert h.ipc(got) == h.ipc(ref), (
+    assert h.same(got, ref), (
         f"{path.__name__} vs {REFERENCE.get(path, h.full).__name__} ({recipe}, {data}): "
         f"{h.differing(got, ref)} of {ref.height} rows differ"
     )
@@ -93,7 +94,7 @@ def test_path_gives_the_reference_bytes(runs, recipe, data, path):
 
 def test_blocked_scan_in_small_blocks_gives_its_default_bytes(runs):
     ref, got = runs("best", "medium", h.blocked), runs("best", "medium", h.blocked_small)
-    assert h.ipc(got) == h.ipc(ref), f"{h.differing(got, ref)} of {ref.height} rows differ"
+    assert h.same(got, ref), f"{h.differing(got, ref)} of {ref.height} rows differ"
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +118,8 @@ NEEDED = [  # the runs whose probes cross the thresholds (each also a path above
     ("dpp-wide", "medium", h.batches_small),
     ("bme", "small", h.full),
     ("bme", "small", h.batches_small),
+    ("bme+novelty", "small", h.full),
+    ("bme+novelty", "small", h.batches_small),
     ("best", "medium", h.blocked_small),
 ]
 
