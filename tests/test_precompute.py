@@ -8,7 +8,8 @@ import sys
 import polars as pl
 import pytest
 
-from pipeline import precompute, runner
+from isolated import fresh_run
+from pipeline import precompute
 
 SCOPES = ("c1", "c2", "c3")
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
@@ -100,11 +101,16 @@ def test_first_run_misses_then_all_hits_byte_identical(setup, tmp_path):
     assert (tmp_path / "cache" / "recall" / "_manifest.json").is_file()
 
 
+def _plain(cfg, tmp_path, name: str = "plain") -> pl.DataFrame:
+    """The reference: ``recall run`` with its own cache, output folder and memo
+    (``isolated.fresh_run``), never the precompute's ``cache_dir`` (issue 26, item 7)."""
+    return fresh_run(cfg, tmp_path, name).recall().sort(["query_id", "rank"])
+
+
 def test_cache_equals_plain_run(setup, tmp_path):
     _data, cfg = setup
     precompute.precompute(cfg())
-    runner.run(cfg("report=false"), tmp_path / "plain")
-    plain = pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"])
+    plain = _plain(cfg("report=false"), tmp_path)
     assert _cached(tmp_path).equals(plain)
 
 
@@ -120,10 +126,7 @@ def test_changed_node_invalidates_only_its_scope(setup, tmp_path):
     assert [p for p in before if before[p] != after[p]] == sorted(
         p for p in before if p.parent.name.split("=")[1] in res["rewritten"]
     )
-    runner.run(
-        cfg("report=false"), tmp_path / "plain"
-    )  # the merged cache equals a run on the new data
-    plain = pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"])
+    plain = _plain(cfg("report=false"), tmp_path)  # the merged cache equals a run on the new data
     assert _cached(tmp_path).equals(plain)
 
 
@@ -144,10 +147,7 @@ def test_in_run_signals_and_knn_no_longer_invalidate_every_scope(setup, tmp_path
     make_data(data, changed="c2-04")
     res = precompute.precompute(cfg(*extra))
     assert (res["hits"], res["misses"]) == (4, 4)
-    runner.run(cfg(*extra, "report=false"), tmp_path / "plain")
-    assert _cached(tmp_path).equals(
-        pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"])
-    )
+    assert _cached(tmp_path).equals(_plain(cfg(*extra, "report=false"), tmp_path))
 
 
 def test_config_now_is_part_of_the_recipe(setup, tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import runner
+from isolated import fresh_run
 from pipeline.dataset import Dataset
 from pipeline.ops import scope as scope_ops
 from pipeline.ops.scope import EdgeIndex, in_scope, run_groups, scope_groups, visible
@@ -76,17 +76,15 @@ def corpus() -> Dataset:
 @pytest.mark.parametrize("recipe", list(RECIPES))
 def test_each_group_alone_gives_the_full_runs_rows(compose, tmp_path, recipe):
     ds = corpus()
-    cfg = compose([*RECIPES[recipe], *COMMON, f"cache_dir={tmp_path / 'cache-all'}"])
-    runner.run(cfg, tmp_path / "all", dataset=ds)
-    full = pl.read_parquet(tmp_path / "all" / "recall.parquet")
+    cfg = compose([*RECIPES[recipe], *COMMON])
+    # every run its own cache, output folder and memo (isolated.fresh_run)
+    full = fresh_run(cfg, tmp_path, "all", dataset=ds).recall()
     nodes = ds.nodes.sort("node_id")
     groups = run_groups(nodes, ds.queries, False, None)
     assert len(groups) >= 9 and sum(len(qs) for *_k, qs, _t in groups) == ds.queries.height
     for i, (_key, rows, qs, _now) in enumerate(groups):
         alone = Dataset("alone", nodes[rows], ds.queries[qs], ds.edges)
-        cfg_i = compose([*RECIPES[recipe], *COMMON, f"cache_dir={tmp_path / f'cache-{i}'}"])
-        runner.run(cfg_i, tmp_path / f"g{i}", dataset=alone)
-        want = pl.read_parquet(tmp_path / f"g{i}" / "recall.parquet")
+        want = fresh_run(cfg, tmp_path, f"g{i}", dataset=alone).recall()
         got = full.filter(pl.col("query_id").is_in(ds.queries[qs]["query_id"].implode()))
         assert want.height > 0
         assert got.equals(want), f"group {i}: {ds.queries[qs]['query_id'].to_list()}"

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from pipeline import precompute, runner
+from isolated import fresh_run
+from pipeline import precompute
 from sealed_corpus import SCOPES, apply, base, dataset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,9 +54,11 @@ SETTINGS = settings(
 )
 
 
-def recall_rows(cfg, out: Path, data: dict) -> pl.DataFrame:
-    runner.run(cfg, out, dataset=dataset(data))
-    return pl.read_parquet(out / "recall.parquet").sort(["query_id", "rank"], maintain_order=True)
+def recall_rows(cfg, root: Path, name: str, data: dict) -> pl.DataFrame:
+    """``recall run`` on ``data`` with its own cache, output folder and memo (``isolated.fresh_run``):
+    no run here reads candidates or embeddings another run wrote."""
+    run = fresh_run(cfg, root, name, dataset=dataset(data))
+    return run.recall().sort(["query_id", "rank"], maintain_order=True)
 
 
 @pytest.fixture(
@@ -83,7 +86,7 @@ def test_precompute_after_edits_serves_what_a_run_gives(recipe, tmp_path_factory
     for e in edits:
         data = apply(data, e)
     precompute.precompute(cfg, dataset=dataset(data))
-    plain = recall_rows(cfg, tmp / "run", data)
+    plain = recall_rows(cfg, tmp, "run", data)  # the reference: not the precompute's cache
     got = precompute.served(cache).select(plain.columns)
     assert got.equals(plain), (edits, got, plain)
 
@@ -106,8 +109,11 @@ def visible_ids(data: dict, q: dict) -> set[str]:
 
 
 def ipc(frame: pl.DataFrame) -> bytes:
+    """The IPC bytes of the frame's values: rebuilt from its rows first, so the bytes do not
+    depend on the buffers polars filtered it from (a string column's shared data buffers differ
+    between two runs whose other queries' rows differ, though these rows' values do not)."""
     buf = io.BytesIO()
-    frame.write_ipc(buf)
+    pl.DataFrame(frame.to_dicts(), schema=frame.schema).write_ipc(buf)
     return buf.getvalue()
 
 
@@ -130,7 +136,9 @@ def test_edits_outside_a_query_view_leave_its_rows_byte_identical(
     old = {n["node_id"]: n for n in before["nodes"]}
     new = {n["node_id"]: n for n in after["nodes"]}
     touched = {i for i in old.keys() | new.keys() if old.get(i) != new.get(i)}
-    r0, r1 = recall_rows(cfg, tmp / "before", before), recall_rows(cfg, tmp / "after", after)
+    # each side its own cache: a shared candidate cache would serve an untouched group the
+    # candidates the other side computed, and compare them with themselves (issue 26, item 7)
+    r0, r1 = recall_rows(cfg, tmp, "before", before), recall_rows(cfg, tmp, "after", after)
     sealed = [
         q["query_id"]
         for q in before["queries"]
