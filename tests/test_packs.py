@@ -17,27 +17,45 @@ from hypothesis import strategies as st
 
 from pipeline import packs, runner
 from pipeline.dataset import Dataset
+from pipeline.ops import dpp
 from pipeline.synth.workspaces import make
 
-COMMON = ["embed=hashing", "report=false", "k=8", "graph.hubs.max_df=0.5"]
+COMMON = ["embed=hashing", "report=false", "graph.hubs.max_df=0.5"]
+SIZES = (300, 150)  # the first two workspaces' notes; the others have 4 to 11
+# k=100 with 300 candidates per channel: the 300-note workspace's pools (300 or 270) are past
+# GRAM_MAX_P (lazy kernel rows), the 150-note one's under it (Gram), the small ones not diversified
+WIDE = ["k=100", "dense.candidates=300", "lexical.candidates=300"]
 PACKABLE = {
     "best": ["preset=best"],
     "hipporag-no-synonyms": ["preset=hipporag", "graph.hubs.synonym_k=0"],
     "bm25+ppr": ["preset=bm25", "diffuse=ppr", "graph.hubs.groups.doc_id=0.5"],
     "best+plan": ["preset=best", "query.intent_split=true", "fuse=rrf"],
     "reme": ["preset=reme"],
-    "best+dpp": ["preset=best", "select=dpp"],
-    "best+mmr": ["preset=best", "select=mmr", "select.target=4"],
+    "best+dpp": ["preset=best", "select=dpp", *WIDE],
+    "best+mmr": ["preset=best", "select=mmr", "select.target=90", *WIDE],
     "oks": ["preset=oks"],
 }
 
 
 def layout(seed: int) -> Dataset:
-    """A few workspaces with random extra queries over random scopes, viewers and times."""
+    """A few workspaces — of 300 and 150 notes (pools on both sides of GRAM_MAX_P at k=100), the
+    others of 4 to 11 — with random extra queries over random scopes, viewers and times."""
     rng = np.random.default_rng(seed)
     w = int(rng.integers(3, 7))
-    ds = make(w, notes=int(rng.integers(4, 12)), queries=2, per_doc=3, seed=seed)
+    ds = make(w, notes=max(SIZES), queries=2, per_doc=3, seed=seed)
+    sizes = np.array([*SIZES, *rng.integers(4, 12, w - len(SIZES))])
+    ws = ds.nodes["node_id"].str.extract(r"^u(\d+)-").cast(pl.Int64).to_numpy()
+    ds = Dataset(
+        ds.name, ds.nodes.filter(ds.nodes["seq"].to_numpy() < sizes[ws]), ds.queries, ds.edges
+    )
     ids = ds.nodes["node_id"].to_list()
+    kept = set(ids)
+    ds = Dataset(
+        ds.name,
+        ds.nodes,
+        ds.queries,
+        ds.edges.filter(pl.col("src").is_in(kept) & pl.col("dst").is_in(kept)),
+    )
     private = set(rng.choice(ids, 3, replace=False).tolist())
     archived = set(rng.choice(ids, 2, replace=False).tolist())
     nodes = ds.nodes.with_columns(
@@ -100,13 +118,17 @@ def test_packed_run_equals_one_group_at_a_time(
 ):
     ds = layout(seed)
     tag = f"{recipe}-{seed}-{target}"
-    calls = []
-    real = packs.slice_pack
+    calls, pools = [], []
+    real, width = packs.slice_pack, dpp.pool_width
     with monkeypatch.context() as m:  # undone after each example, not only after the test
         m.setattr(packs, "TARGET", target)
         m.setattr(packs, "slice_pack", lambda *a: calls.append(len(a[3])) or real(*a))
+        m.setattr(dpp, "pool_width", lambda n: pools.append(n) or width(n))
         packed = _recall(compose, tmp_path / f"packed-{tag}", PACKABLE[recipe], ds)
-    assert calls and min(calls) > 1  # some groups did share a pack
+    assert calls and max(calls) > 1  # some groups did share a pack (the 300-note one may not)
+    if "select=dpp" in PACKABLE[recipe] or "select=mmr" in PACKABLE[recipe]:
+        # both kernel paths ran, side by side in one pack when the pack held both workspaces
+        assert min(pools) <= dpp.GRAM_MAX_P < max(pools), pools
     with monkeypatch.context() as m:
         m.setattr(packs, "packable", lambda *a: False)
         alone = _recall(compose, tmp_path / f"alone-{tag}", PACKABLE[recipe], ds)

@@ -3,7 +3,7 @@
 ``EmbeddingCache`` is a SQLite table ``key → float32 bytes`` where ``key = sha256(encoder.cache_id, text)``:
 a rerun embeds nothing and a one-node change embeds one node. ``cache_id`` holds everything that
 changes the vectors: the model id, the resolved model folder and its files' sizes, max_seq_length,
-normalisation, dim, this module's source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a
+the batching (batch_size, length step), normalisation, dim, this module's source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a
 deterministic, model-free embedder for fast unit tests only.
 """
 
@@ -24,7 +24,7 @@ from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-LENGTH_STEP = 32  # SentenceEncoder pads a text to its token count rounded up to this
+LENGTH_STEP = 8  # SentenceEncoder pads a text to its token count rounded up to this
 
 
 def text_key(cache_id: str, text: str) -> str:
@@ -138,6 +138,8 @@ class SentenceEncoder:
             dim=self.dim,
             normalize=True,
             max_seq_length=self.max_seq_length,
+            batch_size=max(int(self.batch_size), 2),  # how texts are batched (encode)
+            length_step=LENGTH_STEP,
         )
 
     def _load(self, device: str):
@@ -164,12 +166,14 @@ class SentenceEncoder:
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
         """texts → (n, dim) float32, L2-normalised; a text's vector depends on the text alone.
 
-        The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length), then
-        every batch is one shape whatever the texts around: its texts share a padded length (the
-        token count rounded up to LENGTH_STEP, max_seq_length at most) and it holds exactly
-        ``max(batch_size, 2)`` rows, the last of them (at least) the empty text's, so each batch is
-        padded. The kernels' summation order follows the shape (measured: a text's bits changed
-        with the batch's padded length), so a text meets the same arithmetic in every batch.
+        The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length); then
+        texts are batched with texts of the same padded length — the token count rounded up to
+        LENGTH_STEP (max_seq_length at most), a function of the text alone — and every batch ends
+        with one filler row (the empty text), so every batch is padded and its attention mask is
+        never dropped. sentence-transformers pads a batch to its longest text, and that length
+        changed a text's float bits (measured; so did an unpadded batch). The row count (1 to
+        ``batch_size - 1`` texts, plus the filler) is measured not to change them
+        (``tests/test_embed.py``: alone, with other texts, 2 to 64 rows).
         """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -190,7 +194,7 @@ class SentenceEncoder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         with torch.inference_mode():
             for w, idx in progress.progress(batches, "embed", unit="batch"):
-                items = [tokens[i] for i in idx] + [filler] * (rows - len(idx))
+                items = [tokens[i] for i in idx] + [filler]
                 feats = model.tokenizer.pad(
                     items, padding="max_length", max_length=w, return_tensors="pt"
                 )
