@@ -1,0 +1,81 @@
+"""Every size threshold the code branches on, where it lives and what it is compared with.
+
+A branch on a size (a kernel for small inputs, a block width, a pack that closes) is where a
+result can start to depend on how much data shares a batch. The differential harness
+(``tests/test_differential.py``) runs data that has something on each side of every entry here, and
+``tests/test_thresholds.py`` fails when a module-level integer constant of ``pipeline/`` or a
+batch-size key of ``conf/`` is neither listed here nor in :data:`NOT_SIZES` with a reason.
+
+``crossed`` says how the harness crosses it: ``data`` (the generated data has a case on each side
+of the real value), ``patched`` (the real value costs more than a CI run can spend, so one path
+runs with a smaller value, the way ``tests/test_packs.py`` does), ``config`` (a config key: the
+batch-size path sets it small), ``model`` (only the MiniLM encoder reads it; the harness embeds with
+the hashing embedder) or ``cuda`` (only a GPU run takes that branch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One size threshold: ``module`` and ``name`` (a module constant, ``faiss.cvar.…`` or a
+    ``conf/<group>.<key>``), what it is compared with, and how the harness crosses it."""
+
+    module: str
+    name: str
+    compares: str
+    crossed: str  # data | patched | config | model | cuda
+
+
+THRESHOLDS = (
+    Threshold("pipeline.ops.dpp", "GRAM_MAX_P", "DPP/MMR pool width P (Gram matrix or lazy rows)", "data"),
+    Threshold("pipeline.ops.dpp", "WIDTH_STEP", "DPP/MMR pool size, rounded up to its multiple", "data"),
+    Threshold("pipeline.ops.dpp", "MIN_ROWS", "queries of one DPP/MMR torch batch (padded up to it)", "data"),
+    Threshold("pipeline.channels.dense", "TINY", "queries × items of a flat CPU scan (one thread)", "data"),
+    Threshold("faiss", "cvar.distance_compute_blas_threshold", "queries per flat search (BLAS)", "patched"),
+    Threshold("pipeline.ops.ppr", "DENSE_MIN", "nodes of a PPR component (sparse × dense solve)", "data"),
+    Threshold("pipeline.ops.ppr", "DENSE_WORK", "component nodes × queries reaching it", "data"),
+    Threshold("pipeline.ops.ppr", "PAIR_NNZ", "operator entries per chunk of (query, component) pairs", "data"),
+    Threshold("pipeline.ops.ppr", "BLOCK_BYTES", "bytes of a CPU column block's iterate (its width)", "data"),
+    Threshold("pipeline.ops.ppr", "GPU_BLOCK_BYTES", "bytes of a GPU column block's iterate", "cuda"),
+    Threshold("pipeline.ops.scope", "JOIN_ABOVE", "scopes × nodes of a membership lookup (join or match)", "data"),
+    Threshold("pipeline.packs", "SMALL", "nodes of a group that may share a pack", "data"),
+    Threshold("pipeline.packs", "TARGET", "nodes at which a pack closes", "patched"),
+    Threshold("pipeline.channels.blocked", "search.max_scores", "scores per query chunk of the blocked scan", "patched"),
+    Threshold("conf", "select.batch", "queries per torch batch of DPP/MMR", "config"),
+    Threshold("conf", "diffuse.block", "nodes × queries per PEDSA/expand block", "config"),
+    Threshold("conf", "dense.block", "node rows per block of the blocked scan", "config"),
+    Threshold("conf", "novelty.batch", "queries per NMF/FISTA batch of novelty", "config"),
+    Threshold("conf", "embed.encoder.batch_size", "texts per MiniLM forward pass", "model"),
+    Threshold("pipeline.stages.embed", "LENGTH_STEP", "tokens a MiniLM text is padded up to", "model"),
+)  # fmt: skip
+
+# module-level integer constants that are not sizes a branch compares with, and why
+NOT_SIZES = {
+    "pipeline.ops.nmf.MAX_TOPICS": "a cap on the topic count asked for, not a batch size",
+    "pipeline.ops.speakers.GATE_TOP": "ranks of one query's own first pass",
+    "pipeline.stages.score.DAY_US": "a unit (microseconds per day)",
+    "pipeline.stages.signals.SIGNALS_VERSION": "a table version",
+    "pipeline.stages.signals.DAY_US": "a unit (microseconds per day)",
+    "pipeline.stages.inject_bme.GLOBAL_CAP": "BME's per-query injection cap, one query at a time",
+    "pipeline.report.plots.DPI": "plot resolution",
+    "pipeline.report.plots.TITLE": "a font size",
+    "pipeline.report.plots.LABEL": "a font size",
+    "pipeline.report.plots.TICK": "a font size",
+    "pipeline.ops.nmf.LCG_SEED": "the seed of NMF's fixed pseudo-random start",
+    "pipeline.ops.nmf.LCG_A": "a constant of that generator",
+    "pipeline.ops.nmf.LCG_C": "a constant of that generator",
+    "pipeline.ops.nmf.LCG_MOD": "a constant of that generator",
+    "pipeline.report.bootstrap.N_RESAMPLES": "bootstrap resamples of the report (not recall)",
+    "pipeline.report.bootstrap.SEED": "a seed",
+    "pipeline.report.bootstrap._CHUNK": "resamples drawn at once; the report's intervals only",
+    "pipeline.channels.segvocab.POS_BITS": "a bit shift of a sort key",
+    "pipeline.feedback.WINDOW_DAYS": "ReMe's access window in days",
+    "pipeline.autopreset.MENTION_MIN_LEN": "characters of a title",
+    "conf:cooccur.max_per_batch": "BME's co-occurrence batch: a slice of one query's recall set",
+}
+
+# the keys of conf/ whose name says they size a batch or a block (tests/test_thresholds.py)
+BATCH_KEYS = ("batch", "block", "batch_size", "max_per_batch", "chunk", "chunk_size")

@@ -1,0 +1,342 @@
+"""The differential harness's machinery (tests/test_differential.py): the same data through every
+path, each run with its own cache, output folder and memo, the recall tables compared by their
+value by value (floats by their bits); probes that record which side of each size threshold a run reached; and the
+planted mutants that prove the comparison can fail.
+
+A path is a function ``(recipe, data, where) -> recall frame`` sorted by (query_id, rank).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from hydra import compose as hcompose
+from hydra import initialize_config_dir
+
+import differential_corpus as corpus
+from isolated import fresh_cfg, fresh_run
+from pipeline import packs, precompute
+
+REPO = Path(__file__).resolve().parents[1]
+COMMON = ["device=cpu", "embed=hashing", "report=false", "k=10"]
+RECIPES = {
+    "best": ["preset=best"],  # hybrid channels, entity hubs, PPR, top-k (packable)
+    "bme": ["preset=bme"],  # PEDSA, anchors, scope policy, DPP 30 of 90 (group by group)
+    "bme+novelty": ["preset=bme", "novelty=bme"],  # and BME's NMF/FISTA novelty gate
+    "dpp-wide": ["preset=best", "select=dpp", "select.target=90"],  # DPP pools of 270 > GRAM_MAX_P
+}
+EDIT_SEED = 7
+_runs = itertools.count()
+
+
+def config(recipe: str, extra: list[str] = ()):
+    """The recipe's config (its folders are set per run by ``isolated.fresh_cfg``)."""
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return hcompose("config", overrides=[*COMMON, *RECIPES[recipe], *extra])
+
+
+def name(tag: str) -> str:
+    """A new folder name for one run (``isolated`` refuses a name twice: no shared state)."""
+    return f"{next(_runs):03d}-{tag}"
+
+
+def sorted_recall(frame: pl.DataFrame) -> pl.DataFrame:
+    """Every column, rows by (query_id, rank)."""
+    return frame.sort(["query_id", "rank"], maintain_order=True)
+
+
+def run(recipe: str, data: dict, root: Path, tag: str, extra=(), shuffle=None) -> pl.DataFrame:
+    """``runner.run`` (the API) on ``data`` with a fresh cache, output folder and memo, the memo
+    kept across the run's groups as a Ray worker keeps one (``isolated.fresh_run``)."""
+    cfg = config(recipe, list(extra))
+    got = fresh_run(cfg, root, name(tag), dataset=corpus.dataset(data, shuffle), with_memo=True)
+    return sorted_recall(got.recall())
+
+
+def same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
+    """Exact equality: the same columns in the same order with the same dtypes, the same nulls, and
+    every value the same — floats compared by their bits (so 0.0 ≠ -0.0 and a NaN equals only the
+    same NaN). Arrow IPC bytes are stricter than the values: two equal frames built differently
+    (a cache concatenated from partitions) can carry other validity buffers."""
+    if list(a.schema.items()) != list(b.schema.items()) or a.height != b.height:
+        return False
+    for c in a.columns:
+        x, y = a[c], b[c]
+        if not x.is_null().equals(y.is_null()):
+            return False
+        if x.dtype.is_float():
+            bits = {pl.Float32: np.uint32, pl.Float64: np.uint64}[x.dtype]
+            xv, yv = (v.fill_null(0).to_numpy().view(bits) for v in (x, y))
+            if not np.array_equal(xv, yv):
+                return False
+        elif not x.equals(y):
+            return False
+    return True
+
+
+def differing(a: pl.DataFrame, b: pl.DataFrame) -> int:
+    """Rows of ``a`` with no identical row in ``b`` (or the larger height when the columns or
+    their dtypes differ; a different column order alone is not counted)."""
+    if dict(a.schema) != dict(b.schema):
+        return max(a.height, b.height)
+    return a.join(b, on=a.columns, how="anti", nulls_equal=True).height + abs(a.height - b.height)
+
+
+# ── the paths ────────────────────────────────────────────────────────────────────────────────
+
+
+def full(recipe, data, root):
+    """``recall run`` on the data as generated."""
+    return run(recipe, data, root, "full")
+
+
+def api_shuffled(recipe, data, root):
+    """``runner.run`` with the node and query rows in a random order."""
+    return run(recipe, data, root, "shuffled", shuffle=np.random.default_rng(3))
+
+
+def precompute_after_edits(recipe, data, root, n_edits: int = 4):
+    """``recall precompute`` on the data, then after each of a random sequence of edits (change,
+    add, delete a note); what the cache serves at the end. Compared with a fresh full run of the
+    final data (:func:`final_data`)."""
+    cfg = fresh_cfg(config(recipe), root, name("precompute"))
+    rng = np.random.default_rng(EDIT_SEED)
+    precompute.precompute(cfg, dataset=corpus.dataset(data))
+    for _ in range(n_edits):
+        data = corpus.edit(data, rng)
+        precompute.precompute(cfg, dataset=corpus.dataset(data))
+    return sorted_recall(precompute.served(cfg.cache_dir))
+
+
+def final_data(data: dict, n_edits: int = 4) -> dict:
+    """The data after :func:`precompute_after_edits`'s edits."""
+    rng = np.random.default_rng(EDIT_SEED)
+    for _ in range(n_edits):
+        data = corpus.edit(data, rng)
+    return data
+
+
+def packs_alone(recipe, data, root):
+    """One group at a time (``packs.packable`` refused)."""
+    with _patched(packs, "packable", lambda *a: False):
+        return run(recipe, data, root, "alone")
+
+
+def packs_small(recipe, data, root):
+    """Packs that close at 60 nodes (``packs.TARGET``): other pack compositions."""
+    with _patched(packs, "TARGET", 60):
+        return run(recipe, data, root, "packs60")
+
+
+def batches_small(recipe, data, root):
+    """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch."""
+    extra = ["select.batch=7", "diffuse.block=1000", "novelty.batch=5"]
+    return run(recipe, data, root, "batches", extra)
+
+
+def blocked(recipe, data, root):
+    """The blocked dense scan with its default block."""
+    return run(recipe, data, root, "blocked", ["dense=blocked"])
+
+
+def blocked_small(recipe, data, root):
+    """The blocked dense scan in blocks of 300 rows and query chunks of ≤ 6,000 scores."""
+    from pipeline.channels import blocked as mod
+
+    small = functools.partial(mod.search, max_scores=6_000)
+    with _patched(mod, "search", small):
+        return run(recipe, data, root, "blocked-small", ["dense=blocked", "dense.block=300"])
+
+
+def faiss_blas(recipe, data, root):
+    """FAISS's flat search on its BLAS path from 20 queries on (the threshold of FAISS < 1.13; the
+    installed one's default, 128,000 queries, is more than a CI run holds)."""
+    import faiss
+
+    old = faiss.cvar.distance_compute_blas_threshold
+    faiss.cvar.distance_compute_blas_threshold = 20
+    try:
+        return run(recipe, data, root, "blas20")
+    finally:
+        faiss.cvar.distance_compute_blas_threshold = old
+
+
+def ray_path(shards: int, workers: int):
+    """``executor=ray`` with ``shards`` query shards on ``workers`` actors (a started Ray)."""
+
+    def path(recipe, data, root):
+        extra = ["executor=ray", f"ray.shards={shards}", f"ray.num_workers={workers}"]
+        return run(recipe, data, root, f"ray{shards}x{workers}", extra)
+
+    path.__name__ = f"ray_{shards}x{workers}"
+    return path
+
+
+@contextlib.contextmanager
+def _patched(obj, name, value):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+# ── threshold probes ─────────────────────────────────────────────────────────────────────────
+
+
+def _is_mask(x) -> bool:
+    import torch
+
+    return isinstance(x, torch.Tensor) and x.dtype == torch.bool
+
+
+@contextlib.contextmanager
+def probes():
+    """Record, for every data-crossed threshold of ``pipeline.thresholds``, which sides the runs
+    inside reach: ``seen[name]`` is a set of "below"/"above"."""
+    import faiss
+
+    from pipeline.channels import dense
+    from pipeline.ops import dpp, ppr
+
+    seen = defaultdict(set)
+    side = lambda above: "above" if above else "below"  # noqa: E731
+    stack = contextlib.ExitStack()
+
+    def wrap(mod, name, make):
+        stack.enter_context(_patched(mod, name, make(getattr(mod, name))))
+
+    def cosine_rows(fn):
+        def probe(emb, valid, dtype):
+            seen["GRAM_MAX_P"].add(side(emb.shape[1] > dpp.GRAM_MAX_P))
+            return fn(emb, valid, dtype)
+
+        return probe
+
+    def tiny_flat(fn):
+        def probe(index, nq):
+            blas = faiss.cvar.distance_compute_blas_threshold
+            seen["cvar.distance_compute_blas_threshold"].add(side(nq >= blas))
+            if nq < blas:
+                seen["TINY"].add(side(nq * index.ntotal > dense.TINY))
+            return fn(index, nq)
+
+        return probe
+
+    def dense_components(fn):
+        def probe(xp, q, comp, size):
+            pair = np.unique(q.astype(np.int64) * size.size + comp)
+            hits = np.bincount(pair % size.size, minlength=size.size)
+            hit = hits > 0
+            seen["DENSE_MIN"].update(side(s >= ppr.DENSE_MIN) for s in size[hit])
+            big = hit & (size >= ppr.DENSE_MIN)
+            seen["DENSE_WORK"].update(side(w >= ppr.DENSE_WORK) for w in (size * hits)[big])
+            return fn(xp, q, comp, size)
+
+        return probe
+
+    def pair_blocks(fn):
+        def probe(*a):
+            chunks = list(fn(*a))
+            seen["PAIR_NNZ"].add(side(len(chunks) > 1))
+            return iter(chunks)
+
+        return probe
+
+    def column_blocks(fn):
+        def probe(xp, sp, trans, label, c, sel, q, i, v, solve):
+            members = int((label == c).sum())
+            cols = np.unique(q[sel]).size
+            fits = ppr.BLOCK_BYTES // (members * v.itemsize)  # columns the byte budget allows
+            width = max(8, min(256, 1 << max(0, fits.bit_length() - 1)))  # as _column_blocks
+            seen["BLOCK_BYTES"].add(side(fits < 256 and cols > width))
+            return fn(xp, sp, trans, label, c, sel, q, i, v, solve)
+
+        return probe
+
+    def pack_groups(fn):
+        def probe(groups):
+            seen["SMALL"].update(side(len(g[1]) > packs.SMALL) for g in groups)
+            out = fn(groups)
+            sizes = [sum(len(g[1]) for g in p) for p in out if len(p) > 1]
+            seen["TARGET"].update(side(s >= packs.TARGET) for s in sizes)
+            return out
+
+        return probe
+
+    def blocked_search(fn):
+        def probe(xb, xq, k, block=65536, max_scores=1 << 24):
+            seen["search.max_scores"].add(side(len(xq) * min(block, len(xb)) > max_scores))
+            seen["dense.block"].add(side(len(xb) > block))
+            return fn(xb, xq, k, block, max_scores)
+
+        return probe
+
+    def diversify(fn):
+        def probe(pool, k, p, xb, device):
+            seen["select.batch"].add(side(pool["query_idx"].n_unique() > p.batch))
+            sizes = pool.group_by("query_idx").len()["len"].to_list()
+            edge = 2 * dpp.WIDTH_STEP  # pools on both sides of one padded width's edge
+            seen["WIDTH_STEP"].update(side(n > edge) for n in sizes)
+            return fn(pool, k, p, xb, device)
+
+        return probe
+
+    def greedy(fn):
+        def probe(quality, emb, k, *a, **kw):
+            valid = next((x for x in (*a, *kw.values()) if _is_mask(x)), None)
+            real = int(valid.any(1).sum()) if valid is not None else quality.shape[0]
+            seen["MIN_ROWS"].add(side(real >= dpp.MIN_ROWS))
+            return fn(quality, emb, k, *a, **kw)
+
+        return probe
+
+    def scope(fn):
+        def probe(rows, qs, n_nodes, edges, seeds, p, *a):
+            if p.method != "ppr":  # PPR runs from sparse seeds, whatever the block
+                step = max(1, p.block // max(1, len(rows)))  # at least this many columns
+                seen["diffuse.block"].add(side(len(qs) > step))
+            return fn(rows, qs, n_nodes, edges, seeds, p, *a)
+
+        return probe
+
+    def gates(fn):
+        def probe(xb, xq, m, basis_nodes, p, device):
+            seen["novelty.batch"].add(side(int((m >= p.basis_min).sum()) > p.batch))
+            return fn(xb, xq, m, basis_nodes, p, device)
+
+        return probe
+
+    def members(fn):
+        def probe(nodes, scopes):
+            seen["JOIN_ABOVE"].add(side(len(scopes) * nodes.height > scope_mod.JOIN_ABOVE))
+            return fn(nodes, scopes)
+
+        return probe
+
+    from pipeline.channels import blocked as blocked_mod
+    from pipeline.ops import scope as scope_mod
+    from pipeline.stages import diffuse, novelty, select
+
+    with stack:
+        wrap(dpp, "cosine_rows", cosine_rows)
+        wrap(dense, "_tiny_flat", tiny_flat)
+        wrap(ppr, "_dense_components", dense_components)
+        wrap(ppr, "_pair_blocks", pair_blocks)
+        wrap(ppr, "_column_blocks", column_blocks)
+        wrap(packs, "packs", pack_groups)
+        wrap(blocked_mod, "search", blocked_search)
+        wrap(select, "_diversify", diversify)
+        wrap(dpp, "dpp_greedy", greedy)
+        wrap(dpp, "mmr_greedy", greedy)
+        wrap(diffuse, "_scope", scope)
+        wrap(novelty, "_gates", gates)
+        wrap(scope_mod, "_members", members)
+        yield seen

@@ -1,0 +1,196 @@
+"""The differential harness's data (tests/test_differential.py): workspaces (``doc_scope`` groups)
+of very different sizes, so that every size threshold of ``pipeline.thresholds`` has a group,
+pool, block or pack on each side of it.
+
+- ``tiny``: 3 notes, 2 queries (a single-threaded FAISS scan, a DPP pool below its target);
+- ``s0`` … ``s{W-1}``: small workspaces (8–60 notes, chains shorter than ``DENSE_MIN``) that run
+  in packs;
+- ``many``: 1,500 notes in 38 documents whose names are their own (38 small graph components),
+  360 queries: thousands of (query, component) pairs, more than ``PAIR_NNZ`` operator entries;
+- ``big``: 9,600 notes in one chained document (one component of more than 8,192 nodes, so a
+  PPR column block is narrowed by ``BLOCK_BYTES``), 150 queries that see it all (the BLAS scan,
+  two column blocks, DPP pools over ``GRAM_MAX_P``), 19 queries of viewer ``u1`` (fewer than
+  FAISS's BLAS threshold, more than ``TINY`` pairs) and 7 at another reference time (a component
+  of ≥ ``DENSE_MIN`` nodes whose work is below ``DENSE_WORK``).
+
+Notes carry titles, types, importance, timestamps, ``visibility`` lists (private notes of ``u1``)
+and a few archived ones; explicit edges link notes inside a workspace. ``edit`` applies one random
+edit (change / add / delete a note) for the precompute path. Everything is deterministic per seed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import polars as pl
+
+from pipeline import schema
+from pipeline.dataset import Dataset
+
+T0 = dt.datetime(2025, 2, 1, tzinfo=dt.timezone.utc)
+SYL = "ka lo mi ra ze tu vo ni sa pe ro du fi ga he ju ma ko li ba".split()
+WORDS = (
+    "garden budget train concert recipe hiking invoice piano museum harbor bakery lecture "
+    "contract dentist flight birthday meeting report laptop bicycle"
+).split()
+SMALL_SIZES = (8, 12, 20, 30, 45, 60)  # the small workspaces' note counts, cycled
+TS = pl.Datetime("us", "UTC")
+
+
+def name(i: int) -> str:
+    """A capitalised two-word name, distinct for every ``i`` < 20**4 (an entity hub)."""
+    a, b, c, d = i % 20, (i // 20) % 20, (i // 400) % 20, (i // 8000) % 20
+    return f"{SYL[a].capitalize()}{SYL[b]} {SYL[c].capitalize()}{SYL[d]}"
+
+
+def _notes(ws: str, n: int, per_doc: int, names, rng, start: int) -> list[dict]:
+    """``n`` notes of workspace ``ws`` in documents of ``per_doc``; each mentions two or three names
+    drawn from ``names(doc) -> list[str]``."""
+    out = []
+    for j in range(n):
+        doc = j // per_doc
+        pool = names(doc)
+        who = [pool[int(x)] for x in rng.integers(0, len(pool), 3)]
+        w = [WORDS[int(x)] for x in rng.integers(0, len(WORDS), 2)]
+        out.append(
+            {
+                "node_id": f"{ws}-n{j:04d}",
+                "text": f"{who[0]} and the {w[0]}: talked about the {w[1]} with {who[1]}"
+                + (f" near {who[2]}" if j % 3 else ""),
+                "title": who[0] if j % 4 == 0 else None,
+                "doc_id": f"{ws}/d{doc}",
+                "type": "event" if j % 2 else "fact",
+                "seq": j,
+                "importance": float(rng.uniform(0, 10)),
+                "created_at": T0 + dt.timedelta(hours=start + 5 * j),
+                "visibility": ["u1"] if j % 17 == 5 else None,
+                "archived": j % 23 == 11,
+            }
+        )
+    return out
+
+
+def _queries(ws: str, n: int, notes: list[dict], rng, viewer=None, now=None, tag="q") -> list:
+    out = []
+    for j in range(n):
+        src = notes[int(rng.integers(0, len(notes)))]["text"].split()
+        words = [src[int(x)] for x in rng.integers(0, len(src), 4)]
+        out.append(
+            {
+                "query_id": f"{ws}-{tag}{j:03d}",
+                "text": "what about " + " ".join(words),
+                "doc_scope": [ws],
+                "viewer": viewer,
+                "now": now,
+            }
+        )
+    return out
+
+
+def _edges(notes: list[dict], rng, n: int) -> list[dict]:
+    """``n`` random explicit edges, each between two notes of the same document (documents of a
+    workspace stay separate graph components unless their names link them)."""
+    out = []
+    for k in range(n):
+        x = notes[int(rng.integers(0, len(notes)))]
+        same = [y for y in notes if y["doc_id"] == x["doc_id"] and y is not x]
+        if same:
+            y = same[int(rng.integers(0, len(same)))]
+            out.append(
+                {
+                    "src": x["node_id"],
+                    "dst": y["node_id"],
+                    "relation": "related",
+                    "weight": 0.5 + k % 3,
+                }
+            )
+    return out
+
+
+def base(
+    seed: int = 26,
+    small: int = 12,
+    big: int = 9600,
+    many: int = 1500,
+    big_q: int = 150,
+    many_q: int = 360,
+) -> dict:
+    """{"nodes", "edges", "queries"} as row dicts (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    nodes, edges, queries = [], [], []
+    shared = [name(i) for i in range(200)]  # big: one pool (each name in ~1.5% of the notes)
+
+    def add(ws, n, per_doc, names, nq, extra=()):
+        got = _notes(ws, n, per_doc, names, rng, start=len(nodes))
+        nodes.extend(got)
+        edges.extend(_edges(got, rng, max(1, n // 10)))
+        queries.extend(_queries(ws, nq, got, rng))
+        for kw in extra:
+            queries.extend(_queries(ws, notes=got, rng=rng, **kw))
+
+    add("tiny", 3, 3, lambda d: shared[:4], 2)
+    for w in range(small):
+        n = SMALL_SIZES[w % len(SMALL_SIZES)]
+        own = [name(1000 + 40 * w + i) for i in range(6)]
+        add(f"s{w}", n, 10, lambda d, own=own: own, 1 + w % 3)
+    add("many", many, 40, lambda d: [name(5000 + 8 * d + i) for i in range(8)], many_q)
+    later = T0 + dt.timedelta(days=400)
+    add(
+        "big",
+        big,
+        big,
+        lambda d: shared,
+        big_q,
+        extra=({"n": 19, "viewer": "u1", "tag": "v"}, {"n": 7, "now": later, "tag": "t"}),
+    )
+    queries.append(
+        {
+            "query_id": "multi-q000",
+            "text": f"what did {shared[1]} say about the garden",
+            "doc_scope": ["tiny", "s0", "s1"],
+            "viewer": "u1",
+            "now": None,
+        }
+    )
+    return {"nodes": nodes, "edges": edges, "queries": queries}
+
+
+def edit(data: dict, rng: np.random.Generator) -> dict:
+    """One random edit: change a note's text, add a note to a workspace, or delete a note (and its
+    edges)."""
+    nodes, edges = list(data["nodes"]), list(data["edges"])
+    kind = rng.choice(["change", "add", "delete"])
+    i = int(rng.integers(0, len(nodes)))
+    if kind == "change":
+        nodes[i] = {**nodes[i], "text": nodes[i]["text"] + f" and the {WORDS[i % len(WORDS)]}"}
+    elif kind == "add":
+        new = {**nodes[i], "node_id": nodes[i]["node_id"] + f"-x{len(nodes)}", "seq": 10_000 + i}
+        nodes.append({**new, "text": "a new note about " + nodes[i]["text"]})
+    else:
+        gone = nodes.pop(i)["node_id"]
+        edges = [e for e in edges if gone not in (e["src"], e["dst"])]
+    return {**data, "nodes": nodes, "edges": edges}
+
+
+def dataset(data: dict, shuffle: np.random.Generator | None = None) -> Dataset:
+    """The tables of ``data``, in the contract; ``shuffle`` permutes the node and query rows."""
+    nodes = pl.DataFrame(
+        data["nodes"],
+        schema_overrides={"visibility": pl.List(pl.String), "title": pl.String, "created_at": TS},
+    )
+    queries = pl.DataFrame(
+        data["queries"],
+        schema_overrides={"doc_scope": pl.List(pl.String), "viewer": pl.String, "now": TS},
+    )
+    edges = pl.DataFrame(data["edges"], schema_overrides={"weight": pl.Float32})
+    if shuffle is not None:
+        nodes = nodes[shuffle.permutation(nodes.height)]
+        queries = queries[shuffle.permutation(queries.height)]
+    where = "differential-corpus"
+    return Dataset(
+        where,
+        schema.conform(nodes, "nodes", where),
+        schema.conform(queries, "queries", where),
+        schema.conform(edges, "edges", where),
+    )
