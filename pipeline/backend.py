@@ -96,6 +96,17 @@ def cugraph(device: str, algo: str):
     return lib
 
 
+def on_cugraph(algo: str, gpu, cpu):
+    """``gpu()`` (a cuGraph call); on any error the same answer from ``cpu()``, with a fallback note
+    and ``GRAPH_IMPL[algo]`` set to the CPU library (cuGraph raises for inputs the CPU path takes)."""
+    try:
+        return gpu()
+    except Exception as exc:  # any cuGraph failure has the same answer on the CPU
+        fallback(f"cugraph {algo} failed ({type(exc).__name__}: {exc}); {algo} on cpu")
+        GRAPH_IMPL[algo] = CPU_GRAPH_LIBS[algo]
+        return cpu()
+
+
 def distributions(modules=GPU_MODULES) -> dict[str, str]:
     """``{distribution: version}`` of the installed packages that provide each *imported* module of
     ``modules`` (e.g. ``faiss`` → ``faiss-cpu`` or ``faiss-gpu-cu12``; both listed when both are

@@ -231,3 +231,26 @@ def test_components_fall_back_to_scipy_when_cugraph_fails(monkeypatch, fresh, fa
     assert len(backend.FALLBACKS) == 1
     assert backend.FALLBACKS[0].startswith(f"cugraph connected_components failed ({said}")
     assert backend.FALLBACKS[0].endswith("; weak components on cpu (scipy)")
+
+
+def test_pagerank_and_leiden_fall_back_to_cpu_when_cugraph_raises(monkeypatch, fake_cugraph):
+    """A cuGraph call that raises (cuGraph refuses inputs the CPU path takes) gives the CPU answer,
+    noted in the fallbacks and in GRAPH_IMPL, instead of failing the run."""
+    lib = sys.modules["cugraph"]
+
+    def boom(*_a, **_k):
+        raise ValueError("unsupported graph")
+
+    monkeypatch.setattr(lib, "pagerank", boom)
+    monkeypatch.setattr(lib, "leiden", boom)
+    got = graphalgo.pagerank(SRC, DST, W, N, device="cuda")
+    np.testing.assert_allclose(got, _power_iteration(SRC, DST, W, N), atol=1e-9)
+    comm = graphalgo.leiden(SRC, DST, N, device="cuda")
+    backend.reset()
+    np.testing.assert_array_equal(comm, graphalgo.leiden(SRC, DST, N, device="cpu"))
+    monkeypatch.setattr(lib, "pagerank", boom)  # reset() above cleared the notes: run once more
+    graphalgo.pagerank(SRC, DST, W, N, device="cuda")
+    assert backend.GRAPH_IMPL["pagerank"] == "scipy"
+    assert backend.FALLBACKS == [
+        "cugraph pagerank failed (ValueError: unsupported graph); pagerank on cpu"
+    ]

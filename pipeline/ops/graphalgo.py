@@ -2,8 +2,8 @@
 
 Each function takes the device: with ``device="cuda"`` it runs on cuGraph when ``cugraph`` imports,
 written against cuGraph's documented API (``cugraph.Graph`` + ``from_cudf_edgelist``,
-``cugraph.pagerank``, ``cugraph.leiden``); otherwise (or when the import fails, logged once in
-``backend.FALLBACKS``) on the CPU: PageRank by ``ops.ppr.ppr``, Leiden by igraph + leidenalg.
+``cugraph.pagerank``, ``cugraph.leiden``); otherwise (or when the import or the cuGraph call fails, logged
+once in ``backend.FALLBACKS``) on the CPU: PageRank by ``ops.ppr.ppr``, Leiden by igraph + leidenalg.
 ``backend.GRAPH_IMPL`` records which library computed each, for the manifest. The third, weakly
 connected components, is ``ops.ppr.components`` (PPR restricts each query to its seeds'
 components), with the same dispatch.
@@ -73,9 +73,11 @@ def pagerank(
         adj.col.astype(np.int64),
         adj.data,
     )  # parallel edges summed
+    cpu = lambda: _pagerank_cpu(src, dst, w, n, damping, tol, max_iter)  # noqa: E731
     if lib is not None and src.size:
-        return _pagerank_cugraph(lib, src, dst, w, n, damping, tol, max_iter)
-    return _pagerank_cpu(src, dst, w, n, damping, tol, max_iter)
+        gpu = lambda: _pagerank_cugraph(lib, src, dst, w, n, damping, tol, max_iter)  # noqa: E731
+        return backend.on_cugraph("pagerank", gpu, cpu)
+    return cpu()
 
 
 def _pagerank_cpu(src, dst, w, n, damping, tol, max_iter) -> np.ndarray:
@@ -130,11 +132,11 @@ def leiden(
         return np.zeros(0, np.int64)
     loop = src == dst
     src, dst = src[~loop], dst[~loop]
+    cpu = lambda: _leiden_cpu(src, dst, n, resolution, seed)  # noqa: E731
     if lib is not None and src.size:
-        raw = _leiden_cugraph(lib, src, dst, n, resolution, seed)
-    else:
-        raw = _leiden_cpu(src, dst, n, resolution, seed)
-    return renumber_first(raw)
+        gpu = lambda: _leiden_cugraph(lib, src, dst, n, resolution, seed)  # noqa: E731
+        return renumber_first(backend.on_cugraph("leiden", gpu, cpu))
+    return renumber_first(cpu())
 
 
 def _leiden_cpu(src, dst, n, resolution, seed) -> np.ndarray:
