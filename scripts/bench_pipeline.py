@@ -13,7 +13,8 @@ query encoding is excluded. Ingest (adapters, schema checks) and writing the out
 
 The synthetic corpus (``pipeline/synth/corpus.py``) carries ``--names`` made-up capitalised names
 per cluster (a unit's text two, a query's one), so the entity layer and its seeds are not empty.
-The floor is ``IndexFlatIP.search(xq, 100)`` over the same embeddings in the same process. Prints
+``--overlap M`` then reruns the first M queries, untimed, with every PPR solve checked against
+the exact solver (``scripts/ppr_overlap.py``). The floor is ``IndexFlatIP.search(xq, 100)`` over the same embeddings in the same process. Prints
 a table of the stage times the run's own ``StageLog`` records (the manifest's ``timings_s``); the
 last line is ``end-to-end / flat-scan throughput at <n>: <ratio>`` for the largest size.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import resource
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +38,9 @@ from pipeline.common import StageLog
 from pipeline.ingest import nodes_and_queries
 from pipeline.stages import query
 from pipeline.synth.corpus import make
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ppr_overlap  # noqa: E402
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
@@ -74,15 +79,24 @@ def given_vectors(xb_by_id: dict, xq_by_id: dict):
         querypath.embed_run = real
 
 
-def compose_cfg(preset: str, overrides: list[str]):
-    """The config ``recall run preset=<preset> device=cpu <overrides>`` composes."""
+def compose_cfg(preset: str, overrides: list[str], cache_dir: str):
+    """The config ``recall run preset=<preset> device=cpu cache_dir=<fresh> <overrides>`` composes
+    (a fresh cache: no stage is served from an earlier run's stage cache)."""
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return compose("config", overrides=[f"preset={preset}", "device=cpu", *overrides])
+        return compose(
+            "config",
+            overrides=[f"preset={preset}", "device=cpu", f"cache_dir={cache_dir}", *overrides],
+        )
 
 
-def run(n: int, nq: int, preset: str, names: int, overrides: list[str] = ()) -> dict:
-    """One size: the flat-scan floor, then the preset's query path; stage seconds and counts."""
-    cfg = compose_cfg(preset, list(overrides))
+def run(
+    n: int, nq: int, preset: str, names: int, overrides: list[str] = (), overlap: int = 0
+) -> dict:
+    """One size: the flat-scan floor, then the preset's query path; stage seconds and counts.
+    ``overlap`` > 0: then, untimed, the first ``overlap`` queries again with each PPR solve
+    checked against the exact solver (``ppr_overlap.recording``)."""
+    cache = tempfile.TemporaryDirectory(prefix="bench_pipeline-")
+    cfg = compose_cfg(preset, list(overrides), cache.name)
     ds, xb, xq = make(n, nq, names=names)
     device = backend.resolve_device(cfg.device)  # device=cuda as an override: FAISS, CuPy diffusion
     t = {}
@@ -101,9 +115,21 @@ def run(n: int, nq: int, preset: str, names: int, overrides: list[str] = ()) -> 
         end_to_end = time.perf_counter() - start
     t |= {k: v for k, v in log.seconds.items() if k != "embed"}
     t["end-to-end"] = end_to_end
+    stats = []
+    if overlap:
+        with given_vectors(xb_by_id, xq_by_id), ppr_overlap.recording(stats):
+            querypath.recall_queries(cfg, ds, nodes, queries[:overlap], device, StageLog())
+    cache.cleanup()
     if got.recall["query_id"].n_unique() != nq:
         raise SystemExit(f"only {got.recall['query_id'].n_unique()} of {nq} queries got rows")
-    return {"n": n, "edges": ds.edges.height, "t": t, "rss": rss_mb(), "rows": log.rows}
+    return {
+        "n": n,
+        "edges": ds.edges.height,
+        "t": t,
+        "rss": rss_mb(),
+        "rows": log.rows,
+        "overlap": ppr_overlap.summary(stats),
+    }
 
 
 def main() -> int:
@@ -113,6 +139,12 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--preset", default="best", help="the preset whose query path runs")
     ap.add_argument("--names", type=int, default=20, help="made-up names per cluster (0: none)")
+    ap.add_argument(
+        "--overlap",
+        type=int,
+        default=0,
+        help="then check this many queries' PPR top-keep sets against the exact solver (untimed)",
+    )
     ap.add_argument("overrides", nargs="*", help="config overrides on top of the preset")
     a = ap.parse_args()
     print(
@@ -125,7 +157,7 @@ def main() -> int:
     )
     last = None
     for n in a.sizes:
-        r = run(n, a.queries, a.preset, a.names, a.overrides)
+        r = run(n, a.queries, a.preset, a.names, a.overrides, a.overlap)
         for stage, sec in r["t"].items():
             qps = a.queries / sec if sec > 0 else float("inf")
             print(
@@ -133,6 +165,8 @@ def main() -> int:
             )
         rows = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rows"].items()))
         print(f"rows at {n:,}: {rows}")
+        if r["overlap"]:
+            print(f"PPR at {n:,}, first {a.overlap:,} queries:\n{r['overlap']}")
         last = r
         sys.stdout.flush()
     ratio = last["t"]["flat scan (floor)"] / last["t"]["end-to-end"]
