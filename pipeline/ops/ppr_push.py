@@ -29,7 +29,6 @@ import numpy as np
 from pipeline.backend import namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
 from pipeline.ops.sparse_entries import segment_ids
-from pipeline.ops.topk import topk_long
 
 
 def ppr_push(adj, personalization, *, damping: float = 0.5, eps: float = 1e-4, max_iter: int = 100):
@@ -76,15 +75,32 @@ def ppr_push_top(adj, personalization, rows: int, keep: int, **kw):
     ``keep`` largest (ties: lower node first; 0 keeps all), as host (node, column, score) sorted by
     (node, column): the contract of ``ops.ppr.ppr_top``."""
     x, info = ppr_push(adj, personalization, **kw)
-    coo = x.tocoo()
-    host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
-    node, col, val = host(coo.row).astype(np.int64), host(coo.col).astype(np.int64), host(coo.data)
-    ok = (node < rows) & (val > 0)
-    node, col, val = node[ok], col[ok], val[ok].astype(np.float32)
+    xp, _ = namespaces(x.data)
+    t = x[:rows].T.tocsr()  # one row per query, its nodes ascending
+    t.sort_indices()
+    col = segment_ids(xp, t.indptr, t.nnz).astype(xp.int64)
+    node, val = t.indices.astype(xp.int64), t.data.astype(xp.float32)
+    ok = val > 0
+    col, node, val = col[ok], node[ok], val[ok]
     if keep:
-        col, node, val, _rank = topk_long(col, node, val, keep)
+        col, node, val = _cut(xp, col, node, val, keep, t.shape[0])
+    host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
+    node, col, val = host(node), host(col), host(val)
     order = np.lexsort((col, node))
     return node[order], col[order], val[order], info
+
+
+def _cut(xp, col, node, val, keep: int, b: int):
+    """Each column's ``keep`` largest of entries grouped by column, nodes ascending within it
+    (ties: lower node first). One stable sort of a 64-bit key: the column, then the score's bits
+    reversed (a positive float32's bits order as its value does)."""
+    desc = (xp.uint32(0xFFFFFFFF) - val.view(xp.uint32)).astype(xp.int64)
+    order = xp.argsort((col << 32) | desc, kind="stable")
+    count = xp.bincount(col, minlength=b) if col.size else xp.zeros(b, xp.int64)
+    start = xp.cumsum(count) - count
+    rank = xp.arange(order.size) - start[col[order]]
+    sel = order[rank < keep]
+    return col[sel], node[sel], val[sel]
 
 
 def _masked(sp, m, mask):
