@@ -9,9 +9,10 @@ invariant ``ppr = x + PPR(r)`` holds throughout. Here every node whose residual 
 is one sparse × sparse product ``trans @ F`` of the (N × B) frontier ``F``. It stops when no
 residual reaches its threshold; the result is ``x + (1 − d)·r`` (a residual left at v settles at
 least that much at v itself). On a symmetric graph (the diffusion stage's adjacency, hubs
-included) the reversibility of the walk bounds the error of every entry (ACL 2006, Lemma 3 for
-the lazy walk; the same argument for this one): ``0 ≤ ppr_v − x_v < eps · w(v)``, per unit of seed
-mass, before the dangling rescale below.
+included) this bounds the error of every entry, as in ACL 2006 for the lazy walk: the error is
+``PPR(r)`` with ``r < eps · w`` entrywise, PPR is linear and monotone, and the degree vector ``w``
+is the walk's stationary vector, so ``PPR(w) = w`` and ``0 ≤ ppr_v − x_v < eps · w(v)`` per unit of
+seed mass (before the dangling rescale below).
 
 A dangling node (no out-edge) keeps its ``(1 − d)`` part and loses the rest, as in
 ``ops.ppr._iterate``; each column is rescaled at the end by ``mass / (mass − lost)``, the push
