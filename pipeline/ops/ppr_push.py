@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.backend import namespaces
+from pipeline.backend import bincount, namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
 from pipeline.ops.sparse_entries import segment_ids
 
@@ -97,7 +97,7 @@ def _cut(xp, col, node, val, keep: int, b: int):
     reversed (a positive float32's bits order as its value does)."""
     desc = (xp.uint32(0xFFFFFFFF) - val.view(xp.uint32)).astype(xp.int64)
     order = xp.argsort((col << 32) | desc, kind="stable")
-    count = xp.bincount(col, minlength=b) if col.size else xp.zeros(b, xp.int64)
+    count = bincount(col, minlength=b)
     start = xp.cumsum(count) - count
     rank = xp.arange(order.size) - start[col[order]]
     sel = order[rank < keep]
