@@ -34,6 +34,7 @@ from pipeline.common import StageLog, call_target
 from pipeline.dataset import Dataset
 from pipeline.ingest import drop_empty
 from pipeline.ops.scope import scope_groups
+from pipeline.progress import progress
 
 log = logging.getLogger(__name__)
 KEY_COLUMNS = ["query_hash", "scope_version", "recipe"]
@@ -132,7 +133,7 @@ def write_partitions(
     dirty |= _changed_scopes(hit, cached, cur_scopes & old_scopes)
     kept = hit.filter(pl.col("scope").is_in(list(dirty))).partition_by("scope", as_dict=True)
     fresh = new.filter(pl.col("scope").is_in(list(dirty))).partition_by("scope", as_dict=True)
-    for s in sorted(dirty):
+    for s in progress(sorted(dirty), "recall cache partitions", unit="scope"):
         keep = kept[(s,)]["query_id"].to_list() if (s,) in kept else []
         parts = [fresh[(s,)].drop("scope") if (s,) in fresh else new.head(0).drop("scope")]
         path = partition_path(root, s)

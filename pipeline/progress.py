@@ -1,29 +1,80 @@
-"""Progress bars for long stages: tqdm on stderr, silent when stderr is not a terminal (logs, CI,
-pipes) or when ``RECALL_PROGRESS=0``."""
+"""Progress of long work: a tqdm bar (count, rate, time left) on stderr when it is a terminal or
+``RECALL_PROGRESS=1``; otherwise (a nightly job's log, a pipe) a log line at about every 10% with the
+rate and the time left, for work of known length; nothing with ``RECALL_PROGRESS=0``."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from typing import Iterable, TypeVar
+import time
+from typing import Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+STEPS = 10  # log lines per piece of work when there is no terminal
 
 
 def enabled() -> bool:
-    """Read at call time so tests and callers can switch it by environment."""
+    """A bar: read at call time so tests and callers can switch it by environment."""
+    return mode() == "bar"
+
+
+def mode() -> str:
+    """``bar`` (a terminal, or RECALL_PROGRESS=1), ``log`` (RECALL_PROGRESS unset or ``auto`` and
+    no terminal) or ``off`` (RECALL_PROGRESS=0)."""
     flag = os.environ.get("RECALL_PROGRESS", "auto")
-    return flag == "1" or (flag == "auto" and sys.stderr.isatty())
+    if flag == "1" or (flag == "auto" and sys.stderr.isatty()):
+        return "bar"
+    return "log" if flag == "auto" else "off"
 
 
 def progress(
     items: Iterable[T], desc: str, *, total: int | None = None, unit: str = "it"
 ) -> Iterable[T]:
-    """``items`` wrapped in a tqdm bar (or returned as is when bars are off)."""
-    if not enabled():
-        return items
-    from tqdm.auto import tqdm
+    """``items`` wrapped in a tqdm bar, or in log lines every ~10% (``logged``), or as is."""
+    how = mode()
+    if how == "bar":
+        from tqdm.auto import tqdm
 
-    return tqdm(
-        items, desc=desc, total=total, unit=unit, leave=False, file=sys.stderr, dynamic_ncols=True
-    )
+        return tqdm(
+            items,
+            desc=desc,
+            total=total,
+            unit=unit,
+            leave=False,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
+    if how == "log":
+        n = total if total is not None else (len(items) if hasattr(items, "__len__") else None)
+        if n and n > 1:
+            return logged(items, desc, n, unit)
+    return items
+
+
+def logged(
+    items: Iterable[T], desc: str, total: int, unit: str, clock=time.monotonic
+) -> Iterator[T]:
+    """Yield ``items``; after each of about ``STEPS`` equal shares of ``total`` (and at the end),
+    log ``desc: done/total unit (p%), rate unit/s, ~s left``."""
+    start, done, mark = clock(), 0, 1
+    for item in items:
+        yield item
+        done += 1
+        if done * STEPS >= mark * total or done == total:
+            mark = done * STEPS // total + 1
+            spent = max(clock() - start, 1e-9)
+            rate = done / spent
+            left = (total - done) / rate if rate > 0 else float("inf")
+            log.info(
+                "%s: %d/%d %s (%d%%), %.1f %s/s, ~%.0f s left",
+                desc,
+                done,
+                total,
+                unit,
+                100 * done // total,
+                rate,
+                unit,
+                left,
+            )

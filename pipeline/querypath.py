@@ -21,6 +21,7 @@ from pipeline import autopreset, packs
 from pipeline.common import memo_scope
 from pipeline.context import RunContext, RunState
 from pipeline.ops.scope import EdgeIndex, run_groups
+from pipeline.progress import progress
 from pipeline.stages import channels, cooccur, diffuse, fuse, graph, novelty, score, select, signals
 from pipeline.stages.vectors import embed_run
 
@@ -130,7 +131,8 @@ def run_all_groups(
         state.edge_index = EdgeIndex(nodes, state.ds.edges)
     groups = run_groups(nodes, queries, state.cfg.include_archived, config_now(state.cfg))
     pack = packs.packable(state.cfg, state.ds, state.until) and stages is None
-    for some in packs.packs(groups) if pack else [[g] for g in groups]:
+    runs = packs.packs(groups) if pack else [[g] for g in groups]
+    for some in progress(runs, "query groups", unit="group"):
         key, rows, qs, now = some[0]
         if own and (len(some) > 1 or last is None or not np.array_equal(last, rows)):
             state.memo.clear()

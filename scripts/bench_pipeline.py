@@ -1,12 +1,24 @@
-"""End-to-end batch recall on synthetic corpora, per stage, next to a plain FAISS flat scan.
+"""End-to-end batch recall on synthetic corpora through the real query path, next to a FAISS flat scan.
 
-    .venv/bin/python scripts/bench_pipeline.py [--sizes 10000 100000] [--queries 1000] [overrides, e.g. diffuse=pedsa]
+    .venv/bin/python scripts/bench_pipeline.py [--sizes 10000 100000] [--queries 1000]
+        [--preset best] [--names 20] [overrides, e.g. diffuse.solver=push]
 
-Query encoding is excluded (embeddings are generated); everything else of `preset=best` runs:
-dense + BM25 channels, fusion, graph build, diffusion (PPR; `diffuse=pedsa` as an override), scoring,
-top-k selection. The floor is
-`IndexFlatIP.search(xq, 100)` over the same embeddings in the same process. Prints a table; the last
-line is `end-to-end / flat-scan throughput at <n>: <ratio>` for the largest size.
+What runs is ``pipeline.querypath.recall_queries``, the function ``recall run preset=<name>``
+calls (``runner.run``), with the preset's whole config: every stage of ``querypath.STAGES`` that
+the preset enables (channels, fusion, graph with the temporal chain and the entity hub layer,
+diffusion with the query-entity hub seeds, score terms and factors, selection), query groups and
+packs as the runner makes them. One step is swapped: the run-wide embed stage
+(``stages.vectors.embed_run``) takes the generator's embeddings instead of running the encoder, so
+query encoding is excluded. Ingest (adapters, schema checks) and writing the outputs are not timed.
+
+The synthetic corpus (``pipeline/synth/corpus.py``) carries ``--names`` made-up capitalised names
+per cluster (a unit's text two, a query's one), so the entity layer and its seeds are not empty.
+``--overlap M`` then reruns the first M queries, untimed, with every PPR solve checked against
+the exact solver (``scripts/ppr_overlap.py``). The floor is ``IndexFlatIP.search(xq, 100)`` over the same embeddings in the same process. Prints
+a table of the stage times the run's own ``StageLog`` records (the manifest's ``timings_s``); the
+last lines are the CPU seconds (``time.process_time``, all threads: steadier than wall time on a
+shared machine) of the floor and of the query path, and ``end-to-end / flat-scan throughput at <n>:
+<ratio>`` (wall time) for the largest size.
 """
 
 from __future__ import annotations
@@ -14,97 +26,160 @@ from __future__ import annotations
 import argparse
 import resource
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import faiss
 import numpy as np
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
-from pipeline import backend
-from pipeline.channels import candidates
-from pipeline.stages import channels, diffuse, fuse, graph, score
-from pipeline.stages.select import SelectParams, select
+from pipeline import backend, querypath
+from pipeline.common import StageLog
+from pipeline.ingest import nodes_and_queries
+from pipeline.stages import query
 from pipeline.synth.corpus import make
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ppr_overlap  # noqa: E402
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
 
 def rss_mb() -> float:
+    """Peak resident memory of this process so far, MiB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(n: int, nq: int, overrides: list[str] = ()) -> dict:
+@contextmanager
+def given_vectors(xb_by_id: dict, xq_by_id: dict):
+    """``querypath.embed_run`` replaced by one that puts the generator's vectors where the embed
+    stage puts the encoder's (node vectors in the ingested node order, one vector per query part)."""
+    real = querypath.embed_run
+
+    def embed_run(state, nodes, queries) -> int:
+        cfg = state.cfg
+        with state.log.stage("embed"):
+            state.xb = np.stack([xb_by_id[i] for i in nodes["node_id"].to_list()])
+            plan = query.plan(
+                queries,
+                cfg.query.blend,
+                cfg.query.intent_split,
+                tuple(cfg.query.weights),
+                cfg.query.max_segments,
+            )
+            qids = queries["query_id"].to_list()
+            state.xparts = np.stack([xq_by_id[qids[q]] for q in plan["query_idx"].to_list()])
+            state.part_q, state.part_w = plan["query_idx"].to_numpy(), plan["weight"].to_numpy()
+        return 0
+
+    querypath.embed_run = embed_run
+    try:
+        yield
+    finally:
+        querypath.embed_run = real
+
+
+def compose_cfg(preset: str, overrides: list[str], cache_dir: str):
+    """The config ``recall run preset=<preset> device=cpu cache_dir=<fresh> <overrides>`` composes
+    (a fresh cache: no stage is served from an earlier run's stage cache)."""
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("config", overrides=["preset=best", "device=cpu", *overrides])
-    ds, xb, xq = make(n, nq)
-    nodes, queries = ds.nodes.sort("node_id"), ds.queries
-    order = np.argsort(ds.nodes["node_id"].to_numpy(), kind="stable")
-    xb = xb[order]
+        return compose(
+            "config",
+            overrides=[f"preset={preset}", "device=cpu", f"cache_dir={cache_dir}", *overrides],
+        )
+
+
+def run(
+    n: int, nq: int, preset: str, names: int, overrides: list[str] = (), overlap: int = 0
+) -> dict:
+    """One size: the flat-scan floor, then the preset's query path; stage seconds and counts.
+    ``overlap`` > 0: then, untimed, the first ``overlap`` queries again with each PPR solve
+    checked against the exact solver (``ppr_overlap.recording``)."""
+    cache = tempfile.TemporaryDirectory(prefix="bench_pipeline-")
+    cfg = compose_cfg(preset, list(overrides), cache.name)
+    ds, xb, xq = make(n, nq, names=names)
     device = backend.resolve_device(cfg.device)  # device=cuda as an override: FAISS, CuPy diffusion
-    t = {}
-    t0 = time.perf_counter()
+    t, cpu = {}, {}
+    t0, c0 = time.perf_counter(), time.process_time()
     flat = faiss.IndexFlatIP(xb.shape[1])
     flat.add(xb)
     flat.search(xq, 100)
     t["flat scan (floor)"] = time.perf_counter() - t0
-    start = time.perf_counter()
-    s = time.perf_counter()
-    cand = candidates.generate(
-        nodes,
-        queries,
-        ["dense", "lexical"],
-        xb,
-        xq,
-        channels.DenseParams.from_cfg(cfg.dense),
-        channels.LexicalParams.from_cfg(cfg.lexical),
-        device,
-    )
-    t["channels"] = time.perf_counter() - s
-    s = time.perf_counter()
-    fp = OmegaConf.to_container(cfg.fuse)
-    cand = fuse.fuse(cand, ["dense", "lexical"], fp.pop("method"), **fp)
-    t["fuse"] = time.perf_counter() - s
-    s = time.perf_counter()
-    edges = graph.build(nodes, ds.edges, graph.GraphParams.from_cfg(cfg.graph))
-    t["graph"] = time.perf_counter() - s
-    s = time.perf_counter()
-    g = diffuse.run(
-        cand, nodes, queries, edges, diffuse.DiffusionParams.from_cfg(cfg.diffuse), device
-    )
-    cand = cand.join(g, on=["query_idx", "node_idx"], how="full", coalesce=True)
-    t["diffuse"] = time.perf_counter() - s
-    s = time.perf_counter()
-    cand = score.compute(cand, dict(cfg.score.terms), [], False)
-    sel = select(cand, 50, SelectParams.defaults())
-    t["score + select"] = time.perf_counter() - s
-    t["end-to-end"] = time.perf_counter() - start
-    assert sel["query_idx"].n_unique() == nq
-    return {"n": n, "edges": edges.height, "t": t, "rss": rss_mb()}
+    cpu["flat scan (floor)"] = time.process_time() - c0
+    nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))
+    log = StageLog()
+    xb_by_id = dict(zip(ds.nodes["node_id"].to_list(), xb))
+    xq_by_id = dict(zip(ds.queries["query_id"].to_list(), xq))
+    with given_vectors(xb_by_id, xq_by_id):
+        start, c0 = time.perf_counter(), time.process_time()
+        got = querypath.recall_queries(cfg, ds, nodes, queries, device, log)
+        end_to_end = time.perf_counter() - start
+        cpu["end-to-end"] = time.process_time() - c0
+    t |= {k: v for k, v in log.seconds.items() if k != "embed"}
+    t["end-to-end"] = end_to_end
+    stats = []
+    if overlap:
+        with given_vectors(xb_by_id, xq_by_id), ppr_overlap.recording(stats):
+            querypath.recall_queries(cfg, ds, nodes, queries[:overlap], device, StageLog())
+    cache.cleanup()
+    if got.recall["query_id"].n_unique() != nq:
+        raise SystemExit(f"only {got.recall['query_id'].n_unique()} of {nq} queries got rows")
+    return {
+        "n": n,
+        "edges": ds.edges.height,
+        "t": t,
+        "cpu": cpu,
+        "rss": rss_mb(),
+        "rows": log.rows,
+        "overlap": ppr_overlap.summary(stats),
+    }
 
 
 def main() -> int:
+    """Parse the arguments, run every size, print the table and the ratio at the largest size."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--preset", default="best", help="the preset whose query path runs")
+    ap.add_argument("--names", type=int, default=20, help="made-up names per cluster (0: none)")
     ap.add_argument(
-        "overrides", nargs="*", help="config overrides on top of preset=best, e.g. diffuse=pedsa"
+        "--overlap",
+        type=int,
+        default=0,
+        help="then check this many queries' PPR top-keep sets against the exact solver (untimed)",
     )
+    ap.add_argument("overrides", nargs="*", help="config overrides on top of the preset")
     a = ap.parse_args()
-    print(f"queries per size: {a.queries}; CPU threads: faiss {faiss.omp_get_max_threads()}")
+    print(
+        f"real query path of preset={a.preset} (querypath.recall_queries, query encoding "
+        f"excluded) {' '.join(a.overrides)}; queries per size: {a.queries}; names per cluster: "
+        f"{a.names}; CPU threads: faiss {faiss.omp_get_max_threads()}"
+    )
     print(
         "| nodes | edges | stage | seconds | queries/s | peak RSS MiB |\n|---|---|---|---|---|---|"
     )
     last = None
     for n in a.sizes:
-        r = run(n, a.queries, a.overrides)
+        r = run(n, a.queries, a.preset, a.names, a.overrides, a.overlap)
         for stage, sec in r["t"].items():
+            qps = a.queries / sec if sec > 0 else float("inf")
             print(
-                f"| {n:,} | {r['edges']:,} | {stage} | {sec:.2f} | {a.queries / sec:,.0f} | {r['rss']:,.0f} |"
+                f"| {n:,} | {r['edges']:,} | {stage} | {sec:.2f} | {qps:,.0f} | {r['rss']:,.0f} |"
             )
+        rows = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rows"].items()))
+        print(f"rows at {n:,}: {rows}")
+        if r["overlap"]:
+            print(f"PPR at {n:,}, first {a.overlap:,} queries:\n{r['overlap']}")
         last = r
         sys.stdout.flush()
+    c = last["cpu"]
+    print(
+        f"CPU seconds (all threads) at {last['n']}: flat scan {c['flat scan (floor)']:.2f}, "
+        f"end-to-end {c['end-to-end']:.2f}; ratio by CPU time "
+        f"{c['flat scan (floor)'] / c['end-to-end']:.2f}"
+    )
     ratio = last["t"]["flat scan (floor)"] / last["t"]["end-to-end"]
     print(f"end-to-end / flat-scan throughput at {last['n']}: {ratio:.2f}")
     return 0

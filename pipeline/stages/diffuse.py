@@ -16,6 +16,7 @@ from pipeline.errors import require_one_of
 from pipeline.ops.expand import expand
 from pipeline.ops.pedsa import pedsa
 from pipeline.ops.ppr import ppr_top
+from pipeline.ops.ppr_push import ppr_push_top
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.speakers import named_for
 from pipeline.ops.topk import topk_abs_mask
@@ -25,6 +26,15 @@ from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
 
 METHODS = ("pedsa", "ppr", "expand", "none")
+# PPR solvers: power iteration on the seeds' components (the reference), or forward push
+SOLVERS = {
+    "exact": lambda adj, pers, rows, p: ppr_top(
+        adj, pers, rows, p.keep, damping=p.damping, max_iter=p.max_iter
+    ),
+    "push": lambda adj, pers, rows, p: ppr_push_top(
+        adj, pers, rows, p.keep, damping=p.damping, eps=p.push_eps, max_iter=p.max_iter
+    ),
+}
 
 
 @dataclass
@@ -46,7 +56,9 @@ class DiffusionParams(Params):
     top_k: int
     seeds_in_result: bool  # BME: a seed's graph score is at least its seed energy
     damping: float  # ppr
-    max_iter: int  # ppr
+    max_iter: int  # ppr (push: rounds)
+    solver: str  # ppr: exact (power iteration on the seeds' components) | push (forward push)
+    push_eps: float  # ppr, solver=push: a residual below push_eps × weighted degree is not pushed
     block: int  # max nodes × queries per block
     depth: int  # expand: BFS hops (ReMe default 1, at most 3)
     per_node: int  # expand: neighbours per direction per node
@@ -188,9 +200,7 @@ def _ppr_hits(adj, rows, cols, qs, local, seeds, p, device, hub_seeds):
     e = (e / np.where(mass > 0, mass, 1.0)[col]).astype(np.float32)
     pers = sp.csr_matrix((e, (row, col)), shape=(size, len(qs)))
     adj_d, pers_d = _to_device(device, adj, pers)
-    r, c, g, _info = ppr_top(
-        adj_d, pers_d, len(rows), p.keep, damping=p.damping, max_iter=p.max_iter
-    )
+    r, c, g, _info = SOLVERS[p.solver](adj_d, pers_d, len(rows), p)
     return r, c, g
 
 
@@ -235,6 +245,7 @@ def run(
     whose validity window does not contain ``now`` (the reference time) carry nothing. ``parts``
     are the scope groups (default: ``scope_groups`` of the tables)."""
     require_one_of("diffusion.method", p.method, METHODS)
+    require_one_of("diffuse.solver", p.solver, SOLVERS)
     empty = pl.DataFrame(schema={"query_idx": pl.Int64, "node_idx": pl.Int64, "graph": pl.Float32})
     if p.method == "none" or cand.height == 0:
         return empty

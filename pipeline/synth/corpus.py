@@ -1,7 +1,10 @@
 """A synthetic memory corpus: clustered 384-d embeddings, a power-law graph, timestamps and types.
 
 ``make(n, n_queries, seed)`` returns (Dataset, node embeddings (n, d), query embeddings (q, d));
-texts are short word lists drawn per cluster so BM25 has something to match. Deterministic per seed.
+texts are short word lists drawn per cluster so BM25 has something to match. With ``names`` > 0,
+each cluster also owns that many capitalised made-up names: a unit's text carries two of its
+cluster's names and a query's one, so the entity hub layer (``graph.hubs.entities``) and the
+query-entity seeds have something to link. Deterministic per seed.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ def make(
     clusters: int = 200,
     avg_degree: int = 8,
     seed: int = 13,
+    names: int = 0,
 ) -> tuple[Dataset, np.ndarray, np.ndarray]:
     """A synthetic Dataset of ``n`` nodes and ``n_queries`` queries with their embeddings (deterministic per seed)."""
     rng = np.random.default_rng(seed)
@@ -35,6 +39,10 @@ def make(
     vocab = rng.integers(0, len(words), size=(clusters, 30))
     picks = vocab[cl[:, None], rng.integers(0, 30, size=(n, 8))]
     texts = [" ".join(row) for row in words[picks]]
+    named = _names(clusters, names, seed) if names else None
+    if named is not None:  # its own random stream: the texts without names stay as they were
+        pick = np.random.default_rng([seed, 1]).integers(0, names, size=(n, 2))
+        texts = [f"{named[c, a]} {t} {named[c, b]}" for t, c, (a, b) in zip(texts, cl, pick)]
     m = n * avg_degree // 2
     src = rng.integers(0, n, m)
     dst = (rng.pareto(1.2, m) * n / 50).astype(np.int64) % n  # heavy-tailed in-degree
@@ -63,10 +71,29 @@ def make(
     qc = rng.integers(0, n, n_queries)
     xq = xb[qc] + 0.3 * rng.normal(size=(n_queries, d)).astype(np.float32)
     xq /= np.linalg.norm(xq, axis=1, keepdims=True)
+    qtext = [" ".join(words[vocab[cl[i], rng.integers(0, 30, 4)]]) for i in qc]
+    if named is not None:
+        pick = np.random.default_rng([seed, 2]).integers(0, names, n_queries)
+        qtext = [f"{t} {named[cl[i], a]}" for t, i, a in zip(qtext, qc, pick)]
     queries = pl.DataFrame(
-        {
-            "query_id": np.char.add("q", np.arange(n_queries).astype(str)),
-            "text": [" ".join(words[vocab[cl[i], rng.integers(0, 30, 4)]]) for i in qc],
-        }
+        {"query_id": np.char.add("q", np.arange(n_queries).astype(str)), "text": qtext}
     )
     return Dataset(f"synthetic-{n}", nodes, queries, edges), xb, xq
+
+
+def _names(clusters: int, per_cluster: int, seed: int) -> np.ndarray:
+    """(clusters, per_cluster) distinct capitalised made-up words ("Kobavu"): syllables drawn at
+    random, a serial number's syllables appended so that no two names meet."""
+    syl = np.array([c + v for c in "bdfgklmnprstvz" for v in "aeiou"])
+    rng = np.random.default_rng([seed, 3])
+    total = clusters * per_cluster
+    head = syl[rng.integers(0, syl.size, size=(total, 2))]
+    out = []
+    for k in range(total):
+        tail, j = "", k
+        while True:
+            tail, j = tail + syl[j % syl.size], j // syl.size
+            if not j:
+                break
+        out.append(("".join(head[k]) + tail).capitalize())
+    return np.array(out).reshape(clusters, per_cluster)

@@ -1,0 +1,125 @@
+"""Personalised PageRank by forward push (Andersen, Chung, Lang 2006, "Local graph partitioning
+using PageRank vectors", FOCS), batched over queries: the work of a query follows the
+neighbourhood its mass reaches, not the component its seeds sit in.
+
+Every query keeps an estimate ``x`` and a residual ``r`` (at first its personalization). A push at
+node u moves ``(1 − d)·r_u`` into ``x_u`` and spreads ``d·r_u`` over u's out-edges by weight; the
+invariant ``ppr = x + PPR(r)`` holds throughout. Here every node whose residual reaches
+``eps · w(u)`` (its weighted degree) is pushed in the same round, for every query at once: a round
+is one sparse × sparse product ``trans @ F`` of the (N × B) frontier ``F``. It stops when no
+residual reaches its threshold; the result is ``x + (1 − d)·r`` (a residual left at v settles at
+least that much at v itself). On a symmetric graph (the diffusion stage's adjacency, hubs
+included) this bounds the error of every entry, as in ACL 2006 for the lazy walk: the error is
+``PPR(r)`` with ``r < eps · w`` entrywise, PPR is linear and monotone, and the degree vector ``w``
+is the walk's stationary vector, so ``PPR(w) = w`` and ``0 ≤ ppr_v − x_v < eps · w(v)`` per unit of
+seed mass (before the dangling rescale below).
+
+A dangling node (no out-edge) keeps its ``(1 − d)`` part and loses the rest, as in
+``ops.ppr._iterate``; each column is rescaled at the end by ``mass / (mass − lost)``, the push
+counterpart of the exact solver's rescale to the personalization mass (1 when nothing dangles).
+
+Each column is its own arithmetic (products and sums never mix columns), so a query's scores do
+not depend on which queries share its batch. Takes ``xp``/``sp`` from its inputs (numpy +
+scipy.sparse, or cupy + cupyx.scipy.sparse).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.backend import bincount, namespaces
+from pipeline.ops.ppr import SolverInfo, _transition
+from pipeline.ops.sparse_entries import segment_ids
+
+
+def ppr_push(adj, personalization, *, damping: float = 0.5, eps: float = 1e-4, max_iter: int = 100):
+    """Forward-push PPR of B seed distributions at once (``x + (1 − d)·r`` at the last round).
+
+    adj: (N, N) sparse non-negative weights (row = source; symmetric for the error bound);
+    personalization: (N, B) sparse, columns sum to their seed mass. Returns ((N, B) sparse CSR
+    estimates, SolverInfo): rounds run, the largest column's residual mass left relative to its
+    seed mass, and whether every residual fell below its threshold within ``max_iter`` rounds.
+    """
+    xp, sp = namespaces(personalization.data)
+    n, b = personalization.shape
+    dtype = xp.result_type(personalization.dtype, adj.dtype, xp.float32)
+    trans = _transition(xp, sp, adj, damping, dtype)
+    thr = (eps * xp.asarray(adj.sum(axis=1)).ravel()).astype(dtype)
+    loses = (damping - xp.asarray(trans.sum(axis=0)).ravel()).astype(xp.float64)  # d at dangling
+    r = sp.csr_matrix(personalization, dtype=dtype)
+    r.sum_duplicates()
+    r.eliminate_zeros()
+    mass = xp.asarray(r.sum(axis=0, dtype=xp.float64)).ravel()
+    lost = xp.zeros(b, xp.float64)
+    pushed, it, converged = [], 0, False
+    while it < max_iter:
+        act = r.data >= thr[segment_ids(xp, r.indptr, r.nnz)]
+        if not bool(act.any()):
+            converged = True
+            break
+        it += 1
+        front = _masked(sp, r, act)
+        pushed.append(front)
+        lost += front.T @ loses
+        r = _masked(sp, r, ~act) + trans @ front
+    pushed.append(r)  # what stays in r_v settles at least (1 − d)·r_v at v: still ≤ ppr
+    x = _total(sp, pushed, (n, b), dtype)
+    left = xp.asarray(r.sum(axis=0, dtype=xp.float64)).ravel()
+    scale = xp.where(mass > lost, mass / xp.where(mass > lost, mass - lost, 1.0), 0.0)
+    x.data = (x.data * ((1.0 - damping) * scale)[x.indices]).astype(dtype)  # CSR: indices = columns
+    resid = float((left / xp.where(mass > 0, mass, 1.0)).max()) if b else 0.0
+    return x, SolverInfo(it, resid, converged)
+
+
+def ppr_push_top(adj, personalization, rows: int, keep: int, **kw):
+    """:func:`ppr_push`'s positive scores of the first ``rows`` nodes, each column cut to its
+    ``keep`` largest (ties: lower node first; 0 keeps all), as host (node, column, score) sorted by
+    (node, column): the contract of ``ops.ppr.ppr_top``."""
+    x, info = ppr_push(adj, personalization, **kw)
+    xp, _ = namespaces(x.data)
+    t = x[:rows].T.tocsr()  # one row per query, its nodes ascending
+    t.sort_indices()
+    col = segment_ids(xp, t.indptr, t.nnz).astype(xp.int64)
+    node, val = t.indices.astype(xp.int64), t.data.astype(xp.float32)
+    ok = val > 0
+    col, node, val = col[ok], node[ok], val[ok]
+    if keep:
+        col, node, val = _cut(xp, col, node, val, keep, t.shape[0])
+    host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
+    node, col, val = host(node), host(col), host(val)
+    order = np.lexsort((col, node))
+    return node[order], col[order], val[order], info
+
+
+def _cut(xp, col, node, val, keep: int, b: int):
+    """Each column's ``keep`` largest of entries grouped by column, nodes ascending within it
+    (ties: lower node first). One stable sort of a 64-bit key: the column, then the score's bits
+    reversed (a positive float32's bits order as its value does)."""
+    desc = (xp.uint32(0xFFFFFFFF) - val.view(xp.uint32)).astype(xp.int64)
+    order = xp.argsort((col << 32) | desc, kind="stable")
+    count = bincount(col, minlength=b)
+    start = xp.cumsum(count) - count
+    rank = xp.arange(order.size) - start[col[order]]
+    sel = order[rank < keep]
+    return col[sel], node[sel], val[sel]
+
+
+def _masked(sp, m, mask):
+    """``m`` with only the stored entries where ``mask`` holds (same shape, zeros dropped)."""
+    return sp.csr_matrix((m.data[mask], m.indices[mask], _indptr_of(m, mask)), shape=m.shape)
+
+
+def _indptr_of(m, mask):
+    """The CSR row pointer of ``m`` after keeping only the entries where ``mask`` holds."""
+    xp, _ = namespaces(m.indptr)
+    kept = xp.concatenate([xp.zeros(1, m.indptr.dtype), xp.cumsum(mask, dtype=m.indptr.dtype)])
+    return kept[m.indptr]
+
+
+def _total(sp, parts, shape, dtype):
+    """The sum of the pushed fronts, one addition per entry per round in round order (a COO sum
+    would add duplicates in an order that depends on the other columns' entries)."""
+    out = sp.csr_matrix(shape, dtype=dtype)
+    for p in parts:
+        out = out + p
+    return out
