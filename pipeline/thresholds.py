@@ -54,6 +54,16 @@ THRESHOLDS = (
 
 # module-level integer constants that are not sizes a branch compares with, and why
 NOT_SIZES = {
+    "pipeline.adapters.bme_nodes.INHIBIT_EDGE_TYPE": "ST-BME's edgeType code of an inhibitory edge",
+    "pipeline.adapters.bme_store.GRAPH_VERSION": "the newest ST-BME graph version read",
+    "pipeline.adapters.reme_meta.META_VERSION": "the version of ReMe's meta/*.json signal files",
+    "pipeline.writeback.reme.ACCESS_LOG_VERSION": "the version of the access log written",
+    "pipeline.writeback.reme.WINDOW_DAYS": "ReMe's 30-day hit window, in days",
+    "pipeline.writeback.bme.MAX_RECALL_NODES": "BME's per-query recall cap (recallMaxNodes)",
+    "pipeline.progress.STEPS": "log lines per piece of work, not a size the computation reads",
+    "pipeline.stages.inject_oks.MINLEN": "OKS's hook skips prompts shorter than this, per prompt",
+    "pipeline.stages.inject_oks.PER_PAGE_CHARS": "characters of a page's preview (OKS's hook)",
+    "pipeline.stages.inject_oks.PREVIEW_CHARS": "characters of a page's preview line (OKS's hook)",
     "pipeline.ops.nmf.MAX_TOPICS": "a cap on the topic count asked for, not a batch size",
     "pipeline.ops.speakers.GATE_TOP": "ranks of one query's own first pass",
     "pipeline.stages.score.DAY_US": "a unit (microseconds per day)",
