@@ -26,7 +26,8 @@ from pipeline import packs, precompute
 REPO = Path(__file__).resolve().parents[1]
 COMMON = ["device=cpu", "embed=hashing", "report=false", "k=10"]
 RECIPES = {
-    "best": ["preset=best"],  # hybrid channels, entity hubs, PPR, top-k (packable)
+    "best": ["preset=best"],  # hybrid channels, entity hubs, PPR by forward push, top-k (packable)
+    "best-exact": ["preset=best", "diffuse.solver=exact"],  # the exact PPR solver's chunks/blocks
     "bme": ["preset=bme"],  # PEDSA, anchors, scope policy, DPP 30 of 90 (group by group)
     "bme+novelty": ["preset=bme", "novelty=bme"],  # and BME's NMF/FISTA novelty gate
     "dpp-wide": ["preset=best", "select=dpp", "select.target=90"],  # DPP pools of 270 > GRAM_MAX_P

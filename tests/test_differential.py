@@ -35,6 +35,7 @@ CASES = [
         ("best", "full", p)
         for p in (h.api_shuffled, h.packs_alone, h.packs_small, h.batches_small, h.faiss_blas)
     ],
+    *[("best-exact", "full", p) for p in (h.api_shuffled, h.packs_alone)],
     ("best", "medium", h.precompute_after_edits),
     *[
         ("dpp-wide", "medium", p)
@@ -49,6 +50,7 @@ CASES = [
 KNOWN = {
     "best-full-api_shuffled": "query order changes 11 rows of the many-components group (a tie at "
     "a cut; channel and PPR graph scores)",
+    "best-exact-full-api_shuffled": "the same query-order difference with the exact PPR solver",
     "best-full-faiss_blas": "FAISS's BLAS and per-query flat scans give other float bits",
     "bme+novelty-small-batches_small": "novelty.batch: NMF/FISTA bits depend on the batch's queries",
 }
