@@ -74,3 +74,54 @@ def test_part_rows_are_each_groups_parts_in_order(part_q, groups):
     got = ch.part_rows([np.asarray(g, np.int64) for g in groups])
     for qs, rows in zip(groups, got):
         assert rows.tolist() == np.flatnonzero(np.isin(part_q, qs)).tolist()
+
+
+def _tied_data(seed=1, n_unique=300, copies=3, d=48, nq=120):
+    """Unit vectors, each stored ``copies`` times under scattered ids (exact cosine ties at every
+    cut), and queries near some of them; enough queries for FAISS's BLAS path."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n_unique, d))
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    xb = np.tile(base, (copies, 1))[rng.permutation(n_unique * copies)].astype(np.float32)
+    xq = base[rng.integers(0, n_unique, nq)] + 0.4 * rng.normal(size=(nq, d))
+    return xb, (xq / np.linalg.norm(xq, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _brute_top(xq, xb, k):
+    """Reference: each query's best k items by (−cosine in float64, item id). Copies of a vector
+    tie exactly; distinct vectors are far from ties in this data."""
+    s = xq.astype(np.float64) @ xb.astype(np.float64).T
+    top = np.lexsort((np.broadcast_to(np.arange(len(xb)), s.shape), -s), axis=1)[:, :k]
+    return top, np.take_along_axis(s, top, 1)
+
+
+def _hits(xb, xq, rows, k=25):
+    from pipeline.channels.candidates import DenseChannel
+    from pipeline.stages.channels import DenseParams
+
+    ch = DenseChannel(
+        xb, xq, np.arange(len(xq)), np.ones(len(xq), np.float32),
+        DenseParams.defaults(candidates=k), 0, "cpu",
+    )  # fmt: skip
+    r, n, s = ch.hits(np.arange(len(xb)), rows)
+    return {int(q): sorted(zip(n[r == q].tolist(), s[r == q].tolist()), key=lambda t: (-t[1], t[0])) for q in rows}  # fmt: skip
+
+
+def test_dense_hits_are_exact_cosines_cut_by_node_whatever_the_batch():
+    """Regression (differential harness, best-full-api_shuffled): FAISS's BLAS scan gives a
+    query's cosines bits that depend on its place among the batch's queries, so an item tied at
+    the ``candidates`` cut stayed or went with the query order. Each query's hits are its exact
+    cosines (one dot per pair), cut by (−cosine, item id), alone or in any batch order."""
+    xb, xq = _tied_data()
+    k = 25
+    rows = np.arange(len(xq))
+    got = _hits(xb, xq, rows, k)
+    ids, cos = _brute_top(xq, xb, k)
+    assert [[i for i, _s in got[q]] for q in rows] == ids.tolist()
+    assert np.allclose([[s for _i, s in got[q]] for q in rows], cos, atol=1e-6)
+    rng = np.random.default_rng(5)
+    perm = rng.permutation(len(xq))  # the same queries in another order (rows are positions)
+    shuffled = _hits(xb, xq[perm], rows, k)
+    assert {int(perm[j]): v for j, v in shuffled.items()} == got  # the same bits
+    few = np.sort(rng.choice(len(xq), 7, replace=False))  # a small batch: the per-query path
+    assert _hits(xb, xq[few], np.arange(7), k) == {j: got[int(q)] for j, q in enumerate(few)}

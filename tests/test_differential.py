@@ -48,10 +48,6 @@ CASES = [
 # Known failures (docs/reliability.md, "Differential harness"): strict, so a fix makes them XPASS
 # and fail until the mark is removed — they cannot pass unnoticed.
 KNOWN = {
-    "best-full-api_shuffled": "query order changes 11 rows of the many-components group (a tie at "
-    "a cut; channel and PPR graph scores)",
-    "best-exact-full-api_shuffled": "the same query-order difference with the exact PPR solver",
-    "best-full-faiss_blas": "FAISS's BLAS and per-query flat scans give other float bits",
     "bme+novelty-small-batches_small": "novelty.batch: NMF/FISTA bits depend on the batch's queries",
 }
 RAY = [(s, w) for s in (1, 2, 3) for w in (1, 2)]
@@ -107,9 +103,6 @@ def test_path_gives_the_reference_bytes(runs, recipe, data, path):
     _check(runs, recipe, data, path)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="blocked.search: other query-chunk shapes, other matmul bits"
-)
 def test_blocked_scan_in_small_blocks_gives_its_default_bytes(runs):
     ref, got = runs("best", "medium", h.blocked), runs("best", "medium", h.blocked_small)
     assert h.same(got, ref), f"{h.differing(got, ref)} of {ref.height} rows differ"

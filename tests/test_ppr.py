@@ -211,3 +211,30 @@ def test_ppr_top_is_the_dense_result_cut_to_its_top_entries(monkeypatch, paths, 
     np.testing.assert_array_equal(node, r)
     np.testing.assert_array_equal(col, c)
     np.testing.assert_array_equal(val, out[r, c])  # bit for bit
+
+
+@pytest.mark.parametrize("paths", ["auto", "tiny-chunks"])
+def test_ppr_top_of_a_column_does_not_depend_on_the_column_order(monkeypatch, paths):
+    """The harness's shuffled-query path (h26-fix-ppr): the same seed columns in another order put
+    other (query, component) pairs together in each ``PAIR_NNZ`` chunk; every column keeps its
+    bits, its top-``keep`` cut (ties by node) and its rescale."""
+    from pipeline.ops.ppr import ppr_top
+
+    rng = np.random.default_rng(11)
+    adj, n = _components_graph(rng, False)
+    adj = adj.astype(np.float32)
+    _force_paths(monkeypatch, paths)
+    b = 300
+    pers = np.zeros((n, b), np.float32)
+    for q in range(b):
+        idx = rng.choice(n, size=int(rng.integers(1, 6)), replace=False)
+        pers[idx, q] = rng.uniform(0.1, 1.0, len(idx))
+    pers /= pers.sum(axis=0)
+    perm = rng.permutation(b)
+    rows, keep = n - 50, 7
+
+    def by_column(pers, cols):
+        node, col, val, _info = ppr_top(adj, sp.csc_matrix(pers), rows, keep)
+        return {int(q): (node[col == j].tolist(), val[col == j].tobytes()) for j, q in enumerate(cols)}  # fmt: skip
+
+    assert by_column(pers[:, perm], perm) == by_column(pers, range(b))

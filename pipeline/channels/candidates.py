@@ -77,7 +77,8 @@ class DenseChannel:
 
     def hits(self, nodes_s: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """(part, node, weight × cosine) of the search hits of a scope's query parts (``rows``,
-        ascending: :meth:`part_rows`) among its nodes (each part's ``per_part`` best, unordered)."""
+        ascending: :meth:`part_rows`) among its nodes: each part's ``per_part`` best by its exact
+        cosine, ties by node (:func:`dense.exact_top`), whatever the other parts of the scan."""
         p = self.p
         xs = (
             self.xb if len(nodes_s) == len(self.xb) else self.xb[nodes_s]
@@ -94,12 +95,13 @@ class DenseChannel:
             block=p.block,
         )
         per_part = p.per_part or p.candidates
-        D, I = dense.search(index, self.xq[rows], per_part)
+        xq = self.xq[rows]
+        D, I = dense.search(index, xq, per_part + dense.RESCORE_EXTRA)
+        qi, ni, s = dense.exact_top(xq, xs, D, I, per_part, exact=p.index in ("flat", "blocked"))
         if p.min_score is not None:
-            I = np.where(D > p.min_score, I, -1)
-        D = (D * self.part_w[rows][:, None]).astype(np.float32)
-        ok = I >= 0
-        return np.broadcast_to(rows[:, None], I.shape)[ok], nodes_s[I[ok]], D[ok]
+            keep = s > p.min_score
+            qi, ni, s = qi[keep], ni[keep], s[keep]
+        return rows[qi], nodes_s[ni], (s * self.part_w[rows][qi]).astype(np.float32)
 
     def ranks(self, parts: list) -> pl.DataFrame:
         """(query_idx, node_idx, dense_rank): each query's top ``candidates`` among its scope's

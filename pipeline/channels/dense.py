@@ -12,6 +12,7 @@ import numpy as np
 
 from pipeline import backend
 from pipeline.errors import require_one_of
+from pipeline.ops.topk import topk_long
 
 log = logging.getLogger(__name__)
 INDEXES = ("flat", "ivf", "hnsw", "blocked")
@@ -75,6 +76,8 @@ def search(index, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         faiss.omp_set_num_threads(threads)
 
 
+RESCORE_EXTRA = 8  # hits searched beyond the cut, rescored exactly (:func:`exact_top`)
+RESCORE_TOL = 1e-4  # |search score − exact cosine| bound for unit vectors (float32 sums)
 TINY = 1 << 16  # query × item pairs up to which a flat CPU scan runs on one thread
 
 
@@ -98,3 +101,32 @@ def pair_scores(
         e = s + block
         out[s:e] = np.einsum("ij,ij->i", xq[qi[s:e]], xb[di[s:e]])
     return out
+
+
+def exact_top(xq, xb, D, I, k: int, exact: bool = True):
+    """Each query's ``k`` best of its search hits ``(D, I)`` by its exact cosine
+    (:func:`pair_scores`), ties by lower item: (query row, item, cosine), by query then rank.
+
+    A search's scores carry bits that depend on the query's place in the scan (FAISS's BLAS path
+    tiles queries × items in a GEMM), so an item tied at the k-th score could be kept or dropped
+    depending on the other queries of the batch. Ask for more than ``k`` hits; an ``exact`` index
+    (flat, blocked) whose last hit is within ``RESCORE_TOL`` of the k-th exact score may have
+    missed an item tied with it, and that query is scored against every item instead.
+    """
+    ok = I >= 0
+    qi = np.broadcast_to(np.arange(len(I))[:, None], I.shape)[ok]
+    ni = I[ok].astype(np.int64)
+    s = pair_scores(xq, xb, qi, ni)
+    if exact and I.shape[1] > k and I.shape[1] < len(xb):
+        grid = np.full(I.shape, -np.inf, np.float32)
+        grid[ok] = s
+        kth = -np.partition(-grid, k - 1, axis=1)[:, k - 1]
+        redo = np.flatnonzero(ok[:, -1] & (D[:, -1] >= kth - RESCORE_TOL))
+        if redo.size:
+            keep = ~np.isin(qi, redo)
+            rq = np.repeat(redo, len(xb))
+            rn = np.tile(np.arange(len(xb), dtype=np.int64), redo.size)
+            qi, ni = np.r_[qi[keep], rq], np.r_[ni[keep], rn]
+            s = np.r_[s[keep], pair_scores(xq, xb, rq, rn)]
+    qi, ni, s, _rank = topk_long(qi.astype(np.int64), ni, s, k)
+    return qi, ni, s
