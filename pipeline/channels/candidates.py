@@ -285,6 +285,22 @@ def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | 
     return cand
 
 
+def _plugins(enabled: list[str]) -> dict:
+    """The installed channels ``enabled`` names; refuses a name neither built in nor installed, or
+    a list without the dense or lexical channel (the others read their hits)."""
+    from pipeline.registry import installed_channels
+
+    plugins = {c: f for c, f in installed_channels().items() if c in enabled and c not in CHANNELS}
+    bad = set(enabled) - set(CHANNELS) - set(plugins)
+    if bad or not enabled or not set(enabled) & {"dense", "lexical"}:
+        raise ConfigError(
+            f"channels={list(enabled)}; choose one or more of {list(CHANNELS)} or an installed "
+            f"channel {sorted(installed_channels())} (collab and installed channels read the "
+            "dense or lexical channel's hits)"
+        )
+    return plugins
+
+
 def generate(
     nodes: pl.DataFrame,
     queries: pl.DataFrame,
@@ -313,16 +329,7 @@ def generate(
     """
     if xq is not None and part_q is None:
         part_q, part_w = np.arange(len(xq)), np.ones(len(xq))
-    from pipeline.registry import installed_channels
-
-    plugins = {c: f for c, f in installed_channels().items() if c in enabled and c not in CHANNELS}
-    bad = set(enabled) - set(CHANNELS) - set(plugins)
-    if bad or not enabled or not set(enabled) & {"dense", "lexical"}:
-        raise ConfigError(
-            f"channels={list(enabled)}; choose one or more of {list(CHANNELS)} or an installed "
-            f"channel {sorted(installed_channels())} (collab and installed channels read the "
-            "dense or lexical channel's hits)"
-        )
+    plugins = _plugins(enabled)
     dch = (
         DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device) if "dense" in enabled else None
     )

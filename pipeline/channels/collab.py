@@ -84,6 +84,39 @@ def similarity(log: pl.DataFrame, p: CollabParams) -> tuple[object, dict]:
     return sim, items
 
 
+def _seed_pages(first: pl.DataFrame, slug: np.ndarray, seeds: int) -> pl.DataFrame:
+    """Each query's first ``seeds`` distinct pages among the other channels' candidates, by their
+    best rank (ties by node)."""
+    ranks = [c for c in first.columns if c.endswith("_rank")]
+    return (
+        first.with_columns(_best=pl.min_horizontal(ranks))
+        .with_columns(_slug=pl.Series(slug[first["node_idx"].to_numpy()], dtype=pl.String))
+        .sort("query_idx", "_best", "node_idx")
+        .unique(["query_idx", "_slug"], keep="first", maintain_order=True)
+        .filter(pl.int_range(pl.len()).over("query_idx") < seeds)
+    )
+
+
+def _scope_pages(parts: list, slug: np.ndarray, nq: int) -> tuple[np.ndarray, pl.DataFrame]:
+    """The scope of each query, and the pages each scope may see: (scope, slug) → its first node,
+    all scopes at once."""
+    part_of_q = np.full(nq, -1, dtype=np.int64)
+    for k, (_key, _rows, qs) in enumerate(parts):
+        part_of_q[qs] = k
+    pages = pl.DataFrame(
+        {
+            "_part": np.concatenate([np.full(len(r), k) for k, (_, r, _q) in enumerate(parts)]),
+            "node_idx": np.concatenate([np.asarray(r) for _, r, _q in parts]).astype(np.int64),
+        }
+    )
+    pages = (
+        pages.with_columns(_slug=pl.Series(slug[pages["node_idx"].to_numpy()], dtype=pl.String))
+        .group_by("_part", "_slug")
+        .agg(pl.col("node_idx").min())
+    )
+    return part_of_q, pages
+
+
 def candidates(
     first: pl.DataFrame,
     nodes: pl.DataFrame,
@@ -105,14 +138,7 @@ def candidates(
     sim, items = similarity(log, p)
     slug = np.array(slugs(nodes), dtype=object)
     qteam = _team(queries)
-    ranks = [c for c in first.columns if c.endswith("_rank")]
-    hits = (
-        first.with_columns(_best=pl.min_horizontal(ranks))
-        .with_columns(_slug=pl.Series(slug[first["node_idx"].to_numpy()], dtype=pl.String))
-        .sort("query_idx", "_best", "node_idx")
-        .unique(["query_idx", "_slug"], keep="first", maintain_order=True)
-        .filter(pl.int_range(pl.len()).over("query_idx") < p.seeds)
-    )
+    hits = _seed_pages(first, slug, p.seeds)
     hq, hs = hits["query_idx"].to_numpy(), hits["_slug"].to_list()
     code = np.array([items.get((qteam[q], s), -1) for q, s in zip(hq.tolist(), hs)], np.int64)
     keep = code >= 0
@@ -129,21 +155,7 @@ def candidates(
             "collab": score.data,
         }
     )
-    # the pages each scope may see: (scope, slug) → its first node, all scopes at once
-    part_of_q = np.full(nq, -1, dtype=np.int64)
-    for k, (_key, _rows, qs) in enumerate(parts):
-        part_of_q[qs] = k
-    pages = pl.DataFrame(
-        {
-            "_part": np.concatenate([np.full(len(r), k) for k, (_, r, _q) in enumerate(parts)]),
-            "node_idx": np.concatenate([np.asarray(r) for _, r, _q in parts]).astype(np.int64),
-        }
-    )
-    pages = (
-        pages.with_columns(_slug=pl.Series(slug[pages["node_idx"].to_numpy()], dtype=pl.String))
-        .group_by("_part", "_slug")
-        .agg(pl.col("node_idx").min())
-    )
+    part_of_q, pages = _scope_pages(parts, slug, nq)
     df = (
         got.with_columns(_part=pl.Series(part_of_q[got["query_idx"].to_numpy()]))
         .join(pages, on=["_part", "_slug"], how="inner")
