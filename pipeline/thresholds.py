@@ -54,6 +54,7 @@ THRESHOLDS = (
 
 # module-level integer constants that are not sizes a branch compares with, and why
 NOT_SIZES = {
+    "pipeline.ops.nmf.ALIGN": "a memory alignment (floats) fixed per problem, not a batch size",
     "pipeline.ops.nmf.MAX_TOPICS": "a cap on the topic count asked for, not a batch size",
     "pipeline.ops.speakers.GATE_TOP": "ranks of one query's own first pass",
     "pipeline.stages.score.DAY_US": "a unit (microseconds per day)",

@@ -50,7 +50,6 @@ KNOWN = {
     "best-full-api_shuffled": "query order changes 11 rows of the many-components group (a tie at "
     "a cut; channel and PPR graph scores)",
     "best-full-faiss_blas": "FAISS's BLAS and per-query flat scans give other float bits",
-    "bme+novelty-small-batches_small": "novelty.batch: NMF/FISTA bits depend on the batch's queries",
 }
 RAY = [(s, w) for s in (1, 2, 3) for w in (1, 2)]
 SEEN: dict = defaultdict(set)  # threshold → sides reached by every run of this module
