@@ -64,6 +64,7 @@ NOT_SIZES = {
     "pipeline.stages.inject_oks.MINLEN": "OKS's hook skips prompts shorter than this, per prompt",
     "pipeline.stages.inject_oks.PER_PAGE_CHARS": "characters of a page's preview (OKS's hook)",
     "pipeline.stages.inject_oks.PREVIEW_CHARS": "characters of a page's preview line (OKS's hook)",
+    "pipeline.ops.nmf.ALIGN": "a memory alignment (floats) fixed per problem, not a batch size",
     "pipeline.ops.nmf.MAX_TOPICS": "a cap on the topic count asked for, not a batch size",
     "pipeline.channels.dense.RESCORE_EXTRA": "hits per query searched past the cut, rescored exactly",
     "pipeline.ops.speakers.GATE_TOP": "ranks of one query's own first pass",

@@ -47,9 +47,7 @@ CASES = [
 ]
 # Known failures (docs/reliability.md, "Differential harness"): strict, so a fix makes them XPASS
 # and fail until the mark is removed — they cannot pass unnoticed.
-KNOWN = {
-    "bme+novelty-small-batches_small": "novelty.batch: NMF/FISTA bits depend on the batch's queries",
-}
+KNOWN = {}
 RAY = [(s, w) for s in (1, 2, 3) for w in (1, 2)]
 SEEN: dict = defaultdict(set)  # threshold → sides reached by every run of this module
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import polars as pl
+import pytest
 
 from pipeline.stages.novelty import NoveltyParams, run
 
@@ -57,3 +58,47 @@ def test_gates_follow_thresholds():
     )
     table, hits = run(cand, nodes, queries, xb, xq, NoveltyParams.defaults(novelty_threshold=10.0))
     assert table.row(0, named=True)["skip_reason"] == "novelty_below_threshold" and hits.height == 0
+
+
+def _gate_problems(seed: int, nq: int = 24, n: int = 200, d: int = 64):
+    rng = np.random.default_rng(seed)
+    xb = rng.standard_normal((n, d)).astype(np.float32)
+    xq = rng.standard_normal((nq, d)).astype(np.float32)
+    m = rng.integers(0, 25, nq)  # basis sizes from skipped (< basis_min) up to basis_max
+    basis = {q: list(rng.choice(n, m[q], replace=False)) for q in range(nq)}
+    return xb, xq, m, basis
+
+
+def _gates_in(order, batch, xb, xq, m, basis):
+    """_gates on the queries in ``order`` with ``novelty.batch=batch``, rows put back in query order."""
+    from pipeline.stages.novelty import _gates
+
+    inv = np.argsort(order)
+    p = NoveltyParams.defaults("bme", batch=batch)
+    got, r = _gates(xb, xq[order], m[order], {i: basis[q] for i, q in enumerate(order)}, p, "cpu")
+    return {k: v[inv] for k, v in got.items()}, r[inv]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gate_bits_do_not_depend_on_the_batch_or_its_order(seed):
+    # Each query alone (a batch of one) is the reference; batches of 2/5/7/all and a shuffled order
+    # must give the same float bits for every query (issue 26: one answer whatever the batch).
+    xb, xq, m, basis = _gate_problems(seed)
+    nq = len(m)
+    alone = [_gates_in(np.array([0]), 1, xb, xq[[q]], m[[q]], {0: basis[q]}) for q in range(nq)]
+    ref_stats = {k: np.concatenate([a[0][k] for a in alone]) for k in alone[0][0]}
+    ref_r = np.concatenate([a[1] for a in alone])
+    rng = np.random.default_rng(seed + 100)
+    for batch, order in [
+        (2, None),
+        (5, None),
+        (7, None),
+        (2048, None),
+        (2048, "shuffled"),
+        (5, "shuffled"),
+    ]:
+        o = rng.permutation(nq) if order else np.arange(nq)
+        got, r = _gates_in(o, batch, xb, xq, m, basis)
+        for k, v in ref_stats.items():
+            assert np.array_equal(got[k].view(np.int64), v.view(np.int64)), (batch, order, k)
+        assert np.array_equal(r.view(np.int32), ref_r.view(np.int32)), (batch, order, "residual")

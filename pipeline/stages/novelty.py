@@ -118,11 +118,13 @@ def _gates(
     xb: np.ndarray, xq: np.ndarray, m: np.ndarray, basis_nodes: dict, p: NoveltyParams, device: str
 ) -> tuple[dict, np.ndarray]:
     """(per-query novelty / semantic_depth / topic_coverage / residual_norm, residual vectors):
-    NMF novelty and the FISTA residual of every query with a large enough basis, in batches."""
-    import torch  # deferred: runs without the novelty gate never load torch
+    NMF novelty and the FISTA residual of every query with a large enough basis, in batches.
 
-    from pipeline.ops.fista import fista_batched
-    from pipeline.ops.nmf import nmf_batched, novelty_batched, prepare_basis
+    A query's bits depend on its own basis only: a batch holds queries of one basis size ``m`` (no
+    padding, so every tensor of a member has the shape its own ``m`` gives), at most ``p.batch`` of
+    them and at least :data:`~pipeline.ops.dpp.MIN_ROWS` rows (a batch of one is padded with copies
+    of its query, whose results are dropped; torch reduces a single row by another kernel)."""
+    from pipeline.ops.dpp import MIN_ROWS
 
     nq = len(m)
     run_q = np.flatnonzero(m >= p.basis_min)
@@ -131,23 +133,41 @@ def _gates(
         for k in ("novelty", "semantic_depth", "topic_coverage", "residual_norm")
     }
     residuals = np.zeros((nq, xb.shape[1]), np.float32)
-    for s in range(0, len(run_q), p.batch):
-        qs = run_q[s : s + p.batch]
-        mm = m[qs]
-        E = np.zeros((len(qs), int(mm.max()), xb.shape[1]), np.float32)
-        for j, q in enumerate(qs):
-            E[j, : mm[j]] = xb[basis_nodes[q]]
-        Et, qt = torch.as_tensor(E, device=device), torch.as_tensor(xq[qs], device=device)
-        mt = torch.as_tensor(mm, device=device)
-        V, qv = prepare_basis(Et, p.mode, q=qt, m=mt)
-        _W, H, _info = nmf_batched(V, mt, mt.clamp(max=p.topics), p.max_iter, p.tol)
-        nov = novelty_batched(H, mt.clamp(max=p.topics), qv)
-        _alpha, r = fista_batched(Et, mt, qt, p.lam, p.fista_iter)
-        for key in ("novelty", "semantic_depth", "topic_coverage"):
-            stats[key][qs] = nov[key].double().cpu().numpy()
-        stats["residual_norm"][qs] = r.norm(dim=1).double().cpu().numpy()
-        residuals[qs] = r.float().cpu().numpy()
+    for width in np.unique(m[run_q]):
+        same = run_q[m[run_q] == width]
+        for s in range(0, len(same), p.batch):
+            qs = same[s : s + p.batch]
+            pad = np.concatenate([qs, np.repeat(qs[:1], max(0, MIN_ROWS - len(qs)))])
+            got, r = _gate_batch(np.stack([basis_nodes[q] for q in pad]), xb, xq[pad], p, device)
+            for key, v in got.items():
+                stats[key][qs] = v[: len(qs)]
+            residuals[qs] = r[: len(qs)]
     return stats, residuals
+
+
+def _gate_batch(
+    rows: np.ndarray, xb: np.ndarray, q: np.ndarray, p: NoveltyParams, device: str
+) -> tuple[dict, np.ndarray]:
+    """NMF novelty and FISTA residual of one batch of same-size bases ``xb[rows]`` (rows (B, m)),
+    queries q (B, d); rows and topics padded (zero) to widths fixed by (m, d) (``padded_rows``)."""
+    import torch  # deferred: runs without the novelty gate never load torch
+
+    from pipeline.ops.fista import fista_batched
+    from pipeline.ops.nmf import ALIGN, nmf_batched, novelty_batched, padded_rows, prepare_basis
+
+    B, m = rows.shape
+    E = np.zeros((B, padded_rows(m, xb.shape[1]), xb.shape[1]), np.float32)
+    E[:, :m] = xb[rows]
+    Et, qt = torch.as_tensor(E, device=device), torch.as_tensor(q, device=device)
+    mt = torch.full((B,), m, device=device)
+    V, qv = prepare_basis(Et, p.mode, q=qt, m=mt)
+    _W, H, _info = nmf_batched(V, mt, mt.clamp(max=p.topics), p.max_iter, p.tol, k_width=ALIGN)
+    nov = novelty_batched(H, mt.clamp(max=p.topics), qv)
+    _alpha, r = fista_batched(Et, mt, qt, p.lam, p.fista_iter)
+    keys = ("novelty", "semantic_depth", "topic_coverage")
+    stats = {k: nov[k].double().cpu().numpy() for k in keys}
+    stats["residual_norm"] = r.norm(dim=1).double().cpu().numpy()
+    return stats, r.float().cpu().numpy()
 
 
 def _residual_hits(
