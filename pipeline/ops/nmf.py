@@ -110,6 +110,24 @@ def _sizes(V: torch.Tensor, m, k) -> tuple[torch.Tensor, torch.Tensor]:
     return m, k
 
 
+def _update(W, H, V, Vt, eps_t) -> None:
+    """One Lee–Seung multiplicative step, H then W, in place (keeps the elementwise part
+    cache-resident); ``Vt`` is V transposed: V Hᵀ as (H Vᵀ)ᵀ, a plain NN product, ~2x faster on CPU."""
+    Wt = W.transpose(1, 2)
+    den = torch.baddbmm(eps_t, torch.bmm(Wt, W), H)
+    H.mul_(torch.bmm(Wt, V)).div_(den)
+    den = torch.baddbmm(eps_t, W, torch.bmm(H, H.transpose(1, 2)))
+    W.mul_(torch.bmm(H, Vt).transpose(1, 2)).div_(den)
+
+
+def _compact(live, *rows):
+    """``rows`` (and ``live``) without the stopped problems, but keeping (as discarded passengers)
+    the first stopped ones while fewer than MIN_ROWS are live: a one-row batch takes other kernels."""
+    need = max(0, MIN_ROWS - int(live.sum()))
+    keep = live | (torch.cumsum(~live, 0) <= need)
+    return (*(x[keep] for x in rows), live[keep])
+
+
 def nmf_batched(
     V: torch.Tensor,
     m: torch.Tensor,
@@ -148,14 +166,10 @@ def nmf_batched(
     converged = torch.zeros(B, dtype=torch.bool, device=V.device)
     idx, Va, v2a = torch.arange(B, device=V.device), V, v2
     live = torch.ones(B, dtype=torch.bool, device=V.device)  # compacted rows not yet stopped
-    Vt = V.transpose(1, 2).contiguous()  # V Hᵀ as (H Vᵀ)ᵀ: a plain NN product, ~2x faster on CPU
+    Vt = V.transpose(1, 2).contiguous()  # see _update
     eps_t = V.new_full((1, 1, 1), eps)
     for it in range(max_iter):
-        Wt = W.transpose(1, 2)  # in-place updates keep the elementwise part cache-resident
-        den = torch.baddbmm(eps_t, torch.bmm(Wt, W), H)
-        H.mul_(torch.bmm(Wt, Va)).div_(den)
-        den = torch.baddbmm(eps_t, W, torch.bmm(H, H.transpose(1, 2)))
-        W.mul_(torch.bmm(H, Vt).transpose(1, 2)).div_(den)
+        _update(W, H, Va, Vt, eps_t)
         if it % 10 == 9:
             err2 = torch.baddbmm(Va, W, H, alpha=-1).square_().sum((1, 2))
             stop = live & (v2a > 0) & (torch.sqrt(err2 / v2a.clamp_min(eps)) < tol)
@@ -170,11 +184,7 @@ def nmf_batched(
                 live = live & ~stop
                 if not bool(live.any()):
                     break
-                # drop stopped rows, but keep (as discarded passengers) the first stopped ones
-                # while fewer than MIN_ROWS rows are live: a one-row batch takes other kernels
-                need = max(0, MIN_ROWS - int(live.sum()))
-                keep = live | (torch.cumsum(~live, 0) <= need)
-                idx, Va, Vt, v2a, W, H, live = (x[keep] for x in (idx, Va, Vt, v2a, W, H, live))
+                idx, Va, Vt, v2a, W, H, live = _compact(live, idx, Va, Vt, v2a, W, H)
     W_out[idx[live]], H_out[idx[live]] = W[live], H[live]
     rel = torch.linalg.vector_norm(V - W_out @ H_out, dim=(1, 2)) / v2.sqrt().clamp_min(eps)
     return W_out, H_out, SolverInfo(n_iter=n_iter, rel_error=rel, converged=converged)
