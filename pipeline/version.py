@@ -30,7 +30,35 @@ def source_hash(files) -> str:
     return h.hexdigest()[:16]
 
 
+# the distributions whose code shapes a recall row (tokenizers, stemmers, BM25, FAISS, sparse and
+# dense arithmetic, graph algorithms): a cached value made under other versions is not reused
+RESULT_LIBS = (
+    "numpy",
+    "scipy",
+    "polars",
+    "bm25s",
+    "PyStemmer",
+    "rjieba",
+    "jieba",
+    "faiss-cpu",
+    "faiss-gpu",
+    "torch",
+    "scikit-learn",
+    "igraph",
+    "leidenalg",
+)
+
+
+@functools.cache
+def library_versions() -> str:
+    """sha256 (12 hex digits) of ``name==version`` for each of :data:`RESULT_LIBS` (``0+unknown``
+    for one that is not installed): part of :func:`code_version`."""
+    pins = [f"{n}=={package_version(n)}" for n in RESULT_LIBS]
+    return hashlib.sha256("\n".join(pins).encode()).hexdigest()[:12]
+
+
 @functools.cache
 def code_version() -> str:
-    """``<package version>+<hash of every pipeline/**/*.py loaded from>``, computed once per process."""
-    return f"{package_version()}+{source_hash(ROOT.rglob('*.py'))}"
+    """``<package version>+<hash of every pipeline/**/*.py loaded from>+<library_versions()>``,
+    computed once per process: every stage key, recipe and run-directory memo carries it."""
+    return f"{package_version()}+{source_hash(ROOT.rglob('*.py'))}+{library_versions()}"

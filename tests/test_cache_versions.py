@@ -76,3 +76,20 @@ def test_code_version_hashes_the_package_source():
         == version.source_hash([version.ROOT / "io.py"])
         != version.source_hash([version.ROOT / "errors.py"])
     )
+
+
+def test_code_version_changes_with_a_result_shaping_librarys_version(monkeypatch):
+    """A stemmer, tokenizer or BM25 upgrade changes recall rows: the version every key carries
+    must change with it (here rjieba, OKS's Chinese tokenizer, and PyStemmer)."""
+    real = version.package_version
+    before = version.library_versions()
+    for lib in ("rjieba", "PyStemmer", "bm25s"):
+        version.library_versions.cache_clear()
+        monkeypatch.setattr(
+            version, "package_version", lambda n, lib=lib: "9.9.9" if n == lib else real(n)
+        )
+        assert version.library_versions() != before, lib
+    monkeypatch.setattr(version, "package_version", real)
+    version.library_versions.cache_clear()
+    assert version.library_versions() == before
+    assert version.code_version().endswith("+" + before)

@@ -37,7 +37,10 @@ def encoder_code() -> str:
     """The source of the code that turns texts into vectors (this module), with the libraries'
     versions: part of every encoder's ``cache_id``. The whole package's code version is not used
     here, so an edit elsewhere in the pipeline does not re-embed a corpus."""
-    libs = [version.package_version(n) for n in ("sentence-transformers", "torch")]
+    libs = [
+        version.package_version(n)
+        for n in ("sentence-transformers", "transformers", "tokenizers", "torch")
+    ]
     return "+".join([version.source_hash([__file__]), *libs])
 
 
