@@ -198,30 +198,16 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     )
     for scope in dict.fromkeys(cachekeys.scope_of(s) for s in scopes):
         parts[cachekeys.scope_id(scope)]["doc_scope"] = scope
-    tiers = {}
-    if cfg.signals.enabled:  # before the recall manifest, which is written last
-        tiers = precompute_tiers.write_tiers(
-            cfg.cache_dir,
-            cfg,
-            nodes,
-            ds.edges,
-            [cachekeys.scope_of(s) for s in scopes],
-            querypath.config_now(cfg),
-        )
+    tiers = precompute_tiers.manifest_entries(  # before the recall manifest, written last
+        cfg, nodes, ds.edges, [cachekeys.scope_of(s) for s in scopes], querypath.config_now(cfg)
+    )
     summary = {
         "hits": hit.height,
         "misses": miss.height,
         "recipe": keys["recipe"][0] if keys.height else None,
         "partitions": parts,
         **changed,
-        **(
-            {
-                "tiers": {k: v["counts"] for k, v in tiers["scopes"].items()},
-                "tiers_rewritten": tiers["rewritten"],
-            }
-            if tiers
-            else {}
-        ),
+        **tiers,
         "timings_s": {
             "keys": round(t_keys, 4),
             "run": round(t_run, 4),

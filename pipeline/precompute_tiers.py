@@ -108,3 +108,20 @@ def write_tiers(
         shutil.rmtree(root / f"scope={sid}", ignore_errors=True)
     io.write_json(root / "_manifest.json", {"scopes": out, "tier_thresholds": signals.TIERS})
     return {"scopes": out, "rewritten": sorted(rewritten), "removed": removed}
+
+
+def manifest_entries(
+    cfg: DictConfig,
+    nodes: pl.DataFrame,
+    edges: pl.DataFrame | None,
+    scopes: list,
+    now: dt.datetime | None,
+) -> dict:
+    """:func:`write_tiers` under ``cfg.cache_dir`` when ``signals.enabled``; the recall manifest's
+    entries: ``tiers`` {scope id: {hot, warm, cold, evictable}} and ``tiers_rewritten`` (ids
+    recomputed this run). {} (nothing written) when signals are off."""
+    if not cfg.signals.enabled:
+        return {}
+    got = write_tiers(cfg.cache_dir, cfg, nodes, edges, scopes, now)
+    counts_ = {k: v["counts"] for k, v in got["scopes"].items()}
+    return {"tiers": counts_, "tiers_rewritten": got["rewritten"]}
