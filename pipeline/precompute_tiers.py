@@ -13,6 +13,8 @@ are every node under that scope, archived ones included (their score is 0: evict
 visibility is not applied (a tier is the node's, not a reader's). The reference time is the
 config's ``now=`` if given, else the latest node timestamp of the scope (never the wall clock, never
 another scope's node): run the nightly job with ``now=<tonight>`` to get tiers as of tonight.
+With ``signals.path`` (a ``recall feedback`` table) its access columns are overlaid first, as in
+a run.
 A scope's partition is recomputed only when its key changes: the hash of its nodes' rows and the
 edges touching them (``cachekeys.scope_versions``), ``now=``, the signals and code versions. So one
 scope's nodes never change another scope's rows, and after an edit only the edited scope's file is
@@ -26,6 +28,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import polars as pl
@@ -42,9 +45,31 @@ def _utc(when: dt.datetime) -> dt.datetime:
     return when.astimezone(dt.timezone.utc) if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
-def tier_table(nodes: pl.DataFrame, now: dt.datetime | None) -> pl.DataFrame:
-    """(node_id, memory_score, tier, now) of ``nodes`` at ``now`` (None: their latest timestamp)."""
+def feedback_tables(params: signals.SignalsParams) -> Callable:
+    """``when → table | None``: the ``signals.path`` feedback table if it is fresh at ``when``
+    (``signals.load``), read once per reference time; always None without a path."""
+    memo: dict = {}
+
+    def at(when: dt.datetime) -> pl.DataFrame | None:
+        if not (params.enabled and params.path):
+            return None
+        if when not in memo:
+            memo[when] = signals.load(params.path, when, params.max_age_days)[0]
+        return memo[when]
+
+    return at
+
+
+def tier_table(
+    nodes: pl.DataFrame, now: dt.datetime | None, feedback: Callable | None = None
+) -> pl.DataFrame:
+    """(node_id, memory_score, tier, now) of ``nodes`` at ``now`` (None: their latest timestamp).
+    A feedback table (``feedback(when)``, :func:`feedback_tables`) has its access columns overlaid
+    on the nodes first, as the query path does (``signals.for_group``)."""
     when = now or latest_stamp(nodes, np.arange(nodes.height))
+    table = feedback(when) if feedback is not None else None
+    if table is not None:
+        nodes = signals.overlay(nodes, table)
     score = signals.memory_score(nodes, when)
     return pl.DataFrame(
         {
@@ -90,6 +115,7 @@ def write_tiers(
     distinct = list(dict.fromkeys(scopes))
     versions = cachekeys.scope_versions(nodes, edges, distinct, cfg)
     rows = scope_rows(nodes, [s for s in distinct if s is not None])
+    feedback = feedback_tables(signals.SignalsParams.from_cfg(cfg.signals, "signals"))
     (root / "_manifest.json").unlink(missing_ok=True)
     out, rewritten = {}, []
     for s in distinct:
@@ -98,7 +124,7 @@ def write_tiers(
         if old.get(sid, {}).get("key") == key and path.is_file():
             out[sid] = old[sid]
             continue
-        table = tier_table(nodes if s is None else nodes[rows[s]], now)
+        table = tier_table(nodes if s is None else nodes[rows[s]], now, feedback)
         io.write_parquet(path, table)
         stamp = table["now"][0].isoformat() if table.height else None
         out[sid] = {"doc_scope": s, "key": key, "now": stamp, "counts": counts(table)}

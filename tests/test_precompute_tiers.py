@@ -110,3 +110,42 @@ def test_no_tiers_without_signals(compose, tmp_path):
     cfg = compose(["preset=oks", "signals=none", "embed=hashing", f"cache_dir={tmp_path / 'c'}"])
     got = precompute.precompute(cfg, _dataset(WS1 + WS2))
     assert "tiers" not in got and not (tmp_path / "c" / "tiers").exists()
+
+
+def test_precompute_tiers_add_up_to_a_plain_runs_tier_counts(compose, tmp_path):
+    from pipeline import runner
+
+    got = precompute.precompute(_cfg(compose, tmp_path / "c"), _dataset(WS1 + WS2))
+    total = {t: sum(c[t] for c in got["tiers"].values()) for t in ("hot", "warm", "cold")}
+    assert total == {"hot": 1, "warm": 3, "cold": 2}  # by hand: WS1 + WS2 above
+    plain = compose(
+        ["preset=oks", "signals=default", "embed=hashing", f"cache_dir={tmp_path / 'p'}"]
+    )
+    runner.run(plain, tmp_path / "plain", dataset=_dataset(WS1 + WS2))
+    manifest = json.loads((tmp_path / "plain" / "manifest.json").read_text())
+    assert manifest["tiers"] == {**total, "evictable": 2}
+
+
+def test_a_feedback_table_is_overlaid_as_in_a_run(compose, tmp_path):
+    import datetime as dt
+
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    path = tmp_path / "signals-r1.parquet"
+    pl.DataFrame(
+        {"node_id": ["ws2-b"], "access_count": [1], "version": [1], "computed_at": [now]},
+        schema_overrides={"version": pl.Int32, "computed_at": pl.Datetime("us", "UTC")},
+    ).write_parquet(path)
+    cfg = compose(
+        [
+            "preset=oks",
+            "signals=default",
+            f"signals.path={path}",
+            "now=2026-01-01T00:00:00Z",
+            "embed=hashing",
+            f"cache_dir={tmp_path / 'c'}",
+        ]
+    )
+    got = precompute.precompute(cfg, _dataset(WS1 + WS2))
+    # ws2-b: 0.149 + 0.5·ln 2 = 0.4956 → warm (was evictable); ws1 unchanged (concept: λ = 0)
+    assert got["tiers"][ID2] == {"hot": 0, "warm": 2, "cold": 1, "evictable": 1}
+    assert got["tiers"][ID1] == {"hot": 1, "warm": 2, "cold": 1, "evictable": 0}
