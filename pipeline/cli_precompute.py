@@ -1,7 +1,9 @@
 """``recall precompute [overrides]``: Hydra entry point of the recall cache (``pipeline.precompute``).
 
 Takes the same overrides as ``recall run`` (plus ``cache_dir=<dir>``); it writes the cache only (no
-run directory). The last line printed is ``cache: <hits> hits, <misses> misses``.
+run directory). With signals on it prints ``tiers: <n> scopes, <k> recomputed; hot …`` (the
+memory-curve tiers under ``<cache_dir>/tiers``). The last line printed is
+``cache: <hits> hits, <misses> misses``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pipeline.paths import CONF_DIR
 def main(cfg: DictConfig) -> None:
     """``recall precompute``: refresh the recall cache; print partitions rewritten/removed and cache hits/misses."""
     from pipeline.precompute import precompute
+    from pipeline.precompute_tiers import TIER_NAMES
 
     def body() -> None:
         res = precompute(cfg)
@@ -26,6 +29,12 @@ def main(cfg: DictConfig) -> None:
             f"partitions rewritten: {len(res['rewritten'])}, removed: {len(res['removed'])}; "
             f"{res['timings_s']['total']:.2f} s"
         )
+        if "tiers" in res:  # signals on: <cache_dir>/tiers (pipeline.precompute_tiers)
+            total = {t: sum(c[t] for c in res["tiers"].values()) for t in TIER_NAMES}
+            print(
+                f"tiers: {len(res['tiers'])} scopes, {len(res['tiers_rewritten'])} recomputed; "
+                + ", ".join(f"{t} {n}" for t, n in total.items())
+            )
         print(f"cache: {res['hits']} hits, {res['misses']} misses")
 
     status = reported(body)

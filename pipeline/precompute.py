@@ -5,7 +5,12 @@ Layout under ``<cache_dir>/recall/`` (hive-partitioned Parquet, e.g.
 
     scope=<scope id>/data.parquet   recall rows of that scope's queries + their key columns
     _keys.arrow                     every entry's key (read on the next run instead of the partitions)
-    _manifest.json                  recipe, partitions, hits/misses (written last)
+    _manifest.json                  recipe, partitions, hits/misses, tier counts (written last)
+
+With ``signals.enabled`` it also writes the memory-curve tiers of every scope under
+``<cache_dir>/tiers/`` (``pipeline.precompute_tiers``: one Parquet per scope, recomputed only for
+scopes whose nodes changed) and their counts per scope id in this manifest (``tiers``: {scope id:
+{hot, warm, cold, evictable}}; ``tiers_rewritten``: the scope ids recomputed this run).
 
 Each row carries its query's key (``query_hash``, ``scope_version``, ``recipe``), so a partition
 is self-describing and written atomically as one file; a query with no recall keeps one row with a
@@ -29,7 +34,7 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig
 
-from pipeline import backend, cachekeys, io, querypath
+from pipeline import backend, cachekeys, io, precompute_tiers, querypath
 from pipeline.common import StageLog, call_target
 from pipeline.dataset import Dataset
 from pipeline.ingest import drop_empty
@@ -193,12 +198,16 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     )
     for scope in dict.fromkeys(cachekeys.scope_of(s) for s in scopes):
         parts[cachekeys.scope_id(scope)]["doc_scope"] = scope
+    tiers = precompute_tiers.manifest_entries(  # before the recall manifest, written last
+        cfg, nodes, ds.edges, [cachekeys.scope_of(s) for s in scopes], querypath.config_now(cfg)
+    )
     summary = {
         "hits": hit.height,
         "misses": miss.height,
         "recipe": keys["recipe"][0] if keys.height else None,
         "partitions": parts,
         **changed,
+        **tiers,
         "timings_s": {
             "keys": round(t_keys, 4),
             "run": round(t_run, 4),

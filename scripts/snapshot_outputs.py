@@ -44,13 +44,16 @@ def partition_sha256(path: Path) -> str:
     """sha256 of a recall-cache partition without its ``recipe`` column: the recipe is a cache key
     that holds the code version (a hash of ``pipeline/**/*.py``, issue 13), so any code change —
     a refactor included — changes it by design; every other column (recall rows, query hash, scope
-    version) must stay byte-identical. The frame is written back to Parquet in memory with fixed settings."""
+    version) must stay byte-identical. The frame is written back to Parquet in memory with fixed settings.
+    A tiers partition (``<cache_dir>/tiers``, signals on) has no ``recipe`` column and is hashed whole."""
     import io as _io
 
     import polars as pl
 
     buf = _io.BytesIO()
-    pl.read_parquet(path).drop("recipe").write_parquet(buf, compression="zstd", statistics=False)
+    pl.read_parquet(path).drop("recipe", strict=False).write_parquet(
+        buf, compression="zstd", statistics=False
+    )
     return hashlib.sha256(buf.getvalue()).hexdigest()
 
 
