@@ -105,14 +105,14 @@ def usercf(r: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def _pairs_within_rows(m: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(pairs per row, first, second): the entry positions of every pair a < b of entries of each
-    row of ``m``, row by row, ``(a, b)`` ascending within a row."""
+    """(pairs per row, a, b): the column indices of every pair of entries a < b of each row of
+    ``m``, row by row, ``(a, b)`` ascending within a row."""
     n = np.diff(m.indptr)
-    later = np.repeat(n, n) - 1 - (np.arange(m.nnz) - np.repeat(m.indptr[:-1], n))
-    first = np.repeat(np.arange(m.nnz), later)
+    later = np.repeat(m.indptr[1:] - 1, n) - np.arange(m.nnz)  # entries after each in its row
     start = np.cumsum(later) - later
-    second = first + 1 + (np.arange(len(first)) - np.repeat(start, later))
-    return n * (n - 1) // 2, first, second
+    a = np.repeat(m.indices, later)
+    b = m.indices[np.arange(len(a)) + np.repeat(np.arange(m.nnz) + 1 - start, later)]
+    return n * (n - 1) // 2, a, b
 
 
 def swing(r: sp.csr_matrix, alpha: float = 1.0, user_weight: bool = False) -> sp.csr_matrix:
@@ -126,10 +126,9 @@ def swing(r: sp.csr_matrix, alpha: float = 1.0, user_weight: bool = False) -> sp
     r = r.tocsr()
     nb, ni = r.shape
     rt = r.T.tocsr()  # items × baskets, each item's baskets ascending
-    per_item, first, second = _pairs_within_rows(rt)
+    per_item, u, v = _pairs_within_rows(rt)
     ptr = np.zeros(ni + 1, dtype=np.int64)
     np.cumsum(per_item, out=ptr[1:])
-    u, v = rt.indices[first], rt.indices[second]
     by_v = sp.csr_matrix((u, v, ptr), shape=(ni, nb)).T.tocsr()  # rows v: (item, u), item-ordered
     by_u = sp.csr_matrix((by_v.indices, by_v.data, by_v.indptr), shape=(nb, nb)).T.tocsr()
     vv, item = by_u.indices, by_u.data  # rows u, then v ascending, then item ascending
