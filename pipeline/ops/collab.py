@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 _INT64_MAX = np.iinfo(np.int64).max  # python int: combining columns must not overflow
+_INT64_BITS = np.iinfo(np.int64).bits - 1  # value bits of a non-negative int64
 
 
 def codes(*keys: np.ndarray) -> tuple[np.ndarray, int]:
@@ -51,8 +52,29 @@ def codes(*keys: np.ndarray) -> tuple[np.ndarray, int]:
                 width = len(uniq)
         combined = combined * width + col
         span *= width
-    uniq, inv = np.unique(combined, return_inverse=True)
-    return inv.astype(np.int64).ravel(), len(uniq)
+    return _dense_ranks(combined)
+
+
+def _dense_ranks(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each value's rank among the distinct values of ``x`` (int64, ≥ 0) and how many there are.
+
+    One plain sort of ``value << bits | row`` (the row in the low bits) when that fits in int64,
+    else a stable argsort: the same ranks either way."""
+    n = len(x)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    bits = (n - 1).bit_length()
+    if int(x.max()) < 1 << (_INT64_BITS - bits):
+        packed = np.sort((x << bits) | np.arange(n, dtype=np.int64))
+        key, order = packed >> bits, packed & ((1 << bits) - 1)
+    else:
+        order = np.argsort(x, kind="stable")
+        key = x[order]
+    rank = np.zeros(n, dtype=np.int64)
+    np.cumsum(key[1:] != key[:-1], out=rank[1:])
+    inv = np.empty(n, dtype=np.int64)
+    inv[order] = rank
+    return inv, int(rank[-1]) + 1
 
 
 def _csr(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, shape) -> sp.csr_matrix:
