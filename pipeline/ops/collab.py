@@ -108,11 +108,18 @@ def _off_diagonal(c: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return rows[keep], c.indices[keep], c.data[keep]
 
 
+def _sorted_symmetric(c: sp.csr_matrix) -> sp.csr_matrix:
+    """A symmetric product with each row's columns ascending: its transpose (a stable counting sort
+    by column, cheaper than sorting each row), so the similarities are canonical CSR and any
+    product with them sums in one order."""
+    return c.T.tocsr()
+
+
 def _cosine(r: sp.csr_matrix) -> sp.csr_matrix:
     """Columns' cosine of a binary matrix ``r`` with a zero diagonal: ``(rᵀr)_ij / sqrt(n_i n_j)``."""
     rt = r.T.tocsr()
     inv = 1.0 / np.sqrt(np.maximum(np.diff(rt.indptr).astype(np.float64), 1.0))
-    rows, cols, co = _off_diagonal(rt @ r)
+    rows, cols, co = _off_diagonal(_sorted_symmetric(rt @ r))
     return _csr(rows, cols, co * inv[rows] * inv[cols], (r.shape[1], r.shape[1]))
 
 
@@ -172,7 +179,7 @@ def swing(r: sp.csr_matrix, alpha: float = 1.0, user_weight: bool = False) -> sp
     pair_items = sp.csr_matrix((np.ones(len(items)), items, pptr), shape=(len(k), ni))
     weighted = pair_items.T.tocsr()
     weighted.data = k[weighted.indices]
-    rows, cols, s = _off_diagonal(weighted @ pair_items)
+    rows, cols, s = _off_diagonal(_sorted_symmetric(weighted @ pair_items))
     return _csr(rows, cols, s, (ni, ni))
 
 
