@@ -87,3 +87,15 @@ def test_empty_and_one_item_pairs():
     assert collab.swing(r).nnz == 0
     assert collab.itemcf(r).toarray()[1, 2] == pytest.approx(0.0)
     assert collab.itemcf(r).toarray()[0, 1] == pytest.approx(1 / np.sqrt(2))
+
+
+@pytest.mark.parametrize("name", ["itemcf", "usercf", "swing"])
+def test_similarities_are_canonical_without_diagonal(name):
+    g = np.random.default_rng(4)
+    r = collab.incidence(g.integers(0, 60, 2000), g.integers(0, 50, 2000), (60, 50))
+    s = getattr(collab, name)(r)
+    for row in range(s.shape[0]):
+        cols = s.indices[s.indptr[row] : s.indptr[row + 1]]
+        assert np.all(np.diff(cols) > 0), (name, row)  # ascending, no duplicate
+        assert row not in cols
+    assert np.allclose(s.toarray(), s.toarray().T)
