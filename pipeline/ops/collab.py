@@ -103,7 +103,7 @@ def incidence(basket: np.ndarray, item: np.ndarray, shape: tuple[int, int]) -> s
 
 def _off_diagonal(c: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, cols, data) of the entries of ``c`` off its diagonal, in CSR order."""
-    rows = np.repeat(np.arange(c.shape[0]), np.diff(c.indptr))
+    rows = np.repeat(np.arange(c.shape[0], dtype=c.indices.dtype), np.diff(c.indptr))
     keep = rows != c.indices
     return rows[keep], c.indices[keep], c.data[keep]
 
