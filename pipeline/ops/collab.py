@@ -118,7 +118,7 @@ def _sorted_symmetric(c: sp.csr_matrix) -> sp.csr_matrix:
 def _cosine(r: sp.csr_matrix) -> sp.csr_matrix:
     """Columns' cosine of a binary matrix ``r`` with a zero diagonal: ``(rᵀr)_ij / sqrt(n_i n_j)``."""
     rt = r.T.tocsr()
-    inv = 1.0 / np.sqrt(np.maximum(np.diff(rt.indptr).astype(np.float64), 1.0))
+    inv = 1.0 / np.sqrt(np.maximum(np.asarray(r.sum(axis=0)).ravel(), 1.0))
     rows, cols, co = _off_diagonal(_sorted_symmetric(rt @ r))
     return _csr(rows, cols, co * inv[rows] * inv[cols], (r.shape[1], r.shape[1]))
 
