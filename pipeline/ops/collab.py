@@ -23,37 +23,104 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+_INT64_MAX = np.iinfo(np.int64).max  # python int: combining columns must not overflow
+_INT64_BITS = np.iinfo(np.int64).bits - 1  # value bits of a non-negative int64
+
 
 def codes(*keys: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense 0-based codes of the rows' key tuples (sorted key order) and how many there are.
-    Each key column is factorised on its own, then the columns are combined as one int64."""
-    combined = np.zeros(len(keys[0]), dtype=np.int64)
-    for k in keys:
-        uniq, inv = np.unique(np.asarray(k), return_inverse=True)
-        combined = combined * len(uniq) + inv.ravel()
-    uniq, inv = np.unique(combined, return_inverse=True)
-    return inv.astype(np.int64).ravel(), len(uniq)
+
+    An integer column enters as its offset from its minimum (no sort), any other column as its
+    ``np.unique`` rank; the columns combine as one int64 (lexicographic order), factorised once.
+    Where the combined range would overflow int64, the columns so far are factorised first (the
+    codes are the same ranks either way)."""
+    n = len(keys[0])
+    combined, span = np.zeros(n, dtype=np.int64), 1
+    for key in keys:
+        k = np.asarray(key).ravel()
+        width = int(k.max()) - int(k.min()) + 1 if k.dtype.kind in "iu" and n else 0
+        if 0 < width <= _INT64_MAX:
+            col = (k - k.min()).astype(np.int64)
+        else:
+            uniq, col = np.unique(k, return_inverse=True)
+            width, col = max(len(uniq), 1), col.ravel().astype(np.int64)
+        if span * width > _INT64_MAX:
+            uniq, combined = np.unique(combined, return_inverse=True)
+            span = len(uniq)
+            if span * width > _INT64_MAX:
+                uniq, col = np.unique(col, return_inverse=True)
+                width = len(uniq)
+        combined = combined * width + col
+        span *= width
+    return _dense_ranks(combined)
+
+
+def _dense_ranks(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each value's rank among the distinct values of ``x`` (int64, ≥ 0) and how many there are.
+
+    One plain sort of ``value << bits | row`` (the row in the low bits) when that fits in int64,
+    else a stable argsort: the same ranks either way."""
+    n = len(x)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    bits = (n - 1).bit_length()
+    if int(x.max()) < 1 << (_INT64_BITS - bits):
+        packed = np.sort((x << bits) | np.arange(n, dtype=np.int64))
+        key, order = packed >> bits, packed & ((1 << bits) - 1)
+    else:
+        order = np.argsort(x, kind="stable")
+        key = x[order]
+    rank = np.zeros(n, dtype=np.int64)
+    np.cumsum(key[1:] != key[:-1], out=rank[1:])
+    inv = np.empty(n, dtype=np.int64)
+    inv[order] = rank
+    return inv, int(rank[-1]) + 1
+
+
+def _csr(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, shape) -> sp.csr_matrix:
+    """The CSR matrix of entries already grouped by row (``rows`` non-decreasing), no COO pass."""
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
+    return sp.csr_matrix((data, cols, indptr), shape=shape)
 
 
 def incidence(basket: np.ndarray, item: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
     """The binary (baskets × items) matrix of the (basket, item) rows (duplicates count once)."""
-    m = sp.csr_matrix(
-        (np.ones(len(basket), dtype=np.float64), (np.asarray(basket), np.asarray(item))),
-        shape=shape,
-    )
-    m.sum_duplicates()
-    m.data[:] = 1.0
-    return m
+    nb, ni = shape
+    b = np.asarray(basket, dtype=np.int64).ravel()
+    i = np.asarray(item, dtype=np.int64).ravel()
+    if len(b) != len(i):
+        raise ValueError(f"incidence: {len(b)} basket codes but {len(i)} item codes")
+    if len(b) and (b.min() < 0 or b.max() >= nb or i.min() < 0 or i.max() >= ni):
+        raise ValueError(f"incidence: a basket or item code lies outside the shape {shape}")
+    key = np.sort(b * ni + i)
+    first = np.ones(len(key), dtype=bool)
+    np.not_equal(key[1:], key[:-1], out=first[1:])
+    key = key[first]
+    rows = key // ni
+    return _csr(rows, key - rows * ni, np.ones(len(key)), shape)
+
+
+def _off_diagonal(c: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, cols, data) of the entries of ``c`` off its diagonal, in CSR order."""
+    rows = np.repeat(np.arange(c.shape[0], dtype=c.indices.dtype), np.diff(c.indptr))
+    keep = rows != c.indices
+    return rows[keep], c.indices[keep], c.data[keep]
+
+
+def _sorted_symmetric(c: sp.csr_matrix) -> sp.csr_matrix:
+    """A symmetric product with each row's columns ascending: its transpose (a stable counting sort
+    by column, cheaper than sorting each row), so the similarities are canonical CSR and any
+    product with them sums in one order."""
+    return c.T.tocsr()
 
 
 def _cosine(r: sp.csr_matrix) -> sp.csr_matrix:
     """Columns' cosine of a binary matrix ``r`` with a zero diagonal: ``(rᵀr)_ij / sqrt(n_i n_j)``."""
-    n = np.asarray(r.sum(axis=0)).ravel()
-    inv = sp.diags(1.0 / np.sqrt(np.maximum(n, 1.0)))
-    c = (inv @ (r.T @ r) @ inv).tocsr()
-    c.setdiag(0.0)
-    c.eliminate_zeros()
-    return c
+    rt = r.T.tocsr()
+    inv = 1.0 / np.sqrt(np.maximum(np.asarray(r.sum(axis=0)).ravel(), 1.0))
+    rows, cols, co = _off_diagonal(_sorted_symmetric(rt @ r))
+    return _csr(rows, cols, co * inv[rows] * inv[cols], (r.shape[1], r.shape[1]))
 
 
 def itemcf(r: sp.csr_matrix) -> sp.csr_matrix:
@@ -66,24 +133,54 @@ def usercf(r: sp.csr_matrix) -> sp.csr_matrix:
     return _cosine(r.T.tocsr())
 
 
+def _pairs_within_rows(m: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pairs per row, a, b): the column indices of every pair of entries a < b of each row of
+    ``m``, row by row, ``(a, b)`` ascending within a row."""
+    n = np.diff(m.indptr)
+    later = np.repeat(m.indptr[1:] - 1, n) - np.arange(m.nnz)  # entries after each in its row
+    start = np.cumsum(later) - later
+    a = np.repeat(m.indices, later)
+    b = m.indices[np.arange(len(a)) + np.repeat(np.arange(m.nnz) + 1 - start, later)]
+    return n * (n - 1) // 2, a, b
+
+
 def swing(r: sp.csr_matrix, alpha: float = 1.0, user_weight: bool = False) -> sp.csr_matrix:
     """Swing (items × items) of the binary (baskets × items) matrix ``r`` (module docstring).
 
-    Pairs u < v of baskets sharing an item come from ``r rᵀ`` (their overlap ``|I_u ∩ I_v|``);
-    ``P[(u, v), i] = r_ui · r_vi`` marks the items both hold, so ``swing = Pᵀ diag(k) P`` with
-    ``k = w_u w_v / (alpha + overlap)``: three sparse products, no Python loop over pairs."""
+    Each item's basket pairs u < v are listed (vectorised, from ``rᵀ``); two stable counting sorts
+    (scipy's CSR transposes) group them by pair, items ascending, which gives the pairs' overlaps
+    ``|I_u ∩ I_v|`` and ``P[(u, v), i] = r_ui · r_vi`` directly. Pairs that share one item only add to
+    the diagonal, so ``P`` keeps the pairs sharing two or more; ``swing = Pᵀ diag(k) P`` with
+    ``k = w_u w_v / (alpha + overlap)``: one sparse product, no Python loop over pairs."""
     r = r.tocsr()
-    ov = sp.triu(r @ r.T, k=1).tocoo()
-    u, v, overlap = ov.row, ov.col, ov.data
-    w = np.ones(r.shape[0])
+    nb, ni = r.shape
+    rt = r.T.tocsr()  # items × baskets, each item's baskets ascending
+    per_item, u, v = _pairs_within_rows(rt)
+    ptr = np.zeros(ni + 1, dtype=np.int64)
+    np.cumsum(per_item, out=ptr[1:])
+    by_v = sp.csr_matrix((u, v, ptr), shape=(ni, nb)).T.tocsr()  # rows v: (item, u), item-ordered
+    by_u = sp.csr_matrix((by_v.indices, by_v.data, by_v.indptr), shape=(nb, nb)).T.tocsr()
+    vv, item = by_u.indices, by_u.data  # rows u, then v ascending, then item ascending
+    new = np.ones(len(vv), dtype=bool)
+    np.not_equal(vv[1:], vv[:-1], out=new[1:])
+    new[by_u.indptr[:-1][np.diff(by_u.indptr) > 0]] = True
+    start = np.flatnonzero(new)
+    overlap = np.diff(np.append(start, len(vv)))
+    big = overlap >= 2
+    pu = np.searchsorted(by_u.indptr, start[big], side="right") - 1
+    pv, overlap_big = vv[start[big]], overlap[big]
+    w = np.ones(nb)
     if user_weight:
-        size = np.asarray(r.sum(axis=1)).ravel()
-        w = 1.0 / np.sqrt(np.maximum(size, 1.0))
-    k = w[u] * w[v] / (alpha + overlap)
-    pair_items = r[u].multiply(r[v]).tocsr()
-    s = (pair_items.T @ sp.diags(k) @ pair_items).tocoo()
-    off = s.row != s.col
-    return sp.csr_matrix((s.data[off], (s.row[off], s.col[off])), shape=(r.shape[1], r.shape[1]))
+        w = 1.0 / np.sqrt(np.maximum(np.diff(r.indptr).astype(np.float64), 1.0))
+    k = w[pu] * w[pv] / (alpha + overlap_big)
+    pptr = np.zeros(len(overlap_big) + 1, dtype=np.int64)
+    np.cumsum(overlap_big, out=pptr[1:])
+    items = item[np.repeat(big, overlap)]
+    pair_items = sp.csr_matrix((np.ones(len(items)), items, pptr), shape=(len(k), ni))
+    weighted = pair_items.T.tocsr()
+    weighted.data = k[weighted.indices]
+    rows, cols, s = _off_diagonal(_sorted_symmetric(weighted @ pair_items))
+    return _csr(rows, cols, s, (ni, ni))
 
 
 def coused(hits: sp.csr_matrix, sim: sp.csr_matrix) -> sp.csr_matrix:
