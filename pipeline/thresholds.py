@@ -44,6 +44,8 @@ THRESHOLDS = (
     Threshold("pipeline.packs", "SMALL", "nodes of a group that may share a pack", "data"),
     Threshold("pipeline.packs", "TARGET", "nodes at which a pack closes", "patched"),
     Threshold("pipeline.channels.blocked", "search.max_scores", "scores per query chunk of the blocked scan", "patched"),
+    Threshold("pipeline.channels.dense_torch", "QUERY_BLOCK", "query rows per block of the torch dense scan", "patched"),
+    Threshold("pipeline.channels.dense_torch", "NODE_BLOCK", "node rows per matrix product of the torch dense scan", "patched"),
     Threshold("conf", "select.batch", "queries per torch batch of DPP/MMR", "config"),
     Threshold("conf", "diffuse.block", "nodes × queries per PEDSA/expand block", "config"),
     Threshold("conf", "dense.block", "node rows per block of the blocked scan", "config"),

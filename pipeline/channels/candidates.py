@@ -97,7 +97,7 @@ class DenseChannel:
         per_part = p.per_part or p.candidates
         xq = self.xq[rows]
         D, I = dense.search(index, xq, per_part + dense.RESCORE_EXTRA)
-        qi, ni, s = dense.exact_top(xq, xs, D, I, per_part, exact=p.index in ("flat", "blocked"))
+        qi, ni, s = dense.exact_top(xq, xs, D, I, per_part, exact=p.index in dense.EXACT)
         if p.min_score is not None:
             keep = s > p.min_score
             qi, ni, s = qi[keep], ni[keep], s[keep]
