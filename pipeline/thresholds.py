@@ -46,6 +46,8 @@ THRESHOLDS = (
     Threshold("pipeline.channels.blocked", "search.max_scores", "scores per query chunk of the blocked scan", "patched"),
     Threshold("pipeline.channels.dense_torch", "QUERY_BLOCK", "query rows per block of the torch dense scan", "patched"),
     Threshold("pipeline.channels.dense_torch", "NODE_BLOCK", "node rows per matrix product of the torch dense scan", "patched"),
+    Threshold("pipeline.channels.bm25_device", "SCORES", "query × document scores of one device BM25 block", "patched"),
+    Threshold("pipeline.channels.bm25_device", "QUERY_BLOCK", "query rows of one device BM25 block", "patched"),
     Threshold("conf", "select.batch", "queries per torch batch of DPP/MMR", "config"),
     Threshold("conf", "diffuse.block", "nodes × queries per PEDSA/expand block", "config"),
     Threshold("conf", "dense.block", "node rows per block of the blocked scan", "config"),
