@@ -6,7 +6,7 @@
 # channels: scripts/bench_device_channels.py at 1M nodes x 1,000 queries: the torch dense top-k
 #        (dense.index=torch) and the BM25 sparse product (lexical.scorer=torch) on cuda and cpu
 #        against faiss-cpu's flat scan and the host's scipy product, same answer checked (also
-#        part of libs, right after its GPU tests; at most 150 s).
+#        part of libs, right after its GPU tests; at most 150 s; torch on cpu: 200 queries).
 # libs:  which FAISS/CuPy/cuGraph it loads; the GPU-marked tests that need no model weights (CPU/GPU
 #        parity of a full run with embed=hashing, CuPy PEDSA/PPR, batched DPP, NMF/FISTA, cuGraph
 #        dispatch where installed) and the CPU twins of the CuPy guards; a timed sample run on cpu
@@ -117,6 +117,7 @@ PY
 channels_step() {  # issue 29: the device channels against the host baselines, one table
   step "device channels: torch dense top-k and BM25 sparse product, 1M nodes x 1,000 queries, cuda and cpu"
   timeout 150 python3 scripts/bench_device_channels.py --nodes 1000000 --queries 1000 --devices cuda,cpu \
+    --cpu-queries 200 \
     2>&1 | tee -a "$OUT/bench.log" | tail -9
 }
 
