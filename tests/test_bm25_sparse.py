@@ -44,7 +44,9 @@ def test_hand_computed_lucene(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_ties_by_lower_document(device, monkeypatch):
-    monkeypatch.setattr(bm25_device, "SCORES", 3)  # one query per block, blocks of 5 documents
+    monkeypatch.setattr(
+        bm25_device, "BLOCK_SCORES", 3
+    )  # one query per block, blocks of 5 documents
     corpus = ["apple x", "banana", "apple x", "apple x", "apple y"]
     q, s = _index(corpus, ["apple", "apple banana"])
     qi, di, _sc, rank = bm25_device.topk(q, s, 2, device)
@@ -107,8 +109,8 @@ def test_channel_bit_identical_to_scipy(device, prf, monkeypatch):
         p = LexicalParams.defaults(scorer=scorer, candidates=15, prf_docs=prf)
         ch = LexicalChannel.tokenise(nodes, queries, p, device if scorer == "torch" else "cpu")
         with monkeypatch.context() as mp:
-            mp.setattr(bm25_device, "SCORES", 700)
-            mp.setattr(bm25_device, "QUERY_BLOCK", 6)
+            mp.setattr(bm25_device, "BLOCK_SCORES", 700)
+            mp.setattr(bm25_device, "BLOCK_QUERIES", 6)
             ranks, scores = ch.ranks_and_scores(segs)
         qi, ni = ranks["query_idx"].to_numpy(), ranks["node_idx"].to_numpy()
         got[scorer] = (ranks, scores(qi, ni).tobytes())
@@ -118,7 +120,7 @@ def test_channel_bit_identical_to_scipy(device, prf, monkeypatch):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_topk_equals_topk_sparse_bits(device, monkeypatch):
-    monkeypatch.setattr(bm25_device, "SCORES", 50)
+    monkeypatch.setattr(bm25_device, "BLOCK_SCORES", 50)
     rng = np.random.default_rng(9)
     nodes, queries, _parts = _nodes_queries(rng, 300, 40, 1)
     q, s = _index(nodes["text"].to_list(), queries["text"].to_list())

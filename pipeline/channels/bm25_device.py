@@ -4,7 +4,7 @@ on the CPU in CI and on CUDA.
 The corpus's BM25 term weights (``lexical.bm25_matrix``, the block-diagonal per-scope layout of
 ``segvocab``) go to the device once as the (terms × documents) CSR of ``s.T``; the queries' term
 vectors (queries × terms) too. Queries go in blocks whose score block (queries × the documents their
-scopes span) holds at most ``SCORES`` entries. A block's scores are the product of its query rows
+scopes span) holds at most ``BLOCK_SCORES`` entries. A block's scores are the product of its query rows
 with ``s.T``, accumulated one query-term position at a time (each pass adds one product to each
 (query, document) pair, in the query's column order): the float32 sums of scipy's
 ``q @ s.T`` (``lexical.score``), bit for bit. ``torch.topk`` with ties by lower document
@@ -18,8 +18,8 @@ import scipy.sparse as sp
 
 from pipeline.ops.torch_topk import to_host, topk_rows
 
-SCORES = 1 << 24  # (query, document) scores per block on the device
-QUERY_BLOCK = 4096  # query rows per block at most
+BLOCK_SCORES = 1 << 24  # (query, document) scores per block on the device
+BLOCK_QUERIES = 4096  # query rows per block at most
 
 
 def blocks(lo: np.ndarray, hi: np.ndarray, scores: int, most: int) -> list[tuple[int, int]]:
@@ -61,7 +61,7 @@ def topk(
     t = lambda a, dt=torch.int64: torch.as_tensor(np.asarray(a)).to(dev, dt)  # noqa: E731
     sp_ptr, sp_doc, sp_val = t(st.indptr), t(st.indices), t(st.data, torch.float32)
     out = []
-    for a, b in blocks(lo, hi, SCORES, QUERY_BLOCK):
+    for a, b in blocks(lo, hi, BLOCK_SCORES, BLOCK_QUERIES):
         base, width = int(lo[a:b].min()), int(hi[a:b].max() - lo[a:b].min())
         if width <= 0 or k <= 0:
             continue
