@@ -112,3 +112,25 @@ def test_flat_on_cuda_without_faiss_gpu_runs_torch(monkeypatch):
     assert isinstance(index, dense_torch.TorchIndex) and made == ["cuda"]
     assert any("dense.index=torch" in r for r in backend.FALLBACKS)
     backend.reset()
+
+
+def test_scan_runs_without_tf32_and_restores_the_setting(monkeypatch):
+    """TF32 products (``float32_matmul_precision`` "high") err by ~1e-3, beyond RESCORE_TOL: the
+    scan forces "highest" and gives the caller's setting back."""
+    seen = []
+    real = dense_torch.topk_rows
+
+    def spy(s, k):
+        seen.append(torch.get_float32_matmul_precision())
+        return real(s, k)
+
+    monkeypatch.setattr(dense_torch, "topk_rows", spy)
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        dense.build_index(np.eye(3, dtype=np.float32), "torch").search(
+            np.eye(3, dtype=np.float32), 2
+        )
+        assert seen == ["highest"] and torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(old)

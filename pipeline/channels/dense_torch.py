@@ -40,6 +40,18 @@ class TorchIndex:
         if k <= 0 or nq == 0:
             return D, I
         xq = np.ascontiguousarray(xq, dtype=np.float32)
+        precision = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")  # no TF32: exact_top needs RESCORE_TOL
+        try:
+            self._scan(xq, k, D, I)
+        finally:
+            torch.set_float32_matmul_precision(precision)
+        return D, I
+
+    def _scan(self, xq: np.ndarray, k: int, D: np.ndarray, I: np.ndarray) -> None:
+        import torch
+
+        n, nq = self.ntotal, len(xq)
         with torch.no_grad():
             for a in range(0, nq, QUERY_BLOCK):
                 q = torch.from_numpy(xq[a : a + QUERY_BLOCK]).to(self.device)
@@ -49,4 +61,3 @@ class TorchIndex:
                     bi = bi + s
                     v, i = (bv, bi) if v is None else merge_rows(v, i, bv, bi, k)
                 D[a : a + len(q)], I[a : a + len(q)] = to_host(v, i)
-        return D, I
