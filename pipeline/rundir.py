@@ -104,7 +104,12 @@ MOVED = {
 
 
 # keys a group gained after runs were written: (group, key) → the value those runs had in effect
-ADDED = {("lexical", "prf_docs"): 0, ("lexical", "prf_terms"): 10, ("lexical", "prf_weight"): 0.5}
+ADDED = {
+    ("lexical", "prf_docs"): 0,
+    ("lexical", "prf_terms"): 10,
+    ("lexical", "prf_weight"): 0.5,
+    ("lexical", "scorer"): "scipy",  # the host product every run used before (the same bits)
+}
 
 
 def upgrade_config(conf: dict, where: str = "manifest.json: config") -> dict:

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # One prepared GPU check, for the lent device machine (or any CUDA box with the packages installed).
 #
-#   scripts/device_check.sh [libs|model|all]      (default: all)
+#   scripts/device_check.sh [libs|model|channels|all]      (default: all)
 #
+# channels: scripts/bench_device_channels.py at 1M nodes x 1,000 queries: the torch dense top-k
+#        (dense.index=torch) and the BM25 sparse product (lexical.scorer=torch) on cuda and cpu
+#        against faiss-cpu's flat scan and the host's scipy product, same answer checked (also
+#        part of libs, right after its GPU tests; at most 150 s; torch on cpu: 200 queries).
 # libs:  which FAISS/CuPy/cuGraph it loads; the GPU-marked tests that need no model weights (CPU/GPU
 #        parity of a full run with embed=hashing, CuPy PEDSA/PPR, batched DPP, NMF/FISTA, cuGraph
 #        dispatch where installed) and the CPU twins of the CuPy guards; a timed sample run on cpu
@@ -110,10 +114,22 @@ print(f"{e}: cpu vs cuda recall rows {a.height}/{b.height}, same ranking {same},
 PY
 }
 
+channels_step() {  # issue 29: the device channels against the host baselines, one table
+  step "device channels: torch dense top-k and BM25 sparse product, 1M nodes x 1,000 queries, cuda and cpu"
+  timeout 150 python3 scripts/bench_device_channels.py --nodes 1000000 --queries 1000 --devices cuda,cpu \
+    --cpu-queries 200 \
+    2>&1 | tee -a "$OUT/bench.log" | tail -9
+}
+
+if [ "$PART" = channels ]; then
+  channels_step
+fi
+
 if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call cut at its limit keeps them
   step GPU tests without model weights
   timeout 200 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k "not minilm" \
     tests/test_gpu.py tests/test_dpp.py tests/test_novelty_ops.py 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -15
+  channels_step
   step sample run, embed=hashing, cpu then cuda
   sample_run hashing 2>&1 | tee -a "$OUT/runs.log"
   step "bench_pipeline: 100k nodes x 1,000 queries (PPR), cuda then cpu; 1M nodes on cuda (PEDSA, PPR)"

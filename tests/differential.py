@@ -155,6 +155,30 @@ def blocked_small(recipe, data, root):
         return run(recipe, data, root, "blocked-small", ["dense=blocked", "dense.block=300"])
 
 
+TORCH = ["dense.index=torch", "lexical.scorer=torch"]
+
+
+def torch_channels(recipe, data, root):
+    """The device channels' code on the CPU: the torch dense scan and the torch BM25 product."""
+    return run(recipe, data, root, "torch", TORCH)
+
+
+def torch_channels_small(recipe, data, root):
+    """The same in small blocks: 7 queries × 300 nodes a dense product, BM25 blocks of at most 6
+    queries and 5,000 scores."""
+    from pipeline.channels import bm25_device, dense_torch
+
+    with contextlib.ExitStack() as stack:
+        for mod, key, value in (
+            (dense_torch, "QUERY_BLOCK", 7),
+            (dense_torch, "NODE_BLOCK", 300),
+            (bm25_device, "BLOCK_SCORES", 5_000),
+            (bm25_device, "BLOCK_QUERIES", 6),
+        ):
+            stack.enter_context(_patched(mod, key, value))
+        return run(recipe, data, root, "torch-small", TORCH)
+
+
 def faiss_blas(recipe, data, root):
     """FAISS's flat search on its BLAS path from 20 queries on (the threshold of FAISS < 1.13; the
     installed one's default, 128,000 queries, is more than a CI run holds)."""
@@ -322,7 +346,25 @@ def probes():
 
         return probe
 
+    def torch_search(fn):
+        def probe(self, xq, k):
+            seen["QUERY_BLOCK"].add(side(len(xq) > dense_torch.QUERY_BLOCK))
+            seen["NODE_BLOCK"].add(side(self.ntotal > dense_torch.NODE_BLOCK))
+            return fn(self, xq, k)
+
+        return probe
+
+    def bm25_blocks(fn):
+        def probe(lo, hi, scores, most):
+            if len(lo):
+                seen["BLOCK_SCORES"].add(side(len(lo) * int(hi.max() - lo.min()) > scores))
+                seen["BLOCK_QUERIES"].add(side(len(lo) > most))
+            return fn(lo, hi, scores, most)
+
+        return probe
+
     from pipeline.channels import blocked as blocked_mod
+    from pipeline.channels import bm25_device, dense_torch
     from pipeline.ops import scope as scope_mod
     from pipeline.stages import diffuse, novelty, select
 
@@ -340,4 +382,6 @@ def probes():
         wrap(diffuse, "_scope", scope)
         wrap(novelty, "_gates", gates)
         wrap(scope_mod, "_members", members)
+        wrap(dense_torch.TorchIndex, "search", torch_search)
+        wrap(bm25_device, "blocks", bm25_blocks)
         yield seen

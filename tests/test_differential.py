@@ -1,7 +1,8 @@
 """The differential harness (issue 26, "one answer, second pass"): the same data through every path
 — the API with nodes and queries shuffled, precompute after a random edit sequence, packs against
 one group at a time and against other pack sizes, small CPU batches, the blocked scan in small
-blocks, FAISS on its BLAS path, Ray with 1/2/3 shards on 1/2 workers — each run with its own cache,
+blocks, FAISS on its BLAS path, the device channels' torch code on the CPU (dense.index=torch,
+lexical.scorer=torch; default and small blocks), Ray with 1/2/3 shards on 1/2 workers — each run with its own cache,
 output folder and memo, its recall table (every column, rows by query and rank) compared with the
 reference run's value by value, floats by their bits (``differential.same``).
 
@@ -44,6 +45,7 @@ CASES = [
     ("dpp-wide", "medium", h.batches_small),
     *[("bme", "small", p) for p in (h.api_shuffled, h.precompute_after_edits, h.batches_small)],
     ("bme+novelty", "small", h.batches_small),
+    *[("best", "medium", p) for p in (h.torch_channels, h.torch_channels_small)],
 ]
 # Known failures (docs/reliability.md, "Differential harness"): strict, so a fix makes them XPASS
 # and fail until the mark is removed — they cannot pass unnoticed.
@@ -132,6 +134,8 @@ NEEDED = [  # the runs whose probes cross the thresholds (each also a path above
     ("bme+novelty", "small", h.full),
     ("bme+novelty", "small", h.batches_small),
     ("best", "medium", h.blocked_small),
+    ("best", "medium", h.torch_channels),
+    ("best", "medium", h.torch_channels_small),
 ]
 
 

@@ -147,6 +147,13 @@ def test_a_run_directory_written_before_the_config_groups_mirrored_the_stages_st
 def test_a_run_directory_written_before_lexical_prf_gets_it_off():
     old = {"lexical": {"k1": 0.9, "b": 0.2}}
     assert rundir.upgrade_config(old) == {
-        "lexical": {"k1": 0.9, "b": 0.2, "prf_docs": 0, "prf_terms": 10, "prf_weight": 0.5}
+        "lexical": {
+            "k1": 0.9,
+            "b": 0.2,
+            "prf_docs": 0,
+            "prf_terms": 10,
+            "prf_weight": 0.5,
+            "scorer": "scipy",
+        }
     }
     assert old == {"lexical": {"k1": 0.9, "b": 0.2}}  # the input is not changed

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from pipeline.channels import dense, lexical, segvocab
+from pipeline.channels import bm25_device, dense, lexical, segvocab
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long, topk_sparse
@@ -97,7 +97,7 @@ class DenseChannel:
         per_part = p.per_part or p.candidates
         xq = self.xq[rows]
         D, I = dense.search(index, xq, per_part + dense.RESCORE_EXTRA)
-        qi, ni, s = dense.exact_top(xq, xs, D, I, per_part, exact=p.index in ("flat", "blocked"))
+        qi, ni, s = dense.exact_top(xq, xs, D, I, per_part, exact=p.index in dense.EXACT)
         if p.min_score is not None:
             keep = s > p.min_score
             qi, ni, s = qi[keep], ni[keep], s[keep]
@@ -182,9 +182,12 @@ class LexicalChannel:
     tokens: lexical.Tokens
     q_terms: sp.csr_matrix
     p: object
+    device: str = "cpu"
 
     @classmethod
-    def tokenise(cls, nodes: pl.DataFrame, queries: pl.DataFrame, p) -> LexicalChannel:
+    def tokenise(
+        cls, nodes: pl.DataFrame, queries: pl.DataFrame, p, device: str = "cpu"
+    ) -> LexicalChannel:
         """Tokenise the nodes' fields (``node_fields``) and the query texts with ``p``'s tokenizer."""
         tok = lexical.make_tokenizer(
             p.stopwords, p.stemmer, p.tokenizer, p.cjk_bigrams, p.cjk_min_len
@@ -193,7 +196,7 @@ class LexicalChannel:
         q_terms = lexical.tokenize_queries(
             tok, queries["text"].to_list(), tokens.vocab, p.dedupe_query_terms, p.cjk_set
         )
-        return cls(tokens, q_terms, p)
+        return cls(tokens, q_terms, p, device)
 
     def ranks_and_scores(self, segs: Segments) -> tuple[pl.DataFrame, Callable]:
         """(query_idx, node_idx, lexical_rank) of every segment's queries over its own nodes, and
@@ -206,7 +209,12 @@ class LexicalChannel:
         )
         q = segvocab.remap(self.q_terms[segs.qs], segs.qseg, lay)
         q = lexical.prf_expand(q, s_mat, p.prf_docs, p.prf_terms, p.prf_weight)
-        qi, di, _sc, rank = topk_sparse(lexical.score(q, s_mat), p.candidates)
+        if bm25_device.scorer(p.scorer, self.device) == "torch":  # the same bits on the device
+            cut = np.searchsorted(segs.seg, np.arange(len(segs.parts) + 1))
+            lo, hi = cut[segs.qseg], cut[segs.qseg + 1]
+            qi, di, _sc, rank = bm25_device.topk(q, s_mat, p.candidates, self.device, lo, hi)
+        else:
+            qi, di, _sc, rank = topk_sparse(lexical.score(q, s_mat), p.candidates)
         ranks = pl.DataFrame(
             {"query_idx": segs.qs[qi], "node_idx": segs.rows[di], "lexical_rank": rank}
         )
@@ -333,7 +341,7 @@ def generate(
     dch = (
         DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device) if "dense" in enabled else None
     )
-    lch = LexicalChannel.tokenise(nodes, queries, lex_p) if "lexical" in enabled else None
+    lch = LexicalChannel.tokenise(nodes, queries, lex_p, device) if "lexical" in enabled else None
     if parts is None:
         parts = scope_groups(nodes, queries, include_archived)
     parts = [(k, r, q) for k, r, q in parts if len(r) and len(q)]

@@ -15,7 +15,8 @@ from pipeline.errors import require_one_of
 from pipeline.ops.topk import topk_long
 
 log = logging.getLogger(__name__)
-INDEXES = ("flat", "ivf", "hnsw", "blocked")
+INDEXES = ("flat", "ivf", "hnsw", "blocked", "torch")
+EXACT = ("flat", "blocked", "torch")  # indexes whose hits exact_top may complete by a full rescan
 
 
 def build_index(
@@ -31,13 +32,25 @@ def build_index(
     block: int = 65536,
 ):
     """xb: (n, d) float32 → a FAISS index over it (inner product); ``blocked``: an exact scan of
-    ``xb`` (a memmap is fine) in blocks of ``block`` rows with a running top-k (``channels.blocked``)."""
+    ``xb`` (a memmap is fine) in blocks of ``block`` rows with a running top-k (``channels.blocked``);
+    ``torch``: an exact scan by matrix product + topk on ``device`` (``channels.dense_torch``), also
+    what ``flat`` runs on ``cuda`` when FAISS has no GPU (a fallback note says so)."""
     faiss = backend.import_faiss()
     require_one_of("dense.index", kind, INDEXES)
     if kind == "blocked":
         from pipeline.channels.blocked import BlockedIndex
 
         return BlockedIndex(xb, block)
+    if kind == "flat" and device == "cuda" and backend.faiss_gpus() == 0:
+        backend.fallback(
+            "faiss reports no GPU; dense.index=flat runs as dense.index=torch "
+            "(blocked matrix product + topk) on cuda"
+        )
+        kind = "torch"
+    if kind == "torch":
+        from pipeline.channels.dense_torch import TorchIndex
+
+        return TorchIndex(xb, device)
     n, d = xb.shape
     xb = np.ascontiguousarray(xb, dtype=np.float32)
     if kind == "flat" or (kind == "ivf" and n < 4 * 39):

@@ -59,6 +59,7 @@ class LexicalParams(Params):
     prf_docs: int  # pseudo-relevance feedback: top documents read (0 = off; channels.lexical)
     prf_terms: int  # expansion terms added per query
     prf_weight: float  # their total weight, × the query's own term count
+    scorer: str  # auto | scipy | torch (channels.bm25_device): where the BM25 top-k is computed
 
 
 KEYS = [
