@@ -126,6 +126,11 @@ def test_ray_gives_the_reference_bytes(ray_cluster, runs, shards, workers):
     _check(runs, "best", "small", h.ray_path(shards, workers))
 
 
+def test_ray_gives_the_reference_bytes_with_teams(ray_cluster, runs):
+    """Ray shards carry the injection log (``Dataset.part``): the team recipe's bytes."""
+    _check(runs, "oks_team", "teams", h.ray_path(2, 2))
+
+
 NEEDED = [  # the runs whose probes cross the thresholds (each also a path above)
     ("best", "full", h.full),
     ("best", "full", h.packs_small),
