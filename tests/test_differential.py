@@ -9,6 +9,11 @@ The data (``differential_corpus``) crosses every size threshold of ``pipeline.th
 (:func:`test_the_data_crosses_every_threshold`), and a mutant planted in each of channels, hubs,
 diffusion, score and select makes the comparison fail (``test_harness_catches_*_mutant``).
 docs/reliability.md, "Differential harness (issue 26)", lists the paths, thresholds and mutants.
+
+Sealed teams (issue 28): the ``oks_team`` recipe on team data with an injection log
+(``corpus.with_teams``) through the same paths, a property that other teams' log rows never change
+a team's recall rows (``differential.team_seal``), precompute after one new log row, and a collab
+mutant that pools the teams' statistics (docs/reliability.md, "Differential harness: sealed teams").
 """
 
 from __future__ import annotations
