@@ -180,11 +180,17 @@ class ShardWorker:
 
 
 def _encode(result: dict) -> str:
-    """A shard's result as JSON (no pickle): Arrow IPC frames base64-encoded."""
+    """A shard's result as JSON (no pickle): Arrow IPC frames base64-encoded; other values as
+    ``io.write_json`` writes them to the manifest (``default=str``: the in-run signals'
+    ``signals_freshness.computed_at`` is a datetime)."""
     import base64
 
     return json.dumps(
-        {**result, "frames": {k: base64.b64encode(v).decode() for k, v in result["frames"].items()}}
+        {
+            **result,
+            "frames": {k: base64.b64encode(v).decode() for k, v in result["frames"].items()},
+        },
+        default=str,
     )
 
 

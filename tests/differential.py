@@ -31,6 +31,7 @@ RECIPES = {
     "bme": ["preset=bme"],  # PEDSA, anchors, scope policy, DPP 30 of 90 (group by group)
     "bme+novelty": ["preset=bme", "novelty=bme"],  # and BME's NMF/FISTA novelty gate
     "dpp-wide": ["preset=best", "select=dpp", "select.target=90"],  # DPP pools of 270 > GRAM_MAX_P
+    "oks_team": ["preset=oks_team"],  # BM25 + the collab channel (team-sealed co-use), Snake Merge
 }
 EDIT_SEED = 7
 _runs = itertools.count()
@@ -201,6 +202,22 @@ def ray_path(shards: int, workers: int):
 
     path.__name__ = f"ray_{shards}x{workers}"
     return path
+
+
+def team_seal(recipe, data, root, seed: int, ref: pl.DataFrame) -> dict:
+    """The team seal (issue 28) on ``data`` (``corpus.with_teams``): the log rows of one or two
+    random teams changed (rows deleted, sessions added, then the whole log reordered,
+    ``corpus.perturb_log``), a fresh run, and per team (changed?, rows of its queries identical
+    to ``ref``'s by :func:`same`, how many of them differ)."""
+    rng = np.random.default_rng(seed)
+    changed = set(rng.choice(corpus.TEAMS, size=int(rng.integers(1, 3)), replace=False).tolist())
+    got = run(recipe, corpus.perturb_log(data, changed, rng), root, f"seal{seed}")
+    out = {}
+    for t in corpus.TEAMS:
+        ids = [q["query_id"] for q in data["queries"] if q["team"] == t]
+        a, b = (f.filter(pl.col("query_id").is_in(ids)) for f in (got, ref))
+        out[t] = (t in changed, same(a, b), differing(a, b))
+    return out
 
 
 @contextlib.contextmanager

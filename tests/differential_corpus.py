@@ -16,6 +16,12 @@ pool, block or pack on each side of it.
 Notes carry titles, types, importance, timestamps, ``visibility`` lists (private notes of ``u1``)
 and a few archived ones; explicit edges link notes inside a workspace. ``edit`` applies one random
 edit (change / add / delete a note) for the precompute path. Everything is deterministic per seed.
+
+``with_teams`` (the ``oks_team`` recipe, issue 28) cuts each workspace into pages of ``PAGE``
+notes (``doc_id`` ``<ws>/<ws>-p<k>``: the collab channel's slug is its stem), gives each query a
+``team`` and an ``agent_id`` and adds an injection log (``access_log``: session_id, turn, agent_id, team, slugs) with sessions
+of every team over the workspaces' pages; ``edit`` then
+also appends or deletes a log row.
 """
 
 from __future__ import annotations
@@ -156,11 +162,90 @@ def base(
     return {"nodes": nodes, "edges": edges, "queries": queries}
 
 
+TEAMS = ("red", "green", "blue")
+PAGE = 5  # notes per page of the team variant
+LOG_SCHEMA = {
+    "session_id": pl.String,
+    "turn": pl.Int64,
+    "agent_id": pl.String,
+    "team": pl.String,
+    "slugs": pl.List(pl.String),
+}
+
+
+def pages(data: dict) -> dict[str, list[str]]:
+    """Workspace → its page slugs (the stems of its notes' documents), in note order."""
+    out: dict[str, dict] = {}
+    for n in data["nodes"]:
+        ws, doc = n["doc_id"].split("/")
+        out.setdefault(ws, {})[doc] = None
+    return {ws: list(d) for ws, d in out.items()}
+
+
+def log_row(team: str, session: int, turn: int, slugs: list[str]) -> dict:
+    """One injection-log row of ``team`` (its agent: the session's parity)."""
+    return {
+        "session_id": f"{team}-s{session:03d}",
+        "turn": turn,
+        "agent_id": f"{team}-a{session % 2}",
+        "team": team,
+        "slugs": slugs,
+    }
+
+
+def _session(team: str, k: int, data: dict, rng) -> list[dict]:
+    """Session ``k`` of ``team``: 1–3 turns, each injecting 1–4 pages of the workspace of a
+    random query."""
+    qs = data["queries"]
+    own = pages(data)[qs[int(rng.integers(0, len(qs)))]["doc_scope"][0]]
+    rows = []
+    for turn in range(int(rng.integers(1, 4))):
+        pick = rng.choice(len(own), size=min(len(own), int(rng.integers(1, 5))), replace=False)
+        rows.append(log_row(team, k, turn, [own[int(i)] for i in sorted(pick)]))
+    return rows
+
+
+def with_teams(data: dict, seed: int = 28, sessions: int = 60) -> dict:
+    """``data`` with a team and an agent on every query (the teams in turn) and ``sessions``
+    sessions per team in an injection log (module docstring)."""
+    rng = np.random.default_rng(seed)
+    ws = [n["doc_id"].split("/")[0] for n in data["nodes"]]
+    nodes = [{**n, "doc_id": f"{w}/{w}-p{n['seq'] // PAGE}"} for w, n in zip(ws, data["nodes"])]
+    data = {**data, "nodes": nodes}
+    queries = [
+        {**q, "team": TEAMS[j % len(TEAMS)], "agent_id": f"{TEAMS[j % len(TEAMS)]}-a{j % 2}"}
+        for j, q in enumerate(data["queries"])
+    ]
+    log = [r for t in TEAMS for k in range(sessions) for r in _session(t, k, data, rng)]
+    return {**data, "queries": queries, "log": log}
+
+
+def perturb_log(data: dict, teams, rng: np.random.Generator) -> dict:
+    """``data`` with the log rows of ``teams`` changed (each: up to 3 of its rows deleted, 1–3 new
+    sessions appended) and then the whole log in a random order."""
+    log = list(data["log"])
+    for t in teams:
+        own = [i for i, r in enumerate(log) if r["team"] == t]
+        gone = set(rng.choice(own, size=int(rng.integers(0, 4)), replace=False).tolist())
+        log = [r for i, r in enumerate(log) if i not in gone]
+        for k in range(int(rng.integers(1, 4))):
+            log.extend(_session(t, 500 + k, data, rng))
+    return {**data, "log": [log[int(i)] for i in rng.permutation(len(log))]}
+
+
 def edit(data: dict, rng: np.random.Generator) -> dict:
     """One random edit: change a note's text, add a note to a workspace, or delete a note (and its
-    edges)."""
+    edges); with a log (``with_teams``), also append a session turn or delete a log row."""
     nodes, edges = list(data["nodes"]), list(data["edges"])
-    kind = rng.choice(["change", "add", "delete"])
+    kind = rng.choice(["change", "add", "delete", *(["append", "drop"] if "log" in data else [])])
+    if kind in ("append", "drop"):
+        log = list(data["log"])
+        if kind == "append":
+            team = TEAMS[int(rng.integers(0, len(TEAMS)))]
+            log.extend(_session(team, 900 + len(log), data, rng)[:1])
+        else:
+            log.pop(int(rng.integers(0, len(log))))
+        return {**data, "log": log}
     i = int(rng.integers(0, len(nodes)))
     if kind == "change":
         nodes[i] = {**nodes[i], "text": nodes[i]["text"] + f" and the {WORDS[i % len(WORDS)]}"}
@@ -173,8 +258,14 @@ def edit(data: dict, rng: np.random.Generator) -> dict:
     return {**data, "nodes": nodes, "edges": edges}
 
 
+def log_frame(rows: list[dict]) -> pl.DataFrame:
+    """Injection-log rows as the ``access_log`` table."""
+    return pl.DataFrame(rows, schema=LOG_SCHEMA)
+
+
 def dataset(data: dict, shuffle: np.random.Generator | None = None) -> Dataset:
-    """The tables of ``data``, in the contract; ``shuffle`` permutes the node and query rows."""
+    """The tables of ``data``, in the contract (with ``log``: an ``access_log`` table);
+    ``shuffle`` permutes the node, query and log rows."""
     nodes = pl.DataFrame(
         data["nodes"],
         schema_overrides={"visibility": pl.List(pl.String), "title": pl.String, "created_at": TS},
@@ -184,13 +275,16 @@ def dataset(data: dict, shuffle: np.random.Generator | None = None) -> Dataset:
         schema_overrides={"doc_scope": pl.List(pl.String), "viewer": pl.String, "now": TS},
     )
     edges = pl.DataFrame(data["edges"], schema_overrides={"weight": pl.Float32})
+    log = log_frame(data["log"]) if "log" in data else None
     if shuffle is not None:
         nodes = nodes[shuffle.permutation(nodes.height)]
         queries = queries[shuffle.permutation(queries.height)]
+        log = None if log is None else log[shuffle.permutation(log.height)]
     where = "differential-corpus"
     return Dataset(
         where,
         schema.conform(nodes, "nodes", where),
         schema.conform(queries, "queries", where),
         schema.conform(edges, "edges", where),
+        tables={} if log is None else {"access_log": log},
     )

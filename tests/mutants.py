@@ -2,6 +2,9 @@
 hubs, diffusion, score and select, one statistic scaled by the size of the group or batch the
 stage was handed — the bug class the harness exists to catch (a result that depends on what shares
 its batch). Each is a monkeypatch of the stage's own function; no pipeline code changes.
+
+``collab`` is of another class, a broken seal (issue 28): the collab channel's co-use counted over
+every team's log rows, which ``differential.team_seal`` must catch.
 """
 
 from __future__ import annotations
@@ -65,8 +68,27 @@ def select(dpp_greedy):
     return mutant
 
 
+class _AnyTeam(dict):
+    """Items keyed ("", slug): a lookup of (team, slug) finds the pooled item of any team."""
+
+    def get(self, key, default=None):
+        return super().get(("", key[1]), default)
+
+
+def collab(similarity):
+    """The collab channel's similarity over the log with its ``team`` column blanked (every
+    team's rows pooled), read by every team's queries."""
+
+    def mutant(log, p):
+        sim, items = similarity(log.with_columns(team=pl.lit("")), p)
+        return sim, _AnyTeam(items)
+
+    return mutant
+
+
 def targets():
     """stage → (module, attribute, mutant factory)."""
+    from pipeline.channels import collab as collab_mod
     from pipeline.ops import dpp
     from pipeline.stages import channels as ch
     from pipeline.stages import diffuse
@@ -79,6 +101,7 @@ def targets():
         "diffusion": (diffuse, "_scope", diffusion),
         "score": (sc, "compute", score),
         "select": (dpp, "dpp_greedy", select),
+        "collab": (collab_mod, "similarity", collab),
     }
 
 

@@ -10,6 +10,11 @@ The data (``differential_corpus``) crosses every size threshold of ``pipeline.th
 (:func:`test_the_data_crosses_every_threshold`), and a mutant planted in each of channels, hubs,
 diffusion, score and select makes the comparison fail (``test_harness_catches_*_mutant``).
 docs/reliability.md, "Differential harness (issue 26)", lists the paths, thresholds and mutants.
+
+Sealed teams (issue 28): the ``oks_team`` recipe on team data with an injection log
+(``corpus.with_teams``) through the same paths, a property that other teams' log rows never change
+a team's recall rows (``differential.team_seal``), precompute after one new log row, and a collab
+mutant that pools the teams' statistics (docs/reliability.md, "Differential harness: sealed teams").
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ DATA = {
     "medium": corpus.base(small=8, big=700, many=400, big_q=40, many_q=40),
     "small": corpus.base(small=6, big=150, many=80, big_q=10, many_q=10),
 }
+DATA["teams"] = corpus.with_teams(DATA["small"])  # oks_team: teams, agents, an injection log
 CASES = [
     *[
         ("best", "full", p)
@@ -50,6 +56,9 @@ CASES = [
 # Known failures (docs/reliability.md, "Differential harness"): strict, so a fix makes them XPASS
 # and fail until the mark is removed — they cannot pass unnoticed.
 KNOWN = {}
+CASES += [  # oks_team (issue 28): not packable (signals on), so the packs paths do not apply
+    ("oks_team", "teams", p) for p in (h.api_shuffled, h.precompute_after_edits, h.batches_small)
+]
 RAY = [(s, w) for s in (1, 2, 3) for w in (1, 2)]
 SEEN: dict = defaultdict(set)  # threshold → sides reached by every run of this module
 
@@ -121,6 +130,11 @@ def ray_cluster():
 @pytest.mark.parametrize(("shards", "workers"), RAY, ids=[f"{s}x{w}" for s, w in RAY])
 def test_ray_gives_the_reference_bytes(ray_cluster, runs, shards, workers):
     _check(runs, "best", "small", h.ray_path(shards, workers))
+
+
+def test_ray_gives_the_reference_bytes_with_teams(ray_cluster, runs):
+    """Ray shards carry the injection log (``Dataset.part``): the team recipe's bytes."""
+    _check(runs, "oks_team", "teams", h.ray_path(2, 2))
 
 
 NEEDED = [  # the runs whose probes cross the thresholds (each also a path above)
@@ -207,3 +221,74 @@ def test_harness_catches_score_mutant(clean, tmp_path):
 
 def test_harness_catches_select_mutant(clean, tmp_path):
     _caught("select", clean, tmp_path)
+
+
+# ── sealed teams (issue 28): one team's log rows never change another team's recall bytes ────
+
+SEAL_SEEDS = range(4)
+
+
+@pytest.fixture(scope="module")
+def seal(tmp_path_factory, runs):
+    """(seed, mutant stage or None) → ``differential.team_seal`` on the team data, each computed
+    once per module, against the reference run with the same mutant (if any) planted."""
+    root, done, refs = tmp_path_factory.mktemp("seal"), {}, {}
+
+    def get(seed, stage=None):
+        if (seed, stage) not in done:
+            with mutants.planted(stage) if stage else contextlib.nullcontext():
+                if stage not in refs:
+                    refs[stage] = (
+                        h.full("oks_team", DATA["teams"], root)
+                        if stage
+                        else runs("oks_team", "teams", h.full)
+                    )
+                done[seed, stage] = h.team_seal("oks_team", DATA["teams"], root, seed, refs[stage])
+        return done[seed, stage]
+
+    return get
+
+
+@pytest.mark.parametrize("seed", SEAL_SEEDS)
+def test_other_teams_log_rows_leave_a_teams_recall_bytes(seal, seed):
+    """Log rows of one or two teams deleted, added and the whole log reordered: every column of
+    the other teams' recall rows is identical (floats by their bits), and the change reached the
+    teams it was made to (the property is not vacuous)."""
+    got = seal(seed)
+    assert all(ok for changed, ok, _ in got.values() if not changed), got
+    assert any(not ok for changed, ok, _ in got.values() if changed), got
+
+
+def test_harness_catches_collab_mutant(seal):
+    """The collab channel counting co-use over every team's rows breaks the seal: with it planted,
+    a team whose rows did not change gets other recall rows (and without it, none does)."""
+    leaks = {}
+    for seed in SEAL_SEEDS[:2]:
+        got = seal(seed, "collab")
+        print(f"mutant collab (oks_team, teams), seed {seed}: {got}")
+        leaks[seed] = sum(n for changed, _, n in got.values() if not changed)
+        assert all(ok for changed, ok, _ in seal(seed).values() if not changed)
+    assert any(leaks.values()), leaks
+
+
+def test_precompute_after_one_log_row_recomputes_exactly_its_team(tmp_path):
+    """One new log row of team green: precompute misses exactly green's queries, rewrites exactly
+    the partitions of their scopes, and then serves what a fresh full run of the grown data gives."""
+    from isolated import fresh_cfg
+    from pipeline import cachekeys, precompute
+
+    data = DATA["teams"]
+    cfg = fresh_cfg(h.config("oks_team"), tmp_path, h.name("precompute-row"))
+    first = precompute.precompute(cfg, dataset=corpus.dataset(data))
+    assert (first["hits"], first["misses"]) == (0, len(data["queries"]))
+    green = [q for q in data["queries"] if q["team"] == "green"]
+    page = corpus.pages(data)[green[0]["doc_scope"][0]]
+    grown = {**data, "log": [*data["log"], corpus.log_row("green", 999, 0, page[:2])]}
+    got = precompute.precompute(cfg, dataset=corpus.dataset(grown))
+    assert (got["hits"], got["misses"]) == (len(data["queries"]) - len(green), len(green))
+    scopes = {cachekeys.scope_id(cachekeys.scope_of(q["doc_scope"])) for q in green}
+    assert set(got["rewritten"]) == scopes, (got["rewritten"], scopes)
+    served = h.sorted_recall(precompute.served(cfg.cache_dir))
+    fresh = h.full("oks_team", grown, tmp_path)
+    served = served.select(fresh.columns)  # the cache's partitions keep their own column order
+    assert h.same(served, fresh), f"{h.differing(served, fresh)} of {fresh.height} rows differ"
