@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import time
-from typing import Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -30,10 +30,21 @@ def mode() -> str:
 
 
 def progress(
-    items: Iterable[T], desc: str, *, total: int | None = None, unit: str = "it"
+    items: Iterable[T],
+    desc: str,
+    *,
+    total: int | None = None,
+    unit: str = "it",
+    size: Callable[[T], int] | None = None,
 ) -> Iterable[T]:
-    """``items`` wrapped in a tqdm bar, or in log lines every ~10% (``logged``), or as is."""
+    """``items`` wrapped in a tqdm bar, or in log lines every ~10% (``logged``), or as is.
+    ``size``: each item counts ``size(item)`` units (a batch of texts: its texts), and ``total`` is
+    then the sum of the sizes (required)."""
     how = mode()
+    if size is not None:
+        if how == "bar":
+            return _sized_bar(items, desc, total, unit, size)
+        return logged(items, desc, total, unit, size=size) if how == "log" and total else items
     if how == "bar":
         from tqdm.auto import tqdm
 
@@ -53,15 +64,33 @@ def progress(
     return items
 
 
+def _sized_bar(items, desc: str, total: int, unit: str, size) -> Iterator:
+    """A tqdm bar that advances by ``size(item)`` after each item is consumed."""
+    from tqdm.auto import tqdm
+
+    with tqdm(
+        desc=desc, total=total, unit=unit, leave=False, file=sys.stderr, dynamic_ncols=True
+    ) as bar:
+        for item in items:
+            yield item
+            bar.update(size(item))
+
+
 def logged(
-    items: Iterable[T], desc: str, total: int, unit: str, clock=time.monotonic
+    items: Iterable[T],
+    desc: str,
+    total: int,
+    unit: str,
+    clock=time.monotonic,
+    size: Callable[[T], int] | None = None,
 ) -> Iterator[T]:
     """Yield ``items``; after each of about ``STEPS`` equal shares of ``total`` (and at the end),
-    log ``desc: done/total unit (p%), rate unit/s, ~s left``."""
+    log ``desc: done/total unit (p%), rate unit/s, ~s left``. An item counts ``size(item)`` units
+    (1 without ``size``), counted after the caller is done with it."""
     start, done, mark = clock(), 0, 1
     for item in items:
         yield item
-        done += 1
+        done += 1 if size is None else size(item)
         if done * STEPS >= mark * total or done == total:
             mark = done * STEPS // total + 1
             spent = max(clock() - start, 1e-9)

@@ -1,7 +1,7 @@
 """End-to-end batch recall on synthetic corpora through the real query path, next to a FAISS flat scan.
 
     .venv/bin/python scripts/bench_pipeline.py [--sizes 10000 100000] [--queries 1000]
-        [--preset best] [--names 20] [overrides, e.g. diffuse.solver=push]
+        [--preset best] [--names 20] [--edges-per-node 4] [overrides, e.g. diffuse.solver=push]
 
 What runs is ``pipeline.querypath.recall_queries``, the function ``recall run preset=<name>``
 calls (``runner.run``), with the preset's whole config: every stage of ``querypath.STAGES`` that
@@ -13,6 +13,8 @@ query encoding is excluded. Ingest (adapters, schema checks) and writing the out
 
 The synthetic corpus (``pipeline/synth/corpus.py``) carries ``--names`` made-up capitalised names
 per cluster (a unit's text two, a query's one), so the entity layer and its seeds are not empty.
+``--edges-per-node K`` draws K·n explicit edges (``make(avg_degree=2K)``; self-loops dropped, so
+a few fewer): 4 by default (100k nodes: 399,993 edges), 5 for issue 29's 1M nodes / 5M edges.
 ``--overlap M`` then reruns the first M queries, untimed, with every PPR solve checked against
 the exact solver (``scripts/ppr_overlap.py``). The floor is ``IndexFlatIP.search(xq, 100)`` over the same embeddings in the same process. Prints
 a table of the stage times the run's own ``StageLog`` records (the manifest's ``timings_s``); the
@@ -92,14 +94,20 @@ def compose_cfg(preset: str, overrides: list[str], cache_dir: str):
 
 
 def run(
-    n: int, nq: int, preset: str, names: int, overrides: list[str] = (), overlap: int = 0
+    n: int,
+    nq: int,
+    preset: str,
+    names: int,
+    overrides: list[str] = (),
+    overlap: int = 0,
+    edges_per_node: int = 4,
 ) -> dict:
     """One size: the flat-scan floor, then the preset's query path; stage seconds and counts.
     ``overlap`` > 0: then, untimed, the first ``overlap`` queries again with each PPR solve
     checked against the exact solver (``ppr_overlap.recording``)."""
     cache = tempfile.TemporaryDirectory(prefix="bench_pipeline-")
     cfg = compose_cfg(preset, list(overrides), cache.name)
-    ds, xb, xq = make(n, nq, names=names)
+    ds, xb, xq = make(n, nq, names=names, avg_degree=2 * edges_per_node)
     device = backend.resolve_device(cfg.device)  # device=cuda as an override: FAISS, CuPy diffusion
     t, cpu = {}, {}
     t0, c0 = time.perf_counter(), time.process_time()
@@ -108,6 +116,7 @@ def run(
     flat.search(xq, 100)
     t["flat scan (floor)"] = time.perf_counter() - t0
     cpu["flat scan (floor)"] = time.process_time() - c0
+    del flat  # its copy of the vectors (1.5 GB at 1M nodes) is not held through the query path
     nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))
     log = StageLog()
     xb_by_id = dict(zip(ds.nodes["node_id"].to_list(), xb))
@@ -145,6 +154,12 @@ def main() -> int:
     ap.add_argument("--preset", default="best", help="the preset whose query path runs")
     ap.add_argument("--names", type=int, default=20, help="made-up names per cluster (0: none)")
     ap.add_argument(
+        "--edges-per-node",
+        type=int,
+        default=4,
+        help="explicit edges drawn per node (4: the old default; 5: 1M nodes -> ~5M edges)",
+    )
+    ap.add_argument(
         "--overlap",
         type=int,
         default=0,
@@ -155,14 +170,14 @@ def main() -> int:
     print(
         f"real query path of preset={a.preset} (querypath.recall_queries, query encoding "
         f"excluded) {' '.join(a.overrides)}; queries per size: {a.queries}; names per cluster: "
-        f"{a.names}; CPU threads: faiss {faiss.omp_get_max_threads()}"
+        f"{a.names}; edges per node: {a.edges_per_node}; CPU threads: faiss {faiss.omp_get_max_threads()}"
     )
     print(
         "| nodes | edges | stage | seconds | queries/s | peak RSS MiB |\n|---|---|---|---|---|---|"
     )
     last = None
     for n in a.sizes:
-        r = run(n, a.queries, a.preset, a.names, a.overrides, a.overlap)
+        r = run(n, a.queries, a.preset, a.names, a.overrides, a.overlap, a.edges_per_node)
         for stage, sec in r["t"].items():
             qps = a.queries / sec if sec > 0 else float("inf")
             print(

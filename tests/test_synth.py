@@ -37,3 +37,26 @@ def test_names_give_the_entity_layer_something_and_leave_the_rest():
     from pipeline.synth.corpus import _names
 
     assert len(set(_names(200, 20, 13).ravel().tolist())) == 4000
+
+
+def test_chunked_noise_gives_the_one_block_vectors(monkeypatch):
+    """The noise is drawn in row chunks (no (n, d) float64 block at 1M nodes); the vectors are
+    bit for bit those of the one-block formula (written out here as the reference)."""
+    from pipeline.synth import corpus
+
+    monkeypatch.setattr(corpus, "CHUNK", 7)  # 500 rows: 71 full chunks and one of 3
+    _, xb, _ = corpus.make(500, 5, seed=3, clusters=20)
+    rng = np.random.default_rng(3)
+    centers = rng.normal(size=(20, 384)).astype(np.float32)
+    cl = rng.integers(0, 20, 500)
+    want = centers[cl] + 0.6 * rng.normal(size=(500, 384)).astype(np.float32)
+    want /= np.linalg.norm(want, axis=1, keepdims=True)
+    assert np.array_equal(xb, want)
+
+
+def test_edges_per_node_follow_avg_degree():
+    """avg_degree = 2K draws K·n edges, less the self-loops dropped (a handful)."""
+    ds, _, _ = make(1000, 5, seed=3, avg_degree=10)
+    assert 4990 <= ds.edges.height <= 5000
+    ds, _, _ = make(1000, 5, seed=3)  # default 8: 4,000 drawn
+    assert 3990 <= ds.edges.height <= 4000

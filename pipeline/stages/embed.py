@@ -197,7 +197,10 @@ class SentenceEncoder:
             batches += [(int(w), idx[s : s + rows - 1]) for s in range(0, len(idx), rows - 1)]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         with torch.inference_mode():
-            for w, idx in progress.progress(batches, "embed", unit="batch"):
+            steps = progress.progress(
+                batches, "embed", total=len(texts), unit="text", size=lambda b: len(b[1])
+            )
+            for w, idx in steps:  # the batches as they are: counted after each one is done
                 items = [tokens[i] for i in idx] + [filler]
                 feats = model.tokenizer.pad(
                     items, padding="max_length", max_length=w, return_tensors="pt"
@@ -235,7 +238,9 @@ class HashingEmbedder:
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
         """Unit-norm signed feature-hashing vectors of the texts' words and word bigrams (no model)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
+        for i, t in progress.progress(
+            list(enumerate(texts)), "embed (hashing)", total=len(texts), unit="text"
+        ):
             toks = re.findall(r"\w+", t.lower())
             for feat in toks + [a + " " + b for a, b in zip(toks, toks[1:])]:
                 h = int.from_bytes(hashlib.blake2b(feat.encode(), digest_size=8).digest(), "little")
