@@ -32,12 +32,7 @@ def make(
 ) -> tuple[Dataset, np.ndarray, np.ndarray]:
     """A synthetic Dataset of ``n`` nodes and ``n_queries`` queries with their embeddings (deterministic per seed)."""
     rng = np.random.default_rng(seed)
-    centers = rng.normal(size=(clusters, d)).astype(np.float32)
-    cl = rng.integers(0, clusters, n)
-    xb = centers[cl]
-    for s in range(0, n, CHUNK):  # the same draws in row chunks: no (n, d) float64 block
-        xb[s : s + CHUNK] += 0.6 * rng.normal(size=(min(CHUNK, n - s), d)).astype(np.float32)
-    xb /= np.linalg.norm(xb, axis=1, keepdims=True)
+    cl, xb = _node_vectors(rng, n, d, clusters)
     words = np.array([f"w{i}" for i in range(5000)])
     vocab = rng.integers(0, len(words), size=(clusters, 30))
     picks = vocab[cl[:, None], rng.integers(0, 30, size=(n, 8))]
@@ -82,6 +77,17 @@ def make(
         {"query_id": np.char.add("q", np.arange(n_queries).astype(str)), "text": qtext}
     )
     return Dataset(f"synthetic-{n}", nodes, queries, edges), xb, xq
+
+
+def _node_vectors(rng, n: int, d: int, clusters: int) -> tuple[np.ndarray, np.ndarray]:
+    """(cluster of each node, its unit vector): the cluster's centre plus noise, drawn from ``rng``."""
+    centers = rng.normal(size=(clusters, d)).astype(np.float32)
+    cl = rng.integers(0, clusters, n)
+    xb = centers[cl]
+    for s in range(0, n, CHUNK):  # the same draws in row chunks: no (n, d) float64 block
+        xb[s : s + CHUNK] += 0.6 * rng.normal(size=(min(CHUNK, n - s), d)).astype(np.float32)
+    xb /= np.linalg.norm(xb, axis=1, keepdims=True)
+    return cl, xb
 
 
 def _names(clusters: int, per_cluster: int, seed: int) -> np.ndarray:
