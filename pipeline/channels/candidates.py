@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from pipeline.channels import dense, lexical, segvocab
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
-from pipeline.ops.topk import topk_long, topk_sparse
+from pipeline.ops.topk import pair_order, topk_long, topk_sparse
 
 CHANNELS = ("dense", "lexical", "collab")  # collab: after the others (pipeline.channels.collab)
 
@@ -144,7 +144,7 @@ class DenseChannel:
         )
         part, n, s, _ = topk_long(part, n, s, self.p.per_part or self.p.candidates)
         q = self.part_q[part]
-        order = np.lexsort((n, q))
+        order = pair_order(q, n)
         q, n, s = q[order], n[order], s[order]
         head = np.flatnonzero(np.r_[True, (q[1:] != q[:-1]) | (n[1:] != n[:-1])]) if len(q) else q
         best = np.maximum.reduceat(s, head) if len(q) else s

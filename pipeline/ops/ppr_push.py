@@ -30,6 +30,7 @@ import numpy as np
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
 from pipeline.ops.sparse_entries import segment_ids
+from pipeline.ops.topk import pair_order
 
 
 def ppr_push(adj, personalization, *, damping: float = 0.5, eps: float = 1e-4, max_iter: int = 100):
@@ -87,7 +88,7 @@ def ppr_push_top(adj, personalization, rows: int, keep: int, **kw):
         col, node, val = _cut(xp, col, node, val, keep, t.shape[0])
     host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
     node, col, val = host(node), host(col), host(val)
-    order = np.lexsort((col, node))
+    order = pair_order(node, col)
     return node[order], col[order], val[order], info
 
 
