@@ -88,6 +88,7 @@ NOT_SIZES = {
     "pipeline.report.bootstrap.SEED": "a seed",
     "pipeline.report.bootstrap._CHUNK": "resamples drawn at once; the report's intervals only",
     "pipeline.channels.segvocab.POS_BITS": "a bit shift of a sort key",
+    "pipeline.ops.topk.KEY_BITS": "the bits of a packed int64 sort key, not a batch size",
     "pipeline.feedback.WINDOW_DAYS": "ReMe's access window in days",
     "pipeline.autopreset.MENTION_MIN_LEN": "characters of a title",
     "conf:cooccur.max_per_batch": "BME's co-occurrence batch: a slice of one query's recall set",

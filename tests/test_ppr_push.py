@@ -184,3 +184,18 @@ def test_cupy_push_matches_scipy():
     assert np.abs(cpu - gpu).max() < 1e-6
     gn, gc, gv, _ = ppr_push_top(cusp.csr_matrix(adj), cusp.csr_matrix(pers), 400, 30, eps=1e-5)
     assert np.abs(gv - cpu[gn, gc]).max() < 1e-6 and np.bincount(gc).max() <= 30
+
+
+@pytest.mark.parametrize("workers", [2, 3, 7])
+def test_threads_split_the_columns_with_the_same_bits(workers):
+    """Columns solved on ``workers`` threads (contiguous parts, uneven when b % workers ≠ 0) give
+    the bits of one solve of all columns, and the same solver info."""
+    rng = np.random.default_rng(11)
+    adj, pers = _graph(rng, 200, 600), _seeds(rng, 200, 10)
+    one = ppr_push_top(adj, pers, 180, 9, eps=1e-4, workers=1)
+    split = ppr_push_top(adj, pers, 180, 9, eps=1e-4, workers=workers)
+    for a, b in zip(one[:3], split[:3]):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert one[3] == split[3]
+    dense = ppr_push(adj, pers, eps=1e-4)[0].toarray()  # and it is the one-solve result itself
+    assert np.array_equal(split[2], dense[split[0], split[1]].astype(np.float32))

@@ -115,3 +115,22 @@ def test_diffusion_hits_keep_cut_by_hand():
     assert g.tolist() == pytest.approx([0.5, 0.1, 0.9]) and g.dtype == np.float32
     r, c, g = _hits(out, 0)  # 0: every positive entry
     assert r.tolist() == [1, 2, 3, 5]
+
+
+@pytest.mark.parametrize("qmax,dmax", [(3, 4), (1000, 1 << 20), (1 << 30, 1 << 40), (1 << 40, 5)])
+def test_lex_order_is_lexsort(qmax, dmax):
+    """The packed-key sort gives numpy's lexsort order exactly: ties, ±0, ±inf, subnormals, and ids
+    too wide to pack (two stable sorts, or lexsort itself)."""
+    from pipeline.ops.topk import lex_order, pair_order
+
+    rng = np.random.default_rng(qmax % 97)
+    special = np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, 3.25e-40, -1e-39], np.float32)
+    for trial in range(40):
+        n = int(rng.integers(0, 400))
+        qi, di = rng.integers(0, qmax, n), rng.integers(0, dmax, n)
+        s = rng.choice(special, n) if trial % 2 else rng.normal(size=n).astype(np.float32)
+        np.testing.assert_array_equal(lex_order(qi, s, di), np.lexsort((di, -s, qi)))
+        np.testing.assert_array_equal(pair_order(qi, di), np.lexsort((di, qi)))
+    s64 = rng.normal(size=50)  # float64 scores: lexsort itself
+    qi, di = rng.integers(0, 3, 50), rng.integers(0, 3, 50)
+    np.testing.assert_array_equal(lex_order(qi, s64, di), np.lexsort((di, -s64, qi)))

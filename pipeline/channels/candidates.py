@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from pipeline.channels import bm25_device, dense, lexical, segvocab
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
-from pipeline.ops.topk import topk_long, topk_sparse
+from pipeline.ops.topk import pair_order, topk_long, topk_sparse
 
 CHANNELS = ("dense", "lexical", "collab")  # collab: after the others (pipeline.channels.collab)
 
@@ -36,6 +36,15 @@ def node_fields(nodes: pl.DataFrame) -> dict[str, list[str]]:
     return {"title": col("title"), "tags": col("tags"), "body": col("text"), "code": col("code")}
 
 
+def plain(part_q: np.ndarray, part_w: np.ndarray, n_parts: int) -> bool:
+    """One part of weight 1 per query, in query order: a pair's dense score is its cosine."""
+    return (
+        len(part_q) == n_parts
+        and np.array_equal(part_q, np.arange(n_parts))
+        and bool(np.all(part_w == 1.0))
+    )
+
+
 def dense_pairs(
     xp: np.ndarray,
     part_q: np.ndarray,
@@ -45,11 +54,7 @@ def dense_pairs(
     ni: np.ndarray,
 ) -> np.ndarray:
     """Dense score of (query, node) pairs: max over the query's parts of weight × cosine."""
-    if (
-        len(part_q) == len(xp)
-        and np.array_equal(part_q, np.arange(len(xp)))
-        and np.all(part_w == 1.0)
-    ):
+    if plain(part_q, part_w, len(xp)):
         return dense.pair_scores(xp, xb, qi, ni)  # one part per query: plain cosine
     pairs = pl.DataFrame({"query_idx": qi, "node_idx": ni}).with_row_index("pair")
     parts = pl.DataFrame({"query_idx": part_q, "part": np.arange(len(part_q)), "w": part_w})
@@ -144,17 +149,17 @@ class DenseChannel:
         )
         part, n, s, _ = topk_long(part, n, s, self.p.per_part or self.p.candidates)
         q = self.part_q[part]
-        order = np.lexsort((n, q))
+        order = pair_order(q, n)
         q, n, s = q[order], n[order], s[order]
         head = np.flatnonzero(np.r_[True, (q[1:] != q[:-1]) | (n[1:] != n[:-1])]) if len(q) else q
         best = np.maximum.reduceat(s, head) if len(q) else s
         q_, n_, s_, rank = topk_long(q[head], n[head], best, self.p.candidates)
         out = pl.DataFrame({"query_idx": q_, "node_idx": n_, "dense_rank": rank})
         # BME (per_part): a hit's vector score is the best weight × cosine among the parts whose
-        # top-n list holds it, not among all parts
-        return (
-            out.with_columns(dense_hit=pl.Series(s_, dtype=pl.Float32)) if self.p.per_part else out
-        )
+        # top-n list holds it, not among all parts; one plain part per query: the hit's score is
+        # its exact cosine (dense.pair_scores), what :meth:`scores` would compute again
+        keep = self.p.per_part or plain(self.part_q, self.part_w, len(self.xq))
+        return out.with_columns(dense_hit=pl.Series(s_, dtype=pl.Float32)) if keep else out
 
     def part_rows(self, groups: list[np.ndarray]) -> list[np.ndarray]:
         """For each group of query indices, the positions of its queries' parts, ascending: what
@@ -279,15 +284,15 @@ def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | 
         cand = cand.join(fn(first), on=["query_idx", "node_idx"], how="full", coalesce=True)
         cand = cand.with_columns(pl.col(name).fill_null(0.0))
     qi, ni = cand["query_idx"].to_numpy(), cand["node_idx"].to_numpy()
-    if dch is not None:
-        cand = cand.with_columns(dense=pl.Series(dch.scores(qi, ni)))
+    if dch is not None:  # a dense hit keeps its score; only the other channels' pairs are scored
+        d = np.empty(cand.height, np.float32)
+        known = np.zeros(cand.height, bool)
         if "dense_hit" in cand.columns:
-            hit = pl.col("dense_hit").cast(pl.Float64)
-            cand = cand.with_columns(
-                dense=pl.when(hit.is_not_null())
-                .then(hit.cast(pl.Float32))
-                .otherwise(pl.col("dense"))
-            ).drop("dense_hit")
+            known = cand["dense_hit"].is_not_null().to_numpy()
+            d[known] = cand["dense_hit"].to_numpy()[known]
+            cand = cand.drop("dense_hit")
+        d[~known] = dch.scores(qi[~known], ni[~known])
+        cand = cand.with_columns(dense=pl.Series(d, dtype=pl.Float32))
     if lch is not None:
         cand = cand.with_columns(lexical=pl.Series(lex_scores(qi, ni)))
     return cand

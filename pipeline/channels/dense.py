@@ -7,6 +7,8 @@ Embeddings are L2-normalised, so inner product = cosine. A GPU index is used whe
 from __future__ import annotations
 
 import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -108,11 +110,22 @@ def _tiny_flat(index, nq: int) -> bool:
 def pair_scores(
     xq: np.ndarray, xb: np.ndarray, qi: np.ndarray, di: np.ndarray, block: int = 2048
 ) -> np.ndarray:
-    """Cosine of each (query qi[j], item di[j]) pair, in blocks."""
+    """Cosine of each (query qi[j], item di[j]) pair, in blocks; the blocks are shared among the
+    cores this process may use (each pair's sum is its own, so the bits do not depend on that)."""
     out = np.empty(len(qi), np.float32)
-    for s in range(0, len(qi), block):
+
+    def one(s: int) -> None:
         e = s + block
         out[s:e] = np.einsum("ij,ij->i", xq[qi[s:e]], xb[di[s:e]])
+
+    starts = range(0, len(qi), block)
+    workers = min(len(starts), len(os.sched_getaffinity(0)))
+    if workers <= 1:
+        for s in starts:
+            one(s)
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, starts))
     return out
 
 

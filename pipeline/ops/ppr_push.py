@@ -25,11 +25,15 @@ scipy.sparse, or cupy + cupyx.scipy.sparse).
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
 from pipeline.ops.sparse_entries import segment_ids
+from pipeline.ops.topk import pair_order
 
 
 def ppr_push(adj, personalization, *, damping: float = 0.5, eps: float = 1e-4, max_iter: int = 100):
@@ -71,10 +75,41 @@ def ppr_push(adj, personalization, *, damping: float = 0.5, eps: float = 1e-4, m
     return x, SolverInfo(it, resid, converged)
 
 
-def ppr_push_top(adj, personalization, rows: int, keep: int, **kw):
+def ppr_push_top(adj, personalization, rows: int, keep: int, *, workers: int | None = None, **kw):
     """:func:`ppr_push`'s positive scores of the first ``rows`` nodes, each column cut to its
     ``keep`` largest (ties: lower node first; 0 keeps all), as host (node, column, score) sorted by
-    (node, column): the contract of ``ops.ppr.ppr_top``."""
+    (node, column): the contract of ``ops.ppr.ppr_top``.
+
+    On the host the columns are cut into ``workers`` (default: the CPU cores this process may use)
+    contiguous parts solved on as many threads (scipy's sparse kernels and numpy's release the
+    GIL); a column's arithmetic never reads another's, so the bits are those of one solve."""
+    xp, _ = namespaces(personalization.data)
+    b = personalization.shape[1]
+    workers = min(b, len(os.sched_getaffinity(0)) if workers is None else workers)
+    if xp is not np or workers <= 1:
+        return _push_top(adj, personalization, rows, keep, **kw)
+    pers = personalization.tocsc()
+    cuts = np.linspace(0, b, workers + 1).astype(np.int64)
+    spans = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+    with ThreadPoolExecutor(workers) as pool:
+        parts = list(
+            pool.map(lambda se: _push_top(adj, pers[:, se[0] : se[1]], rows, keep, **kw), spans)
+        )
+    node = np.concatenate([p[0] for p in parts])
+    col = np.concatenate([p[1] + s for p, (s, _e) in zip(parts, spans)])
+    val = np.concatenate([p[2] for p in parts])
+    infos = [p[3] for p in parts]
+    info = SolverInfo(
+        max(i.n_iter for i in infos),
+        max(i.residual for i in infos),
+        all(i.converged for i in infos),
+    )
+    order = pair_order(node, col)
+    return node[order], col[order], val[order], info
+
+
+def _push_top(adj, personalization, rows: int, keep: int, **kw):
+    """:func:`ppr_push_top` in one solve, on the device of the inputs."""
     x, info = ppr_push(adj, personalization, **kw)
     xp, _ = namespaces(x.data)
     t = x[:rows].T.tocsr()  # one row per query, its nodes ascending
@@ -87,7 +122,7 @@ def ppr_push_top(adj, personalization, rows: int, keep: int, **kw):
         col, node, val = _cut(xp, col, node, val, keep, t.shape[0])
     host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
     node, col, val = host(node), host(col), host(val)
-    order = np.lexsort((col, node))
+    order = pair_order(node, col)
     return node[order], col[order], val[order], info
 
 

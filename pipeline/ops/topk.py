@@ -16,13 +16,64 @@ import numpy as np
 
 from pipeline.backend import bincount, namespaces
 
+KEY_BITS = 63  # a non-negative int64 sort key
+
+
+def _bits(a: np.ndarray) -> int:
+    """Bits that hold every value of the non-negative integer array ``a``."""
+    return int(a.max(initial=0)).bit_length()
+
+
+def _desc_key(score: np.ndarray) -> np.ndarray:
+    """float32 scores → int64 keys that ascend as the scores descend, equal where the scores
+    compare equal (−0.0 is folded into +0.0 first)."""
+    u = (score + np.float32(0.0)).view(np.uint32)
+    asc = np.where(u >> 31, ~u, u | np.uint32(0x80000000))  # the IEEE order as unsigned integers
+    return (np.uint32(0xFFFFFFFF) - asc).astype(np.int64)
+
+
+def lex_order(qi: np.ndarray, score: np.ndarray, di: np.ndarray) -> np.ndarray:
+    """``np.lexsort((di, -score, qi))``: by query, score descending, item; ties in all three keep
+    their input order. For non-negative integer ids and float32 scores without NaN it is one or two
+    stable sorts of packed 64-bit keys (``lexsort``'s three indirect passes cost ~15× more on
+    millions of rows); otherwise ``lexsort`` itself."""
+    ints = qi.dtype.kind in "iu" and di.dtype.kind in "iu"
+    if not (
+        ints
+        and score.dtype == np.float32
+        and len(qi)
+        and qi.min() >= 0
+        and di.min() >= 0
+        and not np.isnan(score).any()
+    ):
+        return np.lexsort((di, -score, qi))
+    bq, bd = _bits(qi), _bits(di)
+    if bq + 32 > KEY_BITS:
+        return np.lexsort((di, -score, qi))
+    head = (qi.astype(np.int64) << 32) | _desc_key(score)
+    if bq + 32 + bd <= KEY_BITS:
+        return np.argsort((head << bd) | di.astype(np.int64), kind="stable")
+    by_item = np.argsort(di, kind="stable")  # then a stable sort by (query, score) keeps item order
+    return by_item[np.argsort(head[by_item], kind="stable")]
+
+
+def pair_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """``np.lexsort((minor, major))`` for non-negative integer keys: one stable sort of the packed
+    key when both fit in 63 bits, else ``lexsort`` itself."""
+    if not len(major) or major.min() < 0 or minor.min() < 0:
+        return np.lexsort((minor, major))
+    bm = _bits(minor)
+    if _bits(major) + bm > KEY_BITS:
+        return np.lexsort((minor, major))
+    return np.argsort((major.astype(np.int64) << bm) | minor.astype(np.int64), kind="stable")
+
 
 def topk_long(qi: np.ndarray, di: np.ndarray, score: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
     """Keep each query's ``k`` best items. Returns (qi, di, score, rank) sorted by query then rank.
 
     Ties are broken by ascending item index; ranks are 1-based.
     """
-    order = np.lexsort((di, -score, qi))
+    order = lex_order(qi, score, di)
     qi, di, score = qi[order], di[order], score[order]
     starts = np.r_[0, np.flatnonzero(np.diff(qi)) + 1] if len(qi) else np.zeros(0, np.int64)
     first = np.repeat(starts, np.diff(np.r_[starts, len(qi)]))
