@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 STEPS = 10  # log lines per piece of work when there is no terminal
+INNER_MIN = 2000  # queries from which one scope's solve or search runs (and reports) in parts
 
 
 def enabled() -> bool:
@@ -62,6 +63,14 @@ def progress(
         if n and n > 1:
             return logged(items, desc, n, unit)
     return items
+
+
+def inner(items: Iterable[T], desc: str, total: int, unit: str, size: Callable[[T], int]):
+    """:func:`progress` of the parts inside one scope's stage (``size`` units each, ``total`` in
+    all), or ``items`` as is below ``INNER_MIN`` units: small runs and tests print nothing."""
+    if total < INNER_MIN:
+        return items
+    return progress(items, desc, total=total, unit=unit, size=size)
 
 
 def _sized_bar(items, desc: str, total: int, unit: str, size) -> Iterator:

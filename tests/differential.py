@@ -137,9 +137,14 @@ def packs_small(recipe, data, root):
 
 
 def batches_small(recipe, data, root):
-    """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch."""
+    """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch, dense
+    searches of 7 queries, push solves cut into progress parts from 5 queries on."""
+    from pipeline import progress
+    from pipeline.channels import candidates
+
     extra = ["select.batch=7", "diffuse.block=1000", "novelty.batch=5"]
-    return run(recipe, data, root, "batches", extra)
+    with _patched(candidates, "SEARCH_BLOCK", 7), _patched(progress, "INNER_MIN", 5):
+        return run(recipe, data, root, "batches", extra)
 
 
 def blocked(recipe, data, root):
@@ -380,8 +385,24 @@ def probes():
 
         return probe
 
+    def searched(fn):
+        def probe(index, xq, xs, k, kind):
+            seen["SEARCH_BLOCK"].add(side(len(xq) > candidates.SEARCH_BLOCK))
+            return fn(index, xq, xs, k, kind)
+
+        return probe
+
+    def spans(fn):
+        def probe(b, workers):
+            seen["INNER_MIN"].add(side(b >= progress.INNER_MIN))
+            return fn(b, workers)
+
+        return probe
+
+    from pipeline import progress
     from pipeline.channels import blocked as blocked_mod
-    from pipeline.channels import bm25_device, dense_torch
+    from pipeline.channels import bm25_device, candidates, dense_torch
+    from pipeline.ops import ppr_push
     from pipeline.ops import scope as scope_mod
     from pipeline.stages import diffuse, novelty, select
 
@@ -401,4 +422,6 @@ def probes():
         wrap(scope_mod, "_members", members)
         wrap(dense_torch.TorchIndex, "search", torch_search)
         wrap(bm25_device, "blocks", bm25_blocks)
+        wrap(candidates, "_searched", searched)
+        wrap(ppr_push, "_spans", spans)
         yield seen

@@ -141,6 +141,7 @@ NEEDED = [  # the runs whose probes cross the thresholds (each also a path above
     ("best", "full", h.full),
     ("best", "full", h.packs_small),
     ("best", "full", h.faiss_blas),
+    ("best", "full", h.batches_small),
     ("dpp-wide", "medium", h.full),
     ("dpp-wide", "medium", h.batches_small),
     ("bme", "small", h.full),

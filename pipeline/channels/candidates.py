@@ -18,6 +18,7 @@ from pipeline.channels import bm25_device, dense, lexical, segvocab
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import pair_order, topk_long, topk_sparse
+from pipeline.progress import inner
 
 CHANNELS = ("dense", "lexical", "collab")  # collab: after the others (pipeline.channels.collab)
 
@@ -99,10 +100,7 @@ class DenseChannel:
             device=self.device,
             block=p.block,
         )
-        per_part = p.per_part or p.candidates
-        xq = self.xq[rows]
-        D, I = dense.search(index, xq, per_part + dense.RESCORE_EXTRA)
-        qi, ni, s = dense.exact_top(xq, xs, D, I, per_part, exact=p.index in dense.EXACT)
+        qi, ni, s = _searched(index, self.xq[rows], xs, p.per_part or p.candidates, p.index)
         if p.min_score is not None:
             keep = s > p.min_score
             qi, ni, s = qi[keep], ni[keep], s[keep]
@@ -264,6 +262,26 @@ class Segments:
         """Virtual row of node ``ni[j]`` in segment ``seg[j]``."""
         n = int(max(self.rows.max(initial=0), ni.max(initial=0))) + 1
         return np.searchsorted(self.seg * n + self.rows, seg * n + ni)
+
+
+SEARCH_BLOCK = 1024  # query rows per dense search of one scope (its progress moves per block)
+
+
+def _searched(index, xq: np.ndarray, xs: np.ndarray, k: int, kind: str):
+    """(query row, item, cosine) of each query's ``k`` best: :func:`dense.exact_top` of the
+    search, in blocks of ``SEARCH_BLOCK`` queries. A query's hits never depend on the other
+    queries of its block (``exact_top``), so the blocks give the bits of one search."""
+    out = []
+    width = lambda a: min(SEARCH_BLOCK, len(xq) - a)  # noqa: E731
+    for a in inner(range(0, len(xq), SEARCH_BLOCK), "dense search", len(xq), "query", width):
+        block = xq[a : a + SEARCH_BLOCK]
+        D, I = dense.search(index, block, k + dense.RESCORE_EXTRA)
+        qi, ni, s = dense.exact_top(block, xs, D, I, k, exact=kind in dense.EXACT)
+        out.append((qi + a, ni, s))
+    if not out:  # no query: the empty result of one search
+        D, I = dense.search(index, xq, k + dense.RESCORE_EXTRA)
+        return dense.exact_top(xq, xs, D, I, k, exact=kind in dense.EXACT)
+    return tuple(np.concatenate(x) for x in zip(*out))
 
 
 def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | None, seconds=()):

@@ -14,6 +14,7 @@ from pipeline import backend
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.sparse_entries import is_sparse, segment_ids, triplets
 from pipeline.ops.topk import pair_order, topk_abs_mask, topk_long
+from pipeline.progress import inner
 
 DENSE_MIN, DENSE_WORK = 64, 1 << 16  # a component this large, with size × queries this large, is
 # solved by a sparse × dense product; smaller work goes to the per-(query, component) operator
@@ -290,7 +291,9 @@ def _column_blocks(xp, sp, trans, label, c: int, sel, q, i, v, solve):
     gpu = xp.__name__ != "numpy"
     budget, cap = (GPU_BLOCK_BYTES, 1 << 16) if gpu else (BLOCK_BYTES, 256)
     width = max(8, min(cap, 1 << max(0, (budget // (members.size * sv.itemsize)).bit_length() - 1)))
-    for s in range(0, cols.size, width):  # sparse seeds of a column block → its dense scores
+    width_of = lambda s: min(width, cols.size - s)  # noqa: E731
+    starts = inner(range(0, cols.size, width), "diffuse exact", cols.size, "query", width_of)
+    for s in starts:  # sparse seeds of a column block → its dense scores
         blk = cols[s : s + width]
         lo = int(xp.searchsorted(sq, blk[0], side="left"))
         hi = int(xp.searchsorted(sq, blk[-1], side="right"))

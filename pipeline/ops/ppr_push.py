@@ -26,30 +26,39 @@ scipy.sparse, or cupy + cupyx.scipy.sparse).
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import numpy as np
 
+from pipeline import progress
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
 from pipeline.ops.sparse_entries import segment_ids
 from pipeline.ops.topk import pair_order
 
 
-def ppr_push(adj, personalization, *, damping: float = 0.5, eps: float = 1e-4, max_iter: int = 100):
+def ppr_push(
+    adj,
+    personalization,
+    *,
+    damping: float = 0.5,
+    eps: float = 1e-4,
+    max_iter: int = 100,
+    prep=None,
+):
     """Forward-push PPR of B seed distributions at once (``x + (1 − d)·r`` at the last round).
 
     adj: (N, N) sparse non-negative weights (row = source; symmetric for the error bound);
-    personalization: (N, B) sparse, columns sum to their seed mass. Returns ((N, B) sparse CSR
-    estimates, SolverInfo): rounds run, the largest column's residual mass left relative to its
-    seed mass, and whether every residual fell below its threshold within ``max_iter`` rounds.
+    personalization: (N, B) sparse, columns sum to their seed mass; ``prep``: :func:`_prepare`'s
+    operator of the same inputs, when the caller solves several parts of the columns. Returns
+    ((N, B) sparse CSR estimates, SolverInfo): rounds run, the largest column's residual mass left
+    relative to its seed mass, and whether every residual fell below its threshold within
+    ``max_iter`` rounds.
     """
     xp, sp = namespaces(personalization.data)
     n, b = personalization.shape
     dtype = xp.result_type(personalization.dtype, adj.dtype, xp.float32)
-    trans = _transition(xp, sp, adj, damping, dtype)
-    thr = (eps * xp.asarray(adj.sum(axis=1)).ravel()).astype(dtype)
-    loses = (damping - xp.asarray(trans.sum(axis=0)).ravel()).astype(xp.float64)  # d at dangling
+    trans, thr, loses = prep or _prepare(adj, damping, eps, dtype)
     r = sp.csr_matrix(personalization, dtype=dtype)
     r.sum_duplicates()
     r.eliminate_zeros()
@@ -80,21 +89,28 @@ def ppr_push_top(adj, personalization, rows: int, keep: int, *, workers: int | N
     ``keep`` largest (ties: lower node first; 0 keeps all), as host (node, column, score) sorted by
     (node, column): the contract of ``ops.ppr.ppr_top``.
 
-    On the host the columns are cut into ``workers`` (default: the CPU cores this process may use)
-    contiguous parts solved on as many threads (scipy's sparse kernels and numpy's release the
-    GIL); a column's arithmetic never reads another's, so the bits are those of one solve."""
+    On the host the columns are cut into contiguous parts (:func:`_spans`) solved on ``workers``
+    threads (default: the CPU cores this process may use; scipy's sparse kernels and numpy's
+    release the GIL), the progress counted in queries as parts finish; a column's arithmetic never
+    reads another's, so the bits are those of one solve."""
     xp, _ = namespaces(personalization.data)
     b = personalization.shape[1]
     workers = min(b, len(os.sched_getaffinity(0)) if workers is None else workers)
-    if xp is not np or workers <= 1:
+    spans = _spans(b, workers)
+    if xp is not np or len(spans) <= 1:
         return _push_top(adj, personalization, rows, keep, **kw)
     pers = personalization.tocsc()
-    cuts = np.linspace(0, b, workers + 1).astype(np.int64)
-    spans = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+    dtype = np.result_type(pers.dtype, adj.dtype, np.float32)
+    prep = _prepare(adj, kw.get("damping", 0.5), kw.get("eps", 1e-4), dtype)
     with ThreadPoolExecutor(workers) as pool:
-        parts = list(
-            pool.map(lambda se: _push_top(adj, pers[:, se[0] : se[1]], rows, keep, **kw), spans)
-        )
+        futs = {
+            pool.submit(_push_top, adj, pers[:, s:e], rows, keep, prep=prep, **kw): (s, e)
+            for s, e in spans
+        }
+        width = lambda f: futs[f][1] - futs[f][0]  # noqa: E731
+        for _done in progress.inner(as_completed(futs), "diffuse push", b, "query", width):
+            pass
+        parts = [f.result() for f in futs]  # in span order
     node = np.concatenate([p[0] for p in parts])
     col = np.concatenate([p[1] + s for p, (s, _e) in zip(parts, spans)])
     val = np.concatenate([p[2] for p in parts])
@@ -106,6 +122,28 @@ def ppr_push_top(adj, personalization, rows: int, keep: int, *, workers: int | N
     )
     order = pair_order(node, col)
     return node[order], col[order], val[order], info
+
+
+def _spans(b: int, workers: int) -> list[tuple[int, int]]:
+    """``b`` columns cut into contiguous (start, end) parts: one per worker, or from
+    ``progress.INNER_MIN`` columns on, at least ``2 · progress.STEPS`` parts (a multiple of the
+    workers, so that the last round of parts keeps every worker busy) for the progress to move."""
+    n = workers
+    if b >= progress.INNER_MIN:
+        n = max(1, workers) * -(-2 * progress.STEPS // max(1, workers))
+    n = min(b, n)
+    cuts = np.linspace(0, b, n + 1).astype(np.int64)
+    return list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+
+
+def _prepare(adj, damping: float, eps: float, dtype):
+    """The push operator of ``adj``: (transition, each node's push threshold ``eps · w(u)``, what a
+    push at each node loses (``d`` at a dangling node))."""
+    xp, sp = namespaces(adj.data)
+    trans = _transition(xp, sp, adj, damping, dtype)
+    thr = (eps * xp.asarray(adj.sum(axis=1)).ravel()).astype(dtype)
+    loses = (damping - xp.asarray(trans.sum(axis=0)).ravel()).astype(xp.float64)
+    return trans, thr, loses
 
 
 def _push_top(adj, personalization, rows: int, keep: int, **kw):

@@ -20,7 +20,7 @@ from pipeline.ops.ppr_push import ppr_push_top
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.speakers import named_for
 from pipeline.ops.topk import pair_order, topk_abs_mask
-from pipeline.progress import progress
+from pipeline.progress import inner, progress
 from pipeline.stage import Params, Stage
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
@@ -169,7 +169,8 @@ def _scope(rows, qs, n_nodes, edges, seeds, p, device, hubs, hub_seeds, now) -> 
     step = max(1, p.block // max(1, len(rows) + len(cols)))
     parts = []
     adj_d, inhib_d = _to_device(device, adj, inhib)  # once per scope, not per block of queries
-    for b in range(0, len(qs), step):
+    width = lambda b: min(step, len(qs) - b)  # noqa: E731
+    for b in inner(range(0, len(qs), step), f"diffuse {p.method}", len(qs), "query", width):
         qb = qs[b : b + step]
         e0 = _initial_energy(seeds, qb, local, len(rows) + len(cols))
         if hub_seeds is not None:
