@@ -84,7 +84,17 @@ def ppr_push(
     return x, SolverInfo(it, resid, converged)
 
 
-def ppr_push_top(adj, personalization, rows: int, keep: int, *, workers: int | None = None, **kw):
+def ppr_push_top(
+    adj,
+    personalization,
+    rows: int,
+    keep: int,
+    *,
+    workers: int | None = None,
+    damping: float = 0.5,
+    eps: float = 1e-4,
+    max_iter: int = 100,
+):
     """:func:`ppr_push`'s positive scores of the first ``rows`` nodes, each column cut to its
     ``keep`` largest (ties: lower node first; 0 keeps all), as host (node, column, score) sorted by
     (node, column): the contract of ``ops.ppr.ppr_top``.
@@ -94,14 +104,14 @@ def ppr_push_top(adj, personalization, rows: int, keep: int, *, workers: int | N
     release the GIL), the progress counted in queries as parts finish; a column's arithmetic never
     reads another's, so the bits are those of one solve."""
     xp, _ = namespaces(personalization.data)
-    b = personalization.shape[1]
+    b, kw = personalization.shape[1], {"damping": damping, "eps": eps, "max_iter": max_iter}
     workers = min(b, len(os.sched_getaffinity(0)) if workers is None else workers)
     spans = _spans(b, workers)
     if xp is not np or len(spans) <= 1:
         return _push_top(adj, personalization, rows, keep, **kw)
     pers = personalization.tocsc()
     dtype = np.result_type(pers.dtype, adj.dtype, np.float32)
-    prep = _prepare(adj, kw.get("damping", 0.5), kw.get("eps", 1e-4), dtype)
+    prep = _prepare(adj, damping, eps, dtype)
     with ThreadPoolExecutor(workers) as pool:
         futs = {
             pool.submit(_push_top, adj, pers[:, s:e], rows, keep, prep=prep, **kw): (s, e)
