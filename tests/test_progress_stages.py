@@ -108,3 +108,29 @@ def test_dense_search_logs_per_block_with_the_bits_of_one_search(monkeypatch, ca
     with caplog.at_level(logging.INFO, logger="pipeline.progress"):
         off = candidates._searched(index, xq, xs, 10, "flat")
     assert _lines(caplog) == [] and all(np.array_equal(a, b) for a, b in zip(off, got))
+
+
+def test_bm25_device_logs_per_block_with_the_bits_of_scipy(monkeypatch, caplog):
+    from pipeline.channels import bm25_device, lexical
+    from pipeline.ops.topk import topk_sparse
+
+    rng = np.random.default_rng(2)
+    q = sp.random(2500, 40, density=0.1, format="csr", random_state=rng, dtype=np.float32)
+    s = sp.random(300, 40, density=0.2, format="csr", random_state=rng, dtype=np.float32)
+    monkeypatch.setattr(bm25_device, "BLOCK_QUERIES", 1000)
+    _no_terminal(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+        got = bm25_device.topk(q, s, 5)
+    # blocks of 1,000 queries: after 1,000 (40%), 2,000 (80%) and 2,500 (the end)
+    assert [m.split(",")[0] for m in _lines(caplog)] == [
+        "bm25 device: 1000/2500 query (40%)",
+        "bm25 device: 2000/2500 query (80%)",
+        "bm25 device: 2500/2500 query (100%)",
+    ]
+    want = topk_sparse(lexical.score(q, s), 5)  # scipy's product, one call
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    _no_terminal(monkeypatch, "0")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+        off = bm25_device.topk(q, s, 5)
+    assert _lines(caplog) == [] and all(np.array_equal(a, b) for a, b in zip(off, got))

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline.ops.torch_topk import to_host, topk_rows
+from pipeline.progress import inner
 
 BLOCK_SCORES = 1 << 24  # (query, document) scores per block on the device
 BLOCK_QUERIES = 4096  # query rows per block at most
@@ -61,7 +62,8 @@ def topk(
     t = lambda a, dt=torch.int64: torch.as_tensor(np.asarray(a)).to(dev, dt)  # noqa: E731
     sp_ptr, sp_doc, sp_val = t(st.indptr), t(st.indices), t(st.data, torch.float32)
     out = []
-    for a, b in blocks(lo, hi, BLOCK_SCORES, BLOCK_QUERIES):
+    parts = blocks(lo, hi, BLOCK_SCORES, BLOCK_QUERIES)
+    for a, b in inner(parts, "bm25 device", nq, "query", lambda ab: ab[1] - ab[0]):
         base, width = int(lo[a:b].min()), int(hi[a:b].max() - lo[a:b].min())
         if width <= 0 or k <= 0:
             continue
