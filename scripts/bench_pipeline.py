@@ -64,13 +64,7 @@ def given_vectors(xb_by_id: dict, xq_by_id: dict):
         cfg = state.cfg
         with state.log.stage("embed"):
             state.xb = np.stack([xb_by_id[i] for i in nodes["node_id"].to_list()])
-            plan = query.plan(
-                queries,
-                cfg.query.blend,
-                cfg.query.intent_split,
-                tuple(cfg.query.weights),
-                cfg.query.max_segments,
-            )
+            plan = query.plan_for(cfg, queries)
             qids = queries["query_id"].to_list()
             state.xparts = np.stack([xq_by_id[qids[q]] for q in plan["query_idx"].to_list()])
             state.part_q, state.part_w = plan["query_idx"].to_numpy(), plan["weight"].to_numpy()

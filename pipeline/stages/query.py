@@ -51,6 +51,12 @@ def intent_segments(text: str, max_segments: int = 4, min_len: int = 3) -> list[
     return segs[:max_segments] if len(segs) > 1 else []
 
 
+def plan_for(cfg, queries: pl.DataFrame) -> pl.DataFrame:
+    """:func:`plan` with the run config's ``query`` settings (the embed stage's query parts)."""
+    q = cfg.query
+    return plan(queries, q.blend, q.intent_split, tuple(q.weights), q.max_segments)
+
+
 def plan(
     queries: pl.DataFrame,
     blend: bool = False,

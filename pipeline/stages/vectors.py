@@ -115,13 +115,7 @@ def embed_run(state, nodes: pl.DataFrame, queries: pl.DataFrame) -> int:
         state.encoder, state.cache, state.xb, n1 = corpus_step(
             state.memo, "embed", nodes, lambda: embed_nodes(cfg, nodes, state.device)
         )
-        qplan = query.plan(
-            queries,
-            cfg.query.blend,
-            cfg.query.intent_split,
-            tuple(cfg.query.weights),
-            cfg.query.max_segments,
-        )
+        qplan = query.plan_for(cfg, queries)
         state.xparts, n2 = embed_parts(state, nodes, queries, qplan)
         state.part_q, state.part_w = qplan["query_idx"].to_numpy(), qplan["weight"].to_numpy()
     state.log.rows["query_parts"] = qplan.height
