@@ -302,37 +302,3 @@ def test_no_batch_composition_changes_a_querys_bits(sizes, batch, method, dtype,
     order = data.draw(st.permutations(range(len(sizes))))
     p = SelectParams.defaults(method=method, dtype=dtype, pool_mult=20, batch=batch)
     _alone_equals_together(cand, xb, 32, p, list(order))
-
-
-@pytest.mark.parametrize("dtype", [pl.Float32, pl.Float64])
-def test_ranked_is_polars_sort_by_query_score_node(dtype):
-    """``ranked``'s packed-key order is polars' sort by (query asc, score desc, node asc) with
-    ranks from 1 per query: ties, ±0 (equal, as polars compares them), ±inf; NaN and nulls take
-    polars' own sort."""
-    from pipeline.stages.select import ranked
-
-    rng = np.random.default_rng(7)
-    special = [0.0, -0.0, 1.0, 2.5, -1.0, np.inf, -np.inf]
-    for trial in range(30):
-        n = int(rng.integers(1, 300))
-        s = rng.choice(special, n) if trial % 2 else rng.normal(size=n)
-        if trial % 5 == 4:
-            s[0] = np.nan
-        cand = pl.DataFrame(
-            {
-                "query_idx": rng.integers(0, 6, n),
-                "node_idx": rng.permutation(1000)[:n],
-                "score": pl.Series(s).cast(dtype),
-                "row": np.arange(n),
-            }
-        )
-        want = cand.sort(
-            ["query_idx", "score", "node_idx"], descending=[False, True, False]
-        ).with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
-        got = ranked(cand)
-        assert got.schema == want.schema
-        assert got["row"].to_list() == want["row"].to_list()
-        assert got["rank"].to_list() == want["rank"].to_list()
-    one = pl.DataFrame({"query_idx": [3, 3, 1], "node_idx": [5, 2, 9], "score": [0.5, 0.5, 0.1]})
-    got = ranked(one)  # by hand: query 1 first; query 3's tie by node
-    assert got["node_idx"].to_list() == [9, 2, 5] and got["rank"].to_list() == [1, 1, 2]

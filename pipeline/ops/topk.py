@@ -32,34 +32,26 @@ def _desc_key(score: np.ndarray) -> np.ndarray:
     return (np.uint32(0xFFFFFFFF) - asc).astype(np.int64)
 
 
-def _desc_rank(score: np.ndarray) -> np.ndarray:
-    """float64 scores → int64 dense ranks that ascend as the scores descend, equal where the
-    scores compare equal (−0.0 and +0.0 one value)."""
-    return np.unique(-(score + 0.0), return_inverse=True)[1].astype(np.int64).reshape(-1)
-
-
 def lex_order(qi: np.ndarray, score: np.ndarray, di: np.ndarray) -> np.ndarray:
     """``np.lexsort((di, -score, qi))``: by query, score descending, item; ties in all three keep
-    their input order. For non-negative integer ids and float32 or float64 scores without NaN it is
-    one or two stable sorts of packed 64-bit keys (float64 scores as dense ranks, one sort more;
-    ``lexsort``'s three indirect passes cost ~15× more on millions of rows); otherwise
-    ``lexsort`` itself."""
+    their input order. For non-negative integer ids and float32 scores without NaN it is one or two
+    stable sorts of packed 64-bit keys (``lexsort``'s three indirect passes cost ~15× more on
+    millions of rows); otherwise ``lexsort`` itself."""
     ints = qi.dtype.kind in "iu" and di.dtype.kind in "iu"
     if not (
         ints
-        and score.dtype in (np.float32, np.float64)
+        and score.dtype == np.float32
         and len(qi)
         and qi.min() >= 0
         and di.min() >= 0
         and not np.isnan(score).any()
     ):
         return np.lexsort((di, -score, qi))
-    sk = _desc_key(score) if score.dtype == np.float32 else _desc_rank(score)
-    bq, bs, bd = _bits(qi), (32 if score.dtype == np.float32 else _bits(sk)), _bits(di)
-    if bq + bs > KEY_BITS:
+    bq, bd = _bits(qi), _bits(di)
+    if bq + 32 > KEY_BITS:
         return np.lexsort((di, -score, qi))
-    head = (qi.astype(np.int64) << bs) | sk
-    if bq + bs + bd <= KEY_BITS:
+    head = (qi.astype(np.int64) << 32) | _desc_key(score)
+    if bq + 32 + bd <= KEY_BITS:
         return np.argsort((head << bd) | di.astype(np.int64), kind="stable")
     by_item = np.argsort(di, kind="stable")  # then a stable sort by (query, score) keeps item order
     return by_item[np.argsort(head[by_item], kind="stable")]

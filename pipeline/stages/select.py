@@ -19,7 +19,6 @@ import numpy as np
 import polars as pl
 
 from pipeline.errors import ConfigError, require_one_of
-from pipeline.ops.topk import lex_order
 from pipeline.stage import Params, Stage
 from pipeline.stages.spread import spread
 
@@ -61,32 +60,10 @@ def ranked(cand: pl.DataFrame, sort_by: tuple = ()) -> pl.DataFrame:
     """Candidates sorted per query by the ``sort_by`` columns desc, score desc, node index asc,
     with a 1-based ``rank``."""
     keys = [c for c in sort_by if c in cand.columns]
-    order = None if keys else _score_order(cand)
-    if order is not None:  # polars' order, from packed keys (``lex_order``)
-        r = cand[order]
-        q = r["query_idx"].to_numpy()
-        starts = np.r_[0, np.flatnonzero(q[1:] != q[:-1]) + 1] if len(q) else q[:0]
-        first = np.repeat(starts, np.diff(np.r_[starts, len(q)]))
-        return r.with_columns(rank=pl.Series(np.arange(len(q)) - first + 1, dtype=pl.Int32))
     return cand.sort(
         ["query_idx", *keys, "score", "node_idx"],
         descending=[False, *[True] * len(keys), True, False],
     ).with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
-
-
-def _score_order(cand: pl.DataFrame) -> np.ndarray | None:
-    """The rows in ``ranked``'s order (query asc, score desc, node asc; polars compares −0.0 equal
-    to +0.0 as ``lex_order`` does): a stable sort, so it is polars' whenever (query, node) pairs
-    are unique. None (polars sorts) for nulls, NaN, non-float scores or non-integer ids."""
-    cols = [cand[c] for c in ("query_idx", "score", "node_idx")]
-    if not cand.height or any(c.null_count() for c in cols):
-        return None
-    q, s, n = (c.to_numpy() for c in cols)
-    if s.dtype not in (np.float32, np.float64) or np.isnan(s).any():
-        return None
-    if q.dtype.kind not in "iu" or n.dtype.kind not in "iu" or q.min() < 0 or n.min() < 0:
-        return None
-    return lex_order(q, s, n)
 
 
 def group_by_doc(r: pl.DataFrame, doc_idx: np.ndarray, per_doc: int) -> pl.DataFrame:
