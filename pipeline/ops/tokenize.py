@@ -72,6 +72,15 @@ def _jieba(run: str, min_len: int) -> list[str]:
     return [w for w in rjieba.cut_for_search(run) if len(w) >= min_len]
 
 
+def ascii_pattern(split: Callable[[str], list[str]]) -> str | None:
+    """The regex ``split`` applies to a text without non-ASCII characters (the English pattern
+    of ``english`` and the by-script splitters), so such texts can be split in one vectorised
+    call (``lexical.term_ids``); None for the other splitters."""
+    if split == _LATIN.findall or getattr(split, "ascii_words", False):
+        return _LATIN.pattern
+    return None
+
+
 def _by_script(cut_han: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
     def split(text: str) -> list[str]:
         if text.isascii():  # no Han character
@@ -84,6 +93,7 @@ def _by_script(cut_han: Callable[[str], list[str]]) -> Callable[[str], list[str]
             out += cut_han(part) if i % 2 else _LATIN.findall(part)
         return out
 
+    split.ascii_words = True  # an ASCII text: _LATIN.findall (ascii_pattern)
     return split
 
 
