@@ -47,9 +47,17 @@ def has_cjk(text: str) -> bool:
 
 
 def han_letters(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Per text: (number of Han characters, number of letters, i.e. alphabetic characters)."""
-    han = np.fromiter((sum(map(len, _HAN_RUN.findall(t))) for t in texts), np.int64, len(texts))
-    letters = np.fromiter((sum(map(str.isalpha, t)) for t in texts), np.int64, len(texts))
+    """Per text: (number of Han characters, number of letters, i.e. alphabetic characters). An
+    ASCII text has no Han character and its letters are ``[A-Za-z]`` (``str.isalpha`` on ASCII):
+    counted for all texts in one polars call; the others one by one."""
+    import polars as pl
+
+    col = pl.Series(texts, dtype=pl.String)
+    letters = col.str.count_matches("[A-Za-z]").fill_null(0).to_numpy().astype(np.int64)
+    han = np.zeros(len(texts), np.int64)
+    for i in np.flatnonzero(col.str.contains("[^\\x00-\\x7f]").fill_null(False).to_numpy()):
+        han[i] = sum(map(len, _HAN_RUN.findall(texts[i])))
+        letters[i] = sum(map(str.isalpha, texts[i]))
     return han, letters
 
 
