@@ -103,3 +103,45 @@ def test_prf_expand_hand_computed():
     assert np.allclose(two, [[1.0, 0.125, 0.375, 0], [0, 0, 0, 2.0]])
     # one term only: t2 (3 > 1) takes the whole 0.5
     assert np.allclose(prf_expand(q, s, 2, 1, 0.5).toarray()[0], [1.0, 0, 0.5, 0])
+
+
+@pytest.mark.parametrize("tokenizer", ["auto", "english", "cjk_char"])
+@pytest.mark.parametrize("stemmer", [None, "english"])
+def test_ascii_texts_split_at_once_give_the_per_text_ids(tokenizer, stemmer):
+    """All-ASCII texts go through one vectorised regex call (``lexical._words``); the ids, lengths
+    and the vocabulary (its order too) are those of the splitter called on each text, and a text
+    with a Han character sends the whole list back through the per-text splitter."""
+    import random
+
+    rng = random.Random(3)
+    words = [
+        "the",
+        "Running",
+        "runs",
+        "a",
+        "x",
+        "foo_bar",
+        "B2",
+        "World",
+        "of",
+        "__",
+        "it's",
+        "e.g.",
+    ]
+
+    def text() -> str:
+        return " ".join(rng.choice(words) for _ in range(rng.randint(0, 9))) + rng.choice(["", "!"])
+
+    for extra in ([], ["中文 text"]):
+        texts = [text() for _ in range(400)] + ["", "  ", "a b"] + extra
+        fast = lexical.make_tokenizer("en", stemmer, tokenizer)
+        slow = lexical.make_tokenizer("en", stemmer, tokenizer)
+        split = slow.splitter
+        for update in (True, False):
+            got = lexical.term_ids(fast, texts, update=update)
+            want = lexical.term_ids(slow, texts, update=update, split=lambda t: split(t))
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            assert list(fast.word_to_id.items()) == list(slow.word_to_id.items())
+    lens, ids = lexical.term_ids(lexical.make_tokenizer(None, None, "english"), ["Ab ab c", ""])
+    assert lens.tolist() == [2, 1] and ids.tolist() == [1, 1, 0]  # by hand: "" is id 0, "ab" 1

@@ -317,3 +317,20 @@ def test_query_counts_equal_their_first_writing(docs, queries, stemmer, dedupe, 
     got = lexical.tokenize_queries(tok, queries, tokens.vocab, dedupe, cjk_set)
     want = _query_counts_as_first_written(ref, queries, tokens.vocab, dedupe, cjk_set)
     assert np.array_equal(got.toarray(), want)
+
+
+def test_han_letters_hand_counted_and_per_text_parity():
+    """Han characters and letters (``str.isalpha``) per text: ASCII texts counted in one polars
+    call, the others one by one; by hand, then against the per-text count on random texts."""
+    import random
+
+    from pipeline.ops.tokenize import _HAN_RUN, han_letters
+
+    han, letters = han_letters(["ab 中文 é1", "Hello, World_9!", "", "\x00x\x7f"])
+    assert han.tolist() == [2, 0, 0, 0] and letters.tolist() == [5, 10, 0, 1]
+    rng = random.Random(0)
+    alpha = list("abcXYZ09 _.,!\x7f\t") + ["中", "文", "é", "ß", "Ω", "\u3400", "\uf900", "😀", "١"]
+    texts = ["".join(rng.choice(alpha) for _ in range(rng.randint(0, 30))) for _ in range(300)]
+    han, letters = han_letters(texts)
+    assert han.tolist() == [sum(map(len, _HAN_RUN.findall(t))) for t in texts]
+    assert letters.tolist() == [sum(map(str.isalpha, t)) for t in texts]

@@ -15,11 +15,12 @@ from itertools import chain
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import scipy.sparse as sp
 
 from pipeline.channels.segvocab import Layout, first_keys, remap
 from pipeline.errors import ConfigError
-from pipeline.ops.tokenize import fts5_query, has_cjk, splitter
+from pipeline.ops.tokenize import ascii_pattern, fts5_query, has_cjk, splitter
 
 FIELDS = ("title", "tags", "body", "code")
 
@@ -97,8 +98,7 @@ def term_ids(
     once per distinct word, in order of first occurrence, gives the same ids (tests check parity).
     Without ``update`` a word whose stem is not in the vocabulary is dropped. ``split``: another
     word splitter (the queries' one, ``make_tokenizer``)."""
-    split = split or tokenizer.splitter
-    words = [list(split(t.lower() if tokenizer.lower else t)) or [""] for t in texts]
+    flat, lens_in = _words(split or tokenizer.splitter, texts, tokenizer.lower)
     w2id, stem, stems = tokenizer.word_to_id, tokenizer.stemmer, tokenizer.stem_to_sid
     if update and "" not in w2id:  # bm25s's empty-text token
         w2id[""] = max(w2id.values(), default=-1) + 1
@@ -106,9 +106,8 @@ def term_ids(
             tokenizer.word_to_stem.setdefault("", "")
             stems.setdefault("", w2id[""])
     stop = set(tokenizer.stopwords) if tokenizer.stopwords is not None else set()
-    flat = list(chain.from_iterable(words))
     ids: dict[str, int] = {}
-    for w in dict.fromkeys(flat):
+    for w in dict.fromkeys(flat) if isinstance(flat, list) else flat.unique(maintain_order=True):
         if w in w2id:
             ids[w] = w2id[w]
         elif w in stop or (stem is None and not update):
@@ -125,10 +124,13 @@ def term_ids(
             if s not in stems:
                 stems[s] = len(stems)
             ids[w] = w2id[w] = stems[s]
-    term = np.fromiter(map(ids.__getitem__, flat), np.int64, count=len(flat))
-    doc = np.repeat(np.arange(len(words)), np.fromiter(map(len, words), np.int64, len(words)))
+    if isinstance(flat, list):
+        term = np.fromiter(map(ids.__getitem__, flat), np.int64, count=len(flat))
+    else:
+        term = flat.replace_strict(list(ids), list(ids.values()), return_dtype=pl.Int64).to_numpy()
+    doc = np.repeat(np.arange(len(texts)), lens_in)
     keep = term >= 0
-    lens = np.bincount(doc[keep], minlength=len(words))
+    lens = np.bincount(doc[keep], minlength=len(texts))
     if (lens == 0).any() and "" in w2id:  # nothing kept: bm25s gives the empty-text token
         term = np.concatenate([term[keep], np.full(int((lens == 0).sum()), w2id[""], np.int64)])
         doc = np.concatenate([doc[keep], np.flatnonzero(lens == 0)])
@@ -137,6 +139,23 @@ def term_ids(
     else:
         term = term[keep]
     return lens, term
+
+
+def _words(split, texts: list[str], lower: bool) -> tuple:
+    """Every text's words end to end (a text without any: the one word ""), and the number per
+    text: a list from ``split`` per text, or, when every text is ASCII and ``split`` applies one
+    regex to such text (``tokenize.ascii_pattern``), a polars Series from one vectorised
+    ``extract_all`` (the same words: the pattern's ``\\w`` is ``[0-9A-Za-z_]`` on ASCII in both
+    regex engines)."""
+    pattern = ascii_pattern(split)
+    if pattern is None or not texts or not all(map(str.isascii, texts)):
+        words = [list(split(t.lower() if lower else t)) or [""] for t in texts]
+        lens = np.fromiter(map(len, words), np.int64, len(words))
+        return list(chain.from_iterable(words)), lens
+    col = pl.Series(texts, dtype=pl.String)
+    got = (col.str.to_lowercase() if lower else col).str.extract_all(pattern)
+    lens = np.maximum(got.list.len().to_numpy().astype(np.int64), 1)
+    return got.explode(empty_as_null=True).fill_null(""), lens
 
 
 def _field_ids(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline.ops.sparse_entries import spans
+from pipeline.ops.topk import pair_order
 
 POS_BITS = 32  # a first-appearance key: field << POS_BITS | token position in that field's text
 
@@ -31,10 +32,13 @@ def first_keys(flat: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         for f, (doc, pos, term) in enumerate(flat.values())
     ]
     doc, term, key = (np.concatenate(a) for a in zip(*parts))
-    order = np.lexsort((key, term, doc))
+    if not len(doc):
+        return doc, term, key
+    # one sort by (doc, term), then each pair's smallest key: ``lexsort((key, term, doc))``'s heads
+    order = pair_order(doc, term)
     doc, term, key = doc[order], term[order], key[order]
-    head = np.r_[True, (doc[1:] != doc[:-1]) | (term[1:] != term[:-1])] if len(doc) else doc > 0
-    return doc[head], term[head], key[head]
+    head = np.flatnonzero(np.r_[True, (doc[1:] != doc[:-1]) | (term[1:] != term[:-1])])
+    return doc[head], term[head], np.minimum.reduceat(key, head)
 
 
 @dataclass

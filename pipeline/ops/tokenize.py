@@ -47,9 +47,17 @@ def has_cjk(text: str) -> bool:
 
 
 def han_letters(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Per text: (number of Han characters, number of letters, i.e. alphabetic characters)."""
-    han = np.fromiter((sum(map(len, _HAN_RUN.findall(t))) for t in texts), np.int64, len(texts))
-    letters = np.fromiter((sum(map(str.isalpha, t)) for t in texts), np.int64, len(texts))
+    """Per text: (number of Han characters, number of letters, i.e. alphabetic characters). An
+    ASCII text has no Han character and its letters are ``[A-Za-z]`` (``str.isalpha`` on ASCII):
+    counted for all texts in one polars call; the others one by one."""
+    import polars as pl
+
+    col = pl.Series(texts, dtype=pl.String)
+    letters = col.str.count_matches("[A-Za-z]").fill_null(0).to_numpy().astype(np.int64)
+    han = np.zeros(len(texts), np.int64)
+    for i in np.flatnonzero(col.str.contains("[^\\x00-\\x7f]").fill_null(False).to_numpy()):
+        han[i] = sum(map(len, _HAN_RUN.findall(texts[i])))
+        letters[i] = sum(map(str.isalpha, texts[i]))
     return han, letters
 
 
@@ -72,6 +80,15 @@ def _jieba(run: str, min_len: int) -> list[str]:
     return [w for w in rjieba.cut_for_search(run) if len(w) >= min_len]
 
 
+def ascii_pattern(split: Callable[[str], list[str]]) -> str | None:
+    """The regex ``split`` applies to a text without non-ASCII characters (the English pattern
+    of ``english`` and the by-script splitters), so such texts can be split in one vectorised
+    call (``lexical.term_ids``); None for the other splitters."""
+    if split == _LATIN.findall or getattr(split, "ascii_words", False):
+        return _LATIN.pattern
+    return None
+
+
 def _by_script(cut_han: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
     def split(text: str) -> list[str]:
         if text.isascii():  # no Han character
@@ -84,6 +101,7 @@ def _by_script(cut_han: Callable[[str], list[str]]) -> Callable[[str], list[str]
             out += cut_han(part) if i % 2 else _LATIN.findall(part)
         return out
 
+    split.ascii_words = True  # an ASCII text: _LATIN.findall (ascii_pattern)
     return split
 
 
