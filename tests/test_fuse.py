@@ -90,3 +90,25 @@ def test_fuse_ignores_the_other_methods_options_and_rejects_unknown_ones():
     assert out["fused"].to_list() == [1 / 61, 1 / 62]
     with pytest.raises(ConfigError, match="fuse.nrom is not an option of fuse=rrf"):
         fuse(cand, ["dense"], "rrf", weights={"dense": 1.0}, nrom="max")
+
+
+def test_join_pairs_is_the_two_key_full_join():
+    from pipeline.stages.fuse import _join_pairs
+
+    cand = pl.DataFrame(
+        {"query_idx": [0, 0, 1, 3], "node_idx": [5, 7, 5, 2**31 - 1], "dense": [0.9, 0.8, 0.7, 0.6]}
+    )
+    hits = pl.DataFrame({"query_idx": [0, 1, 2], "node_idx": [7, 6, 5], "graph": [0.1, 0.2, 0.3]})
+    on = ["query_idx", "node_idx"]
+    want = cand.join(hits, on=on, how="full", coalesce=True).sort(on)
+    got = _join_pairs(cand, hits)
+    assert got.columns == ["query_idx", "node_idx", "dense", "graph"]
+    assert got.sort(on).equals(want)
+    # (0, 7) met in both; (0, 5), (1, 5), (3, 2**31 - 1) only candidates; (1, 6), (2, 5) only hits
+    assert got.height == 6
+    big = cand.with_columns(pl.col("node_idx") + 1)  # 2**31 does not fit: the two-key join
+    assert (
+        _join_pairs(big, hits)
+        .sort(on)
+        .equals(big.join(hits, on=on, how="full", coalesce=True).sort(on))
+    )

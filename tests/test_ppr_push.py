@@ -199,3 +199,21 @@ def test_threads_split_the_columns_with_the_same_bits(workers):
     assert one[3] == split[3]
     dense = ppr_push(adj, pers, eps=1e-4)[0].toarray()  # and it is the one-solve result itself
     assert np.array_equal(split[2], dense[split[0], split[1]].astype(np.float32))
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_cut_keeps_each_columns_largest_ties_lower_node(monkeypatch, packed):
+    # column 0: 0.7 at node 2, then 0.5 at nodes 1 and 5 (tie: node 1); column 1 keeps both
+    import pipeline.ops.ppr_push as pp
+
+    if not packed:  # the packed (column, score, node) key "does not fit": the stable-sort path
+        monkeypatch.setattr(pp, "KEY_BITS", 0)
+    col = np.array([0, 0, 0, 1, 1], np.int64)
+    node = np.array([1, 2, 5, 0, 3], np.int64)
+    val = np.array([0.5, 0.7, 0.5, 0.1, 0.2], np.float32)
+    c, n, v = pp._cut(np, col, node, val, 2, 2)
+    got = sorted(zip(c.tolist(), n.tolist(), v.tolist()))
+    want = [(0, 1, 0.5), (0, 2, 0.7), (1, 0, 0.1), (1, 3, 0.2)]
+    assert [g[:2] for g in got] == [w[:2] for w in want]
+    assert [g[2] for g in got] == pytest.approx([w[2] for w in want])
+    assert v.dtype == np.float32

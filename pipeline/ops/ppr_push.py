@@ -33,8 +33,8 @@ import numpy as np
 from pipeline import progress
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
-from pipeline.ops.sparse_entries import segment_ids
-from pipeline.ops.topk import pair_order
+from pipeline.ops.sparse_entries import segment_ids, spans
+from pipeline.ops.topk import KEY_BITS, pair_order
 
 
 def ppr_push(
@@ -66,15 +66,15 @@ def ppr_push(
     lost = xp.zeros(b, xp.float64)
     pushed, it, converged = [], 0, False
     while it < max_iter:
-        act = r.data >= thr[segment_ids(xp, r.indptr, r.nnz)]
+        act = r.data >= _per_entry(xp, thr, r)
         if not bool(act.any()):
             converged = True
             break
         it += 1
-        front = _masked(sp, r, act)
+        front, rest = _split(sp, r, act)
         pushed.append(front)
         lost += front.T @ loses
-        r = _masked(sp, r, ~act) + trans @ front
+        r = rest + trans @ front
     pushed.append(r)  # what stays in r_v settles at least (1 − d)·r_v at v: still ≤ ppr
     x = _total(sp, pushed, (n, b), dtype)
     left = xp.asarray(r.sum(axis=0, dtype=xp.float64)).ravel()
@@ -111,11 +111,10 @@ def ppr_push_top(
         return _push_top(adj, personalization, rows, keep, **kw)
     pers = personalization.tocsc()
     dtype = np.result_type(pers.dtype, adj.dtype, np.float32)
-    prep = _prepare(adj, damping, eps, dtype)
+    part = {"prep": _prepare(adj, damping, eps, dtype), "ordered": False, **kw}  # sorted below
     with ThreadPoolExecutor(workers) as pool:
         futs = {
-            pool.submit(_push_top, adj, pers[:, s:e], rows, keep, prep=prep, **kw): (s, e)
-            for s, e in spans
+            pool.submit(_push_top, adj, pers[:, s:e], rows, keep, **part): (s, e) for s, e in spans
         }
         width = lambda f: futs[f][1] - futs[f][0]  # noqa: E731
         for _done in progress.inner(as_completed(futs), "diffuse push", b, "query", width):
@@ -156,47 +155,69 @@ def _prepare(adj, damping: float, eps: float, dtype):
     return trans, thr, loses
 
 
-def _push_top(adj, personalization, rows: int, keep: int, **kw):
-    """:func:`ppr_push_top` in one solve, on the device of the inputs."""
+def _push_top(adj, personalization, rows: int, keep: int, *, ordered: bool = True, **kw):
+    """:func:`ppr_push_top` in one solve, on the device of the inputs; ``ordered=False`` leaves
+    the (node, column) sort to the caller (the kept set is the same in any order)."""
     x, info = ppr_push(adj, personalization, **kw)
     xp, _ = namespaces(x.data)
-    t = x[:rows].T.tocsr()  # one row per query, its nodes ascending
-    t.sort_indices()
-    col = segment_ids(xp, t.indptr, t.nnz).astype(xp.int64)
-    node, val = t.indices.astype(xp.int64), t.data.astype(xp.float32)
+    end = int(x.indptr[rows])  # CSR by node: the first ``rows`` nodes' entries come first
+    node = segment_ids(xp, x.indptr[: rows + 1], end).astype(xp.int64)
+    col, val = x.indices[:end].astype(xp.int64), x.data[:end].astype(xp.float32)
     ok = val > 0
-    col, node, val = col[ok], node[ok], val[ok]
+    if not bool(ok.all()):
+        col, node, val = col[ok], node[ok], val[ok]
     if keep:
-        col, node, val = _cut(xp, col, node, val, keep, t.shape[0])
+        col, node, val = _cut(xp, col, node, val, keep, x.shape[1])
     host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
     node, col, val = host(node), host(col), host(val)
+    if not ordered:
+        return node, col, val, info
     order = pair_order(node, col)
     return node[order], col[order], val[order], info
 
 
 def _cut(xp, col, node, val, keep: int, b: int):
-    """Each column's ``keep`` largest of entries grouped by column, nodes ascending within it
-    (ties: lower node first). One stable sort of a 64-bit key: the column, then the score's bits
-    reversed (a positive float32's bits order as its value does)."""
+    """Each column's ``keep`` largest of entries in node order within each column (ties: lower
+    node first), in no particular order. The key is the column, then the score's bits reversed (a
+    positive float32's bits order as its value does), then the node: one plain sort of the packed
+    key when it fits in 63 bits (every key is distinct, so no sort needs to be stable), else one
+    stable sort of (column, score bits) over the entries in node order."""
     desc = (xp.uint32(0xFFFFFFFF) - val.view(xp.uint32)).astype(xp.int64)
-    order = xp.argsort((col << 32) | desc, kind="stable")
+    bn = int(node.max()).bit_length() if node.size else 0
+    if max(b - 1, 0).bit_length() + 32 + bn > KEY_BITS:
+        order = xp.argsort((col << 32) | desc, kind="stable")
+        sel = order[_ranks(xp, col[order], b) < keep]
+        return col[sel], node[sel], val[sel]
+    key = xp.sort((((col << 32) | desc) << bn) | node)
+    at = xp.searchsorted(key, xp.arange(b + 1, dtype=xp.int64) << (32 + bn))  # column starts
+    key = key[spans(xp, at[:-1], xp.minimum(at[:-1] + keep, at[1:]))]
+    node = key & ((1 << bn) - 1)
+    bits = (xp.int64(0xFFFFFFFF) - ((key >> bn) & 0xFFFFFFFF)).astype(xp.uint32)
+    return key >> (32 + bn), node, bits.view(xp.float32)
+
+
+def _ranks(xp, col, b: int):
+    """Each entry's place within its column, for entries sorted by column."""
     count = bincount(col, minlength=b)
     start = xp.cumsum(count) - count
-    rank = xp.arange(order.size) - start[col[order]]
-    sel = order[rank < keep]
-    return col[sel], node[sel], val[sel]
+    return xp.arange(col.size) - start[col]
 
 
-def _masked(sp, m, mask):
-    """``m`` with only the stored entries where ``mask`` holds (same shape, zeros dropped)."""
-    return sp.csr_matrix((m.data[mask], m.indices[mask], _indptr_of(m, mask)), shape=m.shape)
+def _per_entry(xp, row_values, m):
+    """``row_values`` of each stored entry's row of the CSR ``m``."""
+    if xp is np:
+        return np.repeat(row_values, np.diff(m.indptr))
+    return row_values[segment_ids(xp, m.indptr, m.nnz)]
 
 
-def _indptr_of(m, mask):
-    """The CSR row pointer of ``m`` after keeping only the entries where ``mask`` holds."""
+def _split(sp, m, mask):
+    """``m``'s stored entries where ``mask`` holds, and the others: two CSR of ``m``'s shape."""
     xp, _ = namespaces(m.indptr)
     kept = xp.concatenate([xp.zeros(1, m.indptr.dtype), xp.cumsum(mask, dtype=m.indptr.dtype)])
-    return kept[m.indptr]
+    kept = kept[m.indptr]  # the row pointer of the entries kept
+    yes = sp.csr_matrix((m.data[mask], m.indices[mask], kept), shape=m.shape)
+    no = ~mask
+    return yes, sp.csr_matrix((m.data[no], m.indices[no], m.indptr - kept), shape=m.shape)
 
 
 def _total(sp, parts, shape, dtype):

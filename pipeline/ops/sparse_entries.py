@@ -6,6 +6,8 @@ A query is a column of the matrix; triplets are grouped by query. Every helper t
 
 from __future__ import annotations
 
+import numpy as np
+
 from pipeline.backend import bincount
 
 
@@ -17,6 +19,8 @@ def is_sparse(x) -> bool:
 def segment_ids(xp, indptr, total: int):
     """Row of every stored entry of a CSR structure: ``repeat(arange(rows), diff(indptr))``."""
     dt = xp.int32 if total < 2**31 else xp.int64
+    if xp is np:  # numpy's repeat: ~30x the bincount and cumsum below on millions of entries
+        return np.repeat(np.arange(len(indptr) - 1, dtype=dt), np.diff(indptr)[: len(indptr) - 1])
     # cupy.repeat takes no array of counts: count the rows starting at each entry and add them up
     # (one code path for numpy and cupy; one row gives an empty ``indptr[1:-1]``)
     starts = bincount(indptr[1:-1], minlength=total + 1)[:total]

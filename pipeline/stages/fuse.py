@@ -24,6 +24,7 @@ from pipeline.errors import ConfigError, require_one_of
 from pipeline.stage import Stage
 
 NORMS = ("max", "minmax", "none")
+PAIR_KEY = "_pair_key"  # the packed (query, node) join key of join_component
 
 
 def _norm(col: str, how: str) -> pl.Expr:
@@ -209,7 +210,7 @@ def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
     from pipeline.channels.candidates import dense_pairs
 
     enabled = list(ctx.cfg.channels)
-    out = ctx.cand.join(hits, on=["query_idx", "node_idx"], how="full", coalesce=True)
+    out = _join_pairs(ctx.cand, hits)
     if "dense" in enabled:
         new = out["dense"].is_null().to_numpy()
         if new.any():
@@ -225,6 +226,40 @@ def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
         **{k: v for k, v in fusion.items() if k != "method"},
     )
     return out.with_columns(pl.col(column).fill_null(0.0))
+
+
+def _join_pairs(cand: pl.DataFrame, hits: pl.DataFrame) -> pl.DataFrame:
+    """The full join of ``cand`` and ``hits`` on (query_idx, node_idx), rows in no set order: on
+    one packed int64 key (query << 32 | node; a polars join on one integer key is ~2x one on two)
+    when both fit in 31 bits and the two frames' key types agree, else on the two columns."""
+    on = ["query_idx", "node_idx"]
+    if not _packable(cand, hits, on):
+        return cand.join(hits, on=on, how="full", coalesce=True)
+    key = lambda f: pl.Series(  # noqa: E731
+        PAIR_KEY, f[on[0]].to_numpy().astype(np.int64) << 32 | f[on[1]].to_numpy()
+    )
+    out = cand.with_columns(key(cand)).join(
+        hits.with_columns(key(hits)).drop(on), on=PAIR_KEY, how="full", coalesce=True
+    )
+    k = pl.col(PAIR_KEY)
+    pair = [
+        (k // (1 << 32)).cast(cand.schema[on[0]]).alias(on[0]),
+        (k % (1 << 32)).cast(cand.schema[on[1]]).alias(on[1]),
+    ]
+    rest = [c for c in hits.columns if c not in on]
+    return out.with_columns(pair).drop(PAIR_KEY).select(cand.columns + rest)
+
+
+def _packable(cand: pl.DataFrame, hits: pl.DataFrame, on: list[str]) -> bool:
+    """Both frames non-empty, their key columns integers of one type, within [0, 2**31)."""
+    if not (cand.height and hits.height) or PAIR_KEY in cand.columns + hits.columns:
+        return False
+    for c in on:
+        if cand.schema[c] != hits.schema[c] or not cand.schema[c].is_integer():
+            return False
+        if min(cand[c].min(), hits[c].min()) < 0 or max(cand[c].max(), hits[c].max()) >= 1 << 31:
+            return False
+    return True
 
 
 STAGE = Stage(
