@@ -89,8 +89,10 @@ def _tied_data(seed=1, n_unique=300, copies=3, d=48, nq=120):
 
 def _brute_top(xq, xb, k):
     """Reference: each query's best k items by (−cosine in float64, item id). Copies of a vector
-    tie exactly; distinct vectors are far from ties in this data."""
-    s = xq.astype(np.float64) @ xb.astype(np.float64).T
+    tie exactly (scored once per distinct vector: a BLAS product may round two equal columns
+    differently, as an AVX-512 Xeon's dgemm did); distinct vectors are far from ties in this data."""
+    uniq, inv = np.unique(xb, axis=0, return_inverse=True)
+    s = (xq.astype(np.float64) @ uniq.astype(np.float64).T)[:, inv.ravel()]
     top = np.lexsort((np.broadcast_to(np.arange(len(xb)), s.shape), -s), axis=1)[:, :k]
     return top, np.take_along_axis(s, top, 1)
 
