@@ -144,6 +144,7 @@ class SentenceEncoder:
             max_seq_length=self.max_seq_length,
             batch_size=max(int(self.batch_size), 2),  # how texts are batched (encode)
             length_step=LENGTH_STEP,
+            rows="filled to batch_size",  # every batch has batch_size rows (encode)
         )
 
     def _load(self, device: str):
@@ -172,12 +173,14 @@ class SentenceEncoder:
 
         The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length); then
         texts are batched with texts of the same padded length — the token count rounded up to
-        LENGTH_STEP (max_seq_length at most), a function of the text alone — and every batch ends
-        with one filler row (the empty text), so every batch is padded and its attention mask is
-        never dropped. sentence-transformers pads a batch to its longest text, and that length
-        changed a text's float bits (measured; so did an unpadded batch). The row count (1 to
-        ``batch_size - 1`` texts, plus the filler) is measured not to change them
-        (``tests/test_embed.py``: alone, with other texts, 2 to 64 rows).
+        LENGTH_STEP (max_seq_length at most), a function of the text alone — and every batch is
+        filled up to ``batch_size`` rows with filler rows (the empty text; at least one, so every
+        batch is padded and its attention mask is never dropped). Every forward pass thus has one
+        of a few fixed shapes (``batch_size`` × width): sentence-transformers pads a batch to its
+        longest text, and that length changed a text's float bits (measured; so did an unpadded
+        batch), and on an AVX-512 Xeon the row count changed them too (a text alone in 2 rows
+        against 8 or 64 rows; measured 2026-12-02, where an AMD EPYC had kept them). Checked by
+        ``tests/test_embed.py``: alone, with other texts, at other rows.
         """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -201,7 +204,7 @@ class SentenceEncoder:
                 batches, "embed", total=len(texts), unit="text", size=lambda b: len(b[1])
             )
             for w, idx in steps:  # the batches as they are: counted after each one is done
-                items = [tokens[i] for i in idx] + [filler]
+                items = [tokens[i] for i in idx] + [filler] * (rows - len(idx))
                 feats = model.tokenizer.pad(
                     items, padding="max_length", max_length=w, return_tensors="pt"
                 )
