@@ -6,6 +6,8 @@ chunks and seedless blocks produce exactly those. These tests run the numpy twin
 compare the outputs with hand computations.
 """
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -13,7 +15,7 @@ import scipy.sparse as sp
 from pipeline import backend
 from pipeline.ops.pedsa import pedsa
 from pipeline.ops.ppr import ppr
-from pipeline.ops.sparse_entries import segment_ids
+from pipeline.ops.sparse_entries import per_entry, segment_ids
 
 _np_bincount = np.bincount
 
@@ -58,6 +60,19 @@ def test_segment_ids_one_row_no_rows_and_empty_rows():
     assert segment_ids(np, np.array([0]), 0).tolist() == []  # no rows
     assert segment_ids(np, np.array([0, 0]), 0).tolist() == []  # one empty row
     assert segment_ids(np, np.array([0, 0, 2, 2, 3]), 3).tolist() == [1, 1, 3]  # empty rows 0 and 2
+
+
+def test_segment_ids_device_path_equals_numpys_repeat():
+    """The bincount + cumsum path CuPy takes (reached here through a namespace that is not numpy)
+    gives numpy's ``repeat``; ``per_entry`` gathers each row's value through it."""
+    xp = SimpleNamespace(int32=np.int32, int64=np.int64, cumsum=np.cumsum, arange=np.arange)
+    for indptr in ([0, 3], [0], [0, 0], [0, 0, 2, 2, 3], [0, 1, 1, 4, 6]):
+        indptr = np.array(indptr)
+        want = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)).tolist()
+        assert segment_ids(xp, indptr, int(indptr[-1])).tolist() == want
+        vals = np.arange(len(indptr) - 1) * 10.0
+        assert per_entry(xp, vals, indptr, int(indptr[-1])).tolist() == [10.0 * r for r in want]
+        assert per_entry(np, vals, indptr, int(indptr[-1])).tolist() == [10.0 * r for r in want]
 
 
 def test_pedsa_one_query():

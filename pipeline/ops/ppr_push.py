@@ -33,7 +33,7 @@ import numpy as np
 from pipeline import progress
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
-from pipeline.ops.sparse_entries import segment_ids, spans
+from pipeline.ops.sparse_entries import per_entry, segment_ids, spans
 from pipeline.ops.topk import KEY_BITS, pair_order
 
 
@@ -66,7 +66,7 @@ def ppr_push(
     lost = xp.zeros(b, xp.float64)
     pushed, it, converged = [], 0, False
     while it < max_iter:
-        act = r.data >= _per_entry(xp, thr, r)
+        act = r.data >= per_entry(xp, thr, r.indptr, r.nnz)
         if not bool(act.any()):
             converged = True
             break
@@ -201,13 +201,6 @@ def _ranks(xp, col, b: int):
     count = bincount(col, minlength=b)
     start = xp.cumsum(count) - count
     return xp.arange(col.size) - start[col]
-
-
-def _per_entry(xp, row_values, m):
-    """``row_values`` of each stored entry's row of the CSR ``m``."""
-    if xp is np:
-        return np.repeat(row_values, np.diff(m.indptr))
-    return row_values[segment_ids(xp, m.indptr, m.nnz)]
 
 
 def _split(sp, m, mask):

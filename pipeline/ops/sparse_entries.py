@@ -20,11 +20,18 @@ def segment_ids(xp, indptr, total: int):
     """Row of every stored entry of a CSR structure: ``repeat(arange(rows), diff(indptr))``."""
     dt = xp.int32 if total < 2**31 else xp.int64
     if xp is np:  # numpy's repeat: ~30x the bincount and cumsum below on millions of entries
-        return np.repeat(np.arange(len(indptr) - 1, dtype=dt), np.diff(indptr)[: len(indptr) - 1])
+        return np.repeat(np.arange(len(indptr) - 1, dtype=dt), np.diff(indptr))
     # cupy.repeat takes no array of counts: count the rows starting at each entry and add them up
-    # (one code path for numpy and cupy; one row gives an empty ``indptr[1:-1]``)
+    # (one row gives an empty ``indptr[1:-1]``)
     starts = bincount(indptr[1:-1], minlength=total + 1)[:total]
     return xp.cumsum(starts, dtype=dt)
+
+
+def per_entry(xp, row_values, indptr, total: int):
+    """``row_values`` of each stored entry's row of a CSR structure (``total`` entries)."""
+    if xp is np:  # one repeat, no row ids to gather through
+        return np.repeat(row_values, np.diff(indptr))
+    return row_values[segment_ids(xp, indptr, total)]
 
 
 def spans(xp, lo, hi):
