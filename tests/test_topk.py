@@ -134,3 +134,29 @@ def test_lex_order_is_lexsort(qmax, dmax):
     s64 = rng.normal(size=50)  # float64 scores: lexsort itself
     qi, di = rng.integers(0, 3, 50), rng.integers(0, 3, 50)
     np.testing.assert_array_equal(lex_order(qi, s64, di), np.lexsort((di, -s64, qi)))
+
+
+@pytest.mark.parametrize("qmax,dmax", [(3, 4), (1000, 1 << 20), (1 << 20, 1 << 12), (1 << 30, 5)])
+def test_topk_long_equals_the_lexsort_cut(qmax, dmax):
+    """The packed-key path (keys sorted and decoded) and its fallbacks (ids too wide to pack, −0.0,
+    NaN, float64 scores) give the triples, dtypes and ranks of a plain ``np.lexsort`` cut."""
+    rng = np.random.default_rng(qmax % 89)
+    special = np.array([0.0, 1.5, -2.0, np.inf, -np.inf, 3.25e-40, -1e-39, 7.0], np.float32)
+    for trial in range(40):
+        n = int(rng.integers(1, 500))
+        qi = rng.integers(0, qmax, n).astype(np.int32 if trial % 3 == 0 else np.int64)
+        di = rng.integers(0, dmax, n)
+        s = rng.choice(special, n) if trial % 2 else rng.normal(size=n).astype(np.float32)
+        if trial % 5 == 0:
+            s[rng.integers(0, n)] = -0.0 if trial % 10 else np.nan
+        if trial % 7 == 0:
+            s = s.astype(np.float64)
+        k = int(rng.integers(1, 6))
+        order = np.lexsort((di, -s, qi))
+        q2, d2, s2 = qi[order], di[order], s[order]
+        rank = np.array([np.sum(q2[:j] == q2[j]) + 1 for j in range(n)])
+        keep = rank <= k
+        got = topk_long(qi, di, s, k)
+        for a, b in zip(got, (q2[keep], d2[keep], s2[keep], rank[keep].astype(np.int32))):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))  # bits: −0.0 too

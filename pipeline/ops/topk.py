@@ -71,15 +71,66 @@ def pair_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
 def topk_long(qi: np.ndarray, di: np.ndarray, score: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
     """Keep each query's ``k`` best items. Returns (qi, di, score, rank) sorted by query then rank.
 
-    Ties are broken by ascending item index; ranks are 1-based.
-    """
+    Ties are broken by ascending item index; ranks are 1-based. Where (query, score, item) packs
+    into one int64 (:func:`_packed`), the keys themselves are sorted (no permutation, no gathers)
+    and decoded: the triples of :func:`lex_order`'s order, whose ties in all three are equal
+    triples anyway."""
+    packed = _packed(qi, score, di)
+    if packed is not None:
+        key, bd = packed
+        key = np.sort(key)
+        q = key >> (32 + bd)
+        first = _firsts(q)
+        rank = np.arange(len(q)) - first + 1
+        keep = rank <= k
+        key = key[keep]
+        return (
+            q[keep].astype(qi.dtype, copy=False),
+            (key & ((1 << bd) - 1)).astype(di.dtype, copy=False),
+            _from_desc_key((key >> bd) & 0xFFFFFFFF),
+            rank[keep].astype(np.int32),
+        )
     order = lex_order(qi, score, di)
     qi, di, score = qi[order], di[order], score[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(qi)) + 1] if len(qi) else np.zeros(0, np.int64)
-    first = np.repeat(starts, np.diff(np.r_[starts, len(qi)]))
-    rank = np.arange(len(qi)) - first + 1
+    rank = np.arange(len(qi)) - _firsts(qi) + 1
     keep = rank <= k
     return qi[keep], di[keep], score[keep], rank[keep].astype(np.int32)
+
+
+def _firsts(q: np.ndarray) -> np.ndarray:
+    """For each entry of the grouped ``q``, the position of its group's first entry."""
+    starts = np.r_[0, np.flatnonzero(q[1:] != q[:-1]) + 1] if len(q) else np.zeros(0, np.int64)
+    return np.repeat(starts, np.diff(np.r_[starts, len(q)]))
+
+
+def _packed(qi: np.ndarray, score: np.ndarray, di: np.ndarray):
+    """``(key, item bits)``: the distinct-order int64 keys ``query << (32 + b) | desc(score) << b |
+    item`` whose ascending order is :func:`lex_order`'s, or None where they do not fit or would
+    not decode to the same triples (non-integer or negative ids, scores not float32, NaN, −0.0,
+    which the key folds into +0.0)."""
+    if not (
+        len(qi)
+        and qi.dtype.kind in "iu"
+        and di.dtype.kind in "iu"
+        and score.dtype == np.float32
+        and qi.min() >= 0
+        and di.min() >= 0
+    ):
+        return None
+    bd = _bits(di)
+    if _bits(qi) + 32 + bd > KEY_BITS or np.isnan(score).any():
+        return None
+    if (score.view(np.uint32) == np.uint32(0x80000000)).any():
+        return None
+    key = (qi.astype(np.int64) << (32 + bd)) | (_desc_key(score) << bd)
+    return key | di.astype(np.int64), bd
+
+
+def _from_desc_key(key: np.ndarray) -> np.ndarray:
+    """The float32 scores of :func:`_desc_key`'s keys (int64 in [0, 2**32)); −0.0 comes back +0.0."""
+    asc = (np.uint32(0xFFFFFFFF) - key.astype(np.uint32)).astype(np.uint32)
+    u = np.where(asc >> 31, asc & np.uint32(0x7FFFFFFF), ~asc)
+    return u.astype(np.uint32).view(np.float32)
 
 
 def topk_sparse(r, k: int, positive_only: bool = True) -> tuple[np.ndarray, ...]:
