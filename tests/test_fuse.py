@@ -1,5 +1,6 @@
 """Fusion on hand-computed cases."""
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -111,4 +112,32 @@ def test_join_pairs_is_the_two_key_full_join():
         _join_pairs(big, hits)
         .sort(on)
         .equals(big.join(hits, on=on, how="full", coalesce=True).sort(on))
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_join_pairs_merge_equals_polars_full_join_on_random_frames(seed):
+    """The binary-search join (sorted or shuffled candidates), and its fallback when a pair repeats
+    within a frame, give polars' two-key full join row for row (as sets of rows)."""
+    from pipeline.stages.fuse import _join_pairs
+
+    rng = np.random.default_rng(seed)
+    on = ["query_idx", "node_idx"]
+
+    def frame(n, col, dup):
+        q, d = rng.integers(0, 30, n), rng.integers(0, 40, n)
+        f = pl.DataFrame({"query_idx": q, "node_idx": d, col: rng.random(n).astype(np.float32)})
+        f = f if dup else f.unique(on, keep="first", maintain_order=True)
+        return f.with_columns(pl.col(col).cast(pl.Float32))
+
+    cand = frame(300, "dense", dup=seed == 4)
+    cand = cand.sort(on) if seed % 2 else cand.sample(fraction=1.0, shuffle=True, seed=seed)
+    hits = frame(400, "graph", dup=seed == 5)
+    hits = hits.with_columns(pl.when(pl.col("graph") > 0.9).then(None).otherwise(pl.col("graph")))
+    want = cand.join(hits, on=on, how="full", coalesce=True)
+    got = _join_pairs(cand, hits)
+    assert got.columns == want.columns and got.schema == want.schema
+    assert got.height == want.height
+    assert got.sort(on + ["dense", "graph"], nulls_last=True).equals(
+        want.sort(on + ["dense", "graph"], nulls_last=True)
     )

@@ -229,17 +229,21 @@ def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
 
 
 def _join_pairs(cand: pl.DataFrame, hits: pl.DataFrame) -> pl.DataFrame:
-    """The full join of ``cand`` and ``hits`` on (query_idx, node_idx), rows in no set order: on
-    one packed int64 key (query << 32 | node; a polars join on one integer key is ~2x one on two)
-    when both fit in 31 bits and the two frames' key types agree, else on the two columns."""
+    """The full join of ``cand`` and ``hits`` on (query_idx, node_idx), rows in no set order. When
+    both keys fit in 31 bits and the two frames' key types agree, each pair is one packed int64
+    (query << 32 | node) and the join is a binary search of the hits' keys among the sorted
+    candidates' (:func:`_merge_pairs`); with a pair repeated within a frame, on that packed key by
+    polars; else on the two columns."""
     on = ["query_idx", "node_idx"]
     if not _packable(cand, hits, on):
         return cand.join(hits, on=on, how="full", coalesce=True)
-    key = lambda f: pl.Series(  # noqa: E731
-        PAIR_KEY, f[on[0]].to_numpy().astype(np.int64) << 32 | f[on[1]].to_numpy()
-    )
-    out = cand.with_columns(key(cand)).join(
-        hits.with_columns(key(hits)).drop(on), on=PAIR_KEY, how="full", coalesce=True
+    key = lambda f: f[on[0]].to_numpy().astype(np.int64) << 32 | f[on[1]].to_numpy()  # noqa: E731
+    kc, kh = key(cand), key(hits)
+    merged = _merge_pairs(cand, hits.drop(on), kc, kh)
+    if merged is not None:
+        return merged
+    out = cand.with_columns(pl.Series(PAIR_KEY, kc)).join(
+        hits.drop(on).with_columns(pl.Series(PAIR_KEY, kh)), on=PAIR_KEY, how="full", coalesce=True
     )
     k = pl.col(PAIR_KEY)
     pair = [
@@ -248,6 +252,33 @@ def _join_pairs(cand: pl.DataFrame, hits: pl.DataFrame) -> pl.DataFrame:
     ]
     rest = [c for c in hits.columns if c not in on]
     return out.with_columns(pair).drop(PAIR_KEY).select(cand.columns + rest)
+
+
+def _merge_pairs(cand: pl.DataFrame, extra: pl.DataFrame, kc: np.ndarray, kh: np.ndarray):
+    """The full join of ``cand`` (keys ``kc``) and the hit columns ``extra`` (keys ``kh``) when no
+    key repeats within a side: the candidates, each with its hit's columns (null where none), then
+    the hits no candidate has (candidate columns null but the pair). None when a key repeats
+    (or ``extra`` has no column)."""
+    if not extra.width:
+        return None
+    distinct = lambda k: len(k) < 2 or bool((k[1:] != k[:-1]).all())  # noqa: E731
+    oc = None if len(kc) < 2 or (kc[1:] > kc[:-1]).all() else np.argsort(kc)
+    oh = np.argsort(kh)  # sorted needles: the binary searches walk the candidates in order
+    sc, sh = (kc if oc is None else kc[oc]), kh[oh]
+    if not (distinct(sc) and distinct(sh)):
+        return None
+    at = np.minimum(np.searchsorted(sc, sh), len(sc) - 1)
+    hit = sc[at] == sh
+    take = np.full(len(kc), -1, np.int64)
+    take[at[hit] if oc is None else oc[at[hit]]] = oh[hit]
+    met = np.zeros(len(kh), bool)
+    met[oh[hit]] = True
+    t = pl.Series("take", take)
+    gathered = extra.select(pl.all().gather(pl.when(t >= 0).then(t)))
+    rest = kh[~met]
+    pairs = pl.DataFrame({"query_idx": rest >> 32, "node_idx": rest & 0xFFFFFFFF})
+    new = pairs.cast({c: cand.schema[c] for c in pairs.columns}).hstack(extra.filter(~met))
+    return pl.concat([cand.hstack(gathered), new], how="diagonal")
 
 
 def _packable(cand: pl.DataFrame, hits: pl.DataFrame, on: list[str]) -> bool:
