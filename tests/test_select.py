@@ -302,3 +302,47 @@ def test_no_batch_composition_changes_a_querys_bits(sizes, batch, method, dtype,
     order = data.draw(st.permutations(range(len(sizes))))
     p = SelectParams.defaults(method=method, dtype=dtype, pool_mult=20, batch=batch)
     _alone_equals_together(cand, xb, 32, p, list(order))
+
+
+@pytest.mark.parametrize("method,target", [("topk", None), ("dpp", None), ("dpp", 3), ("mmr", 6)])
+def test_the_head_cut_changes_no_selection(method, target, monkeypatch):
+    """``select._head`` (each query's rows down to its depth-th score, ties kept) gives the rows of
+    the whole-frame sort: coarse scores (many ties at every cut), queries shorter and longer than
+    the depth, k from 1 past the longest query."""
+    from pipeline.stages import select as sel
+
+    rng = np.random.default_rng(7)
+    n = 120
+    rows = [
+        (q, int(i), float(rng.integers(0, 6)) / 4)
+        for q in range(12)
+        for i in rng.choice(n, size=int(rng.integers(1, 60)), replace=False)
+    ]
+    cand = pl.DataFrame(rows, schema=["query_idx", "node_idx", "score"], orient="row")
+    xb = rng.normal(size=(n, 8)).astype(np.float32)
+    p = SelectParams.defaults(method=method, target=target)
+    for k in (1, 4, 10, 70):
+        got = select(cand, k, p, xb)
+        cut = sel._head(cand, k, p)
+        if k < 10:  # the cut dropped rows: the two sides differ in work
+            assert cut.height < cand.height
+        monkeypatch.setattr(sel, "_head", lambda c, _k, _p: c)
+        want = select(cand, k, p, xb)
+        monkeypatch.undo()
+        assert got.equals(want)
+
+
+def test_the_head_cut_by_hand():
+    """Depth 2: query 0 keeps 0.9 and both 0.5s (a tie at the cut); query 1 keeps its one row."""
+    from pipeline.stages.select import _head
+
+    cand = pl.DataFrame(
+        {
+            "query_idx": [0, 0, 0, 0, 1],
+            "node_idx": [1, 2, 3, 4, 1],
+            "score": [0.5, 0.9, 0.1, 0.5, 0.2],
+        }
+    )
+    assert _head(cand, 2, SelectParams.defaults())["node_idx"].to_list() == [1, 2, 4, 1]
+    nan = cand.with_columns(pl.Series("score", [0.5, float("nan"), 0.1, 0.5, 0.2]))
+    assert _head(nan, 2, SelectParams.defaults()).height == 5  # NaN: the whole frame

@@ -105,7 +105,7 @@ def select(
 ) -> pl.DataFrame:
     """Each query's recall rows: candidates ranked, grouped and spread by document, then cut to ``k`` or diversified."""
     require_one_of("select.method", p.method, METHODS)
-    r = ranked(cand, tuple(p.sort_by))
+    r = ranked(_head(cand, k, p), tuple(p.sort_by))
     if p.top_chunks_per_doc:
         if doc_idx is None:
             raise ConfigError("select.top_chunks_per_doc needs a doc_id column in the nodes")
@@ -139,6 +139,30 @@ def select(
     return out.with_columns(
         rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32)
     ).filter(pl.col("rank") <= k)
+
+
+def _head(cand: pl.DataFrame, k: int, p: SelectParams) -> pl.DataFrame:
+    """The candidates that can reach the selection: each query's rows whose score reaches its
+    ``depth``-th largest (``k``, or the dpp/mmr pool when deeper), ties at the cut included, so
+    every row :func:`ranked` ranks within ``depth`` keeps its rank. The whole frame when the order
+    is not the score's alone (priority columns, per-document grouping or spreading) or a score is
+    NaN or null."""
+    if (
+        not cand.height
+        or any(c in cand.columns for c in p.sort_by)
+        or p.top_chunks_per_doc
+        or p.spread_gap
+        or cand["score"].null_count()
+        or cand["score"].is_nan().any()
+    ):
+        return cand
+    depth = k if p.method == "topk" else max(k, p.pool_mult * int(p.target or k))
+    cut = cand.group_by("query_idx").agg(pl.col("score").top_k(max(depth, 1)).min())
+    qs = cut["query_idx"].to_numpy()
+    at = np.full(int(qs.max()) + 1, np.inf)  # a query with no row here has none in cand either
+    at[qs] = cut["score"].to_numpy()
+    keep = cand["score"].to_numpy() >= at[cand["query_idx"].to_numpy()]
+    return cand.filter(pl.Series(keep))
 
 
 def _gain_dtype(p: SelectParams) -> str:
