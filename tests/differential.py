@@ -138,12 +138,17 @@ def packs_small(recipe, data, root):
 
 def batches_small(recipe, data, root):
     """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch, dense
-    searches of 7 queries, push solves cut into progress parts from 5 queries on."""
+    searches of 7 queries, push solves cut into progress parts from 5 queries on, BM25 top-k in
+    blocks of 5 query rows."""
     from pipeline import progress
-    from pipeline.channels import candidates
+    from pipeline.channels import candidates, lexical
 
     extra = ["select.batch=7", "diffuse.block=1000", "novelty.batch=5"]
-    with _patched(candidates, "SEARCH_BLOCK", 7), _patched(progress, "INNER_MIN", 5):
+    with (
+        _patched(candidates, "SEARCH_BLOCK", 7),
+        _patched(progress, "INNER_MIN", 5),
+        _patched(lexical, "SCORE_ROWS", 5),
+    ):
         return run(recipe, data, root, "batches", extra)
 
 
@@ -392,6 +397,13 @@ def probes():
 
         return probe
 
+    def top_scores(fn):
+        def probe(q, s, k):
+            seen["SCORE_ROWS"].add(side(q.shape[0] > lexical.SCORE_ROWS))
+            return fn(q, s, k)
+
+        return probe
+
     def spans(fn):
         def probe(b, workers):
             seen["INNER_MIN"].add(side(b >= progress.INNER_MIN))
@@ -401,7 +413,7 @@ def probes():
 
     from pipeline import progress
     from pipeline.channels import blocked as blocked_mod
-    from pipeline.channels import bm25_device, candidates, dense_torch
+    from pipeline.channels import bm25_device, candidates, dense_torch, lexical
     from pipeline.ops import ppr_push
     from pipeline.ops import scope as scope_mod
     from pipeline.stages import diffuse, novelty, select
@@ -424,4 +436,5 @@ def probes():
         wrap(bm25_device, "blocks", bm25_blocks)
         wrap(candidates, "_searched", searched)
         wrap(ppr_push, "_spans", spans)
+        wrap(lexical, "top_scores", top_scores)
         yield seen

@@ -130,6 +130,23 @@ def test_topk_equals_topk_sparse_bits(device, monkeypatch):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
+@pytest.mark.parametrize("rows", [1, 7, 40, 1024])
+def test_top_scores_in_row_blocks_equal_the_whole_product(rows, monkeypatch):
+    """``lexical.top_scores`` in blocks of 1, 7, 40 (all 40 queries) and 1,024 query rows gives
+    the bits of ``topk_sparse`` over the whole ``q @ s.T`` product, dtypes included."""
+    rng = np.random.default_rng(11)
+    nodes, queries, _parts = _nodes_queries(rng, 300, 40, 1)
+    q, s = _index(nodes["text"].to_list(), queries["text"].to_list())
+    want = topk_sparse(lexical.score(q, s), 20)
+    assert len(want[0]) > 40 * 5
+    monkeypatch.setattr(lexical, "SCORE_ROWS", rows)
+    got = lexical.top_scores(q, s, 20)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    empty = lexical.top_scores(q[:0], s, 20)
+    assert [a.dtype for a in empty] == [a.dtype for a in want] and len(empty[0]) == 0
+
+
 def test_blocks_and_scorer_choice():
     lo, hi = np.array([0, 0, 10, 10, 10, 40]), np.array([10, 10, 40, 40, 40, 41])
     assert bm25_device.blocks(lo, hi, 90, 100) == [(0, 2), (2, 5), (5, 6)]

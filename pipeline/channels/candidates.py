@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from pipeline.channels import bm25_device, dense, lexical, segvocab
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
-from pipeline.ops.topk import pair_order, topk_long, topk_sparse
+from pipeline.ops.topk import pair_order, topk_long
 from pipeline.progress import inner
 
 CHANNELS = ("dense", "lexical", "collab")  # collab: after the others (pipeline.channels.collab)
@@ -217,7 +217,7 @@ class LexicalChannel:
             lo, hi = cut[segs.qseg], cut[segs.qseg + 1]
             qi, di, _sc, rank = bm25_device.topk(q, s_mat, p.candidates, self.device, lo, hi)
         else:
-            qi, di, _sc, rank = topk_sparse(lexical.score(q, s_mat), p.candidates)
+            qi, di, _sc, rank = lexical.top_scores(q, s_mat, p.candidates)
         ranks = pl.DataFrame(
             {"query_idx": segs.qs[qi], "node_idx": segs.rows[di], "lexical_rank": rank}
         )

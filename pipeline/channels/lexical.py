@@ -303,6 +303,24 @@ def score(q: sp.csr_matrix, s: sp.csr_matrix) -> sp.csr_matrix:
     return (q @ s.T).tocsr()
 
 
+SCORE_ROWS = 1024  # query rows per block of :func:`top_scores`
+
+
+def top_scores(q: sp.csr_matrix, s: sp.csr_matrix, k: int) -> tuple[np.ndarray, ...]:
+    """``topk_sparse(score(q, s), k)``, in blocks of ``SCORE_ROWS`` query rows. scipy's product
+    sums each row on its own (its query's terms in order), so a block's rows are the whole
+    product's; a block's arrays stay small enough to be reused by the allocator instead of paging
+    in fresh memory (on millions of scores that costs more than the arithmetic)."""
+    from pipeline.ops.topk import topk_sparse
+
+    st = s.T.tocsr()  # what ``q @ s.T`` converts it to, once
+    out = [topk_sparse(q[:0] @ st, k)]
+    for a in range(0, q.shape[0], SCORE_ROWS):
+        qi, di, sc, rank = topk_sparse((q[a : a + SCORE_ROWS] @ st).tocsr(), k)
+        out.append((qi + a, di, sc, rank))
+    return tuple(np.concatenate(x) for x in zip(*out))
+
+
 def pair_scores(q: sp.csr_matrix, s: sp.csr_matrix, qi: np.ndarray, di: np.ndarray) -> np.ndarray:
     """BM25 score of each (query qi[j], doc di[j]) pair, without forming the full score matrix."""
     if len(qi) == 0:
@@ -323,7 +341,7 @@ def prf_expand(
     if docs <= 0 or terms <= 0 or weight <= 0 or q.shape[0] == 0:
         return q
     nq, nd = q.shape[0], s.shape[0]
-    qi, di, _sc, _r = topk_sparse(score(q, s), docs)
+    qi, di, _sc, _r = top_scores(q, s, docs)
     feedback = sp.csr_matrix((np.ones(len(qi), np.float32), (qi, di)), shape=(nq, nd))
     w = (feedback @ s).tocsr()
     in_query = q.copy()
