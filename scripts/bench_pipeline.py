@@ -16,16 +16,19 @@ per cluster (a unit's text two, a query's one), so the entity layer and its seed
 ``--edges-per-node K`` draws K·n explicit edges (``make(avg_degree=2K)``; self-loops dropped, so
 a few fewer): 4 by default (100k nodes: 399,993 edges), 5 for issue 29's 1M nodes / 5M edges.
 ``--overlap M`` then reruns the first M queries, untimed, with every PPR solve checked against
-the exact solver (``scripts/ppr_overlap.py``). The floor is ``IndexFlatIP.search(xq, 100)`` over the same embeddings in the same process. Prints
-a table of the stage times the run's own ``StageLog`` records (the manifest's ``timings_s``); the
-last lines are the CPU seconds (``time.process_time``, all threads: steadier than wall time on a
-shared machine) of the floor and of the query path, and ``end-to-end / flat-scan throughput at <n>:
-<ratio>`` (wall time) for the largest size.
+the exact solver (``scripts/ppr_overlap.py``). The floor is ``IndexFlatIP.search(xq, 100)`` over
+the same embeddings in the same process. Prints a table of the stage times the run's own
+``StageLog`` records (the manifest's ``timings_s``); after each size's row counts, the SHA-256 of
+its recall frame's CSV text (the same before and after a change that should not alter results);
+the last lines are the CPU seconds (``time.process_time``, all threads: steadier than wall time on
+a shared machine) of the floor and of the query path, and ``end-to-end / flat-scan throughput at
+<n>: <ratio>`` (wall time) for the largest size.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import resource
 import sys
 import tempfile
@@ -137,6 +140,7 @@ def run(
         "rss": rss_mb(),
         "rows": log.rows,
         "overlap": ppr_overlap.summary(stats),
+        "digest": hashlib.sha256(got.recall.write_csv().encode()).hexdigest(),
     }
 
 
@@ -179,6 +183,7 @@ def main() -> int:
             )
         rows = ", ".join(f"{k} {v:,}" for k, v in sorted(r["rows"].items()))
         print(f"rows at {n:,}: {rows}")
+        print(f"recall sha256 at {n:,} (its CSV text): {r['digest']}")
         if r["overlap"]:
             print(f"PPR at {n:,}, first {a.overlap:,} queries:\n{r['overlap']}")
         last = r
