@@ -117,10 +117,13 @@ def test_diffusion_hits_keep_cut_by_hand():
     assert r.tolist() == [1, 2, 3, 5]
 
 
-@pytest.mark.parametrize("qmax,dmax", [(3, 4), (1000, 1 << 20), (1 << 30, 1 << 40), (1 << 40, 5)])
+@pytest.mark.parametrize(
+    "qmax,dmax", [(3, 4), (1000, 1 << 20), (1 << 30, 1 << 40), (1 << 40, 5), (1 << 30, 1 << 30)]
+)
 def test_lex_order_is_lexsort(qmax, dmax):
     """The packed-key sort gives numpy's lexsort order exactly: ties, ±0, ±inf, subnormals, and ids
-    too wide to pack (two stable sorts, or lexsort itself)."""
+    too wide to pack (two stable sorts, or lexsort itself); ``pair_order`` with the position packed
+    too, with the pair alone (60 bits: no room for it) and with lexsort."""
     from pipeline.ops.topk import lex_order, pair_order
 
     rng = np.random.default_rng(qmax % 97)

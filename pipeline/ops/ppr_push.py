@@ -34,7 +34,7 @@ from pipeline import progress
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
 from pipeline.ops.sparse_entries import per_entry, segment_ids, spans
-from pipeline.ops.topk import KEY_BITS, pair_order
+from pipeline.ops.topk import KEY_BITS, bit_width, pair_order
 
 
 def ppr_push(
@@ -129,8 +129,20 @@ def ppr_push_top(
         max(i.residual for i in infos),
         all(i.converged for i in infos),
     )
+    return (*_by_node(node, col, val), info)
+
+
+def _by_node(node: np.ndarray, col: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The host (node, column, score) triples sorted by (node, column): one plain sort of the
+    packed (node, column, score bits) key when it fits in 63 bits (the scores are positive
+    float32, so 31 bits; the pairs are distinct), decoded; else :func:`pair_order`."""
+    bc = bit_width(col)
+    if node.size and bit_width(node) + bc + 31 <= KEY_BITS:
+        key = np.sort((((node << bc) | col) << 31) | val.view(np.uint32).astype(np.int64))
+        bits = (key & 0x7FFFFFFF).astype(np.uint32)
+        return key >> (31 + bc), (key >> 31) & ((1 << bc) - 1), bits.view(np.float32)
     order = pair_order(node, col)
-    return node[order], col[order], val[order], info
+    return node[order], col[order], val[order]
 
 
 def _spans(b: int, workers: int) -> list[tuple[int, int]]:
@@ -172,8 +184,7 @@ def _push_top(adj, personalization, rows: int, keep: int, *, ordered: bool = Tru
     node, col, val = host(node), host(col), host(val)
     if not ordered:
         return node, col, val, info
-    order = pair_order(node, col)
-    return node[order], col[order], val[order], info
+    return (*_by_node(node, col, val), info)
 
 
 def _cut(xp, col, node, val, keep: int, b: int):

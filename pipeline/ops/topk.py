@@ -19,7 +19,7 @@ from pipeline.backend import bincount, namespaces
 KEY_BITS = 63  # a non-negative int64 sort key
 
 
-def _bits(a: np.ndarray) -> int:
+def bit_width(a: np.ndarray) -> int:
     """Bits that hold every value of the non-negative integer array ``a``."""
     return int(a.max(initial=0)).bit_length()
 
@@ -47,7 +47,7 @@ def lex_order(qi: np.ndarray, score: np.ndarray, di: np.ndarray) -> np.ndarray:
         and not np.isnan(score).any()
     ):
         return np.lexsort((di, -score, qi))
-    bq, bd = _bits(qi), _bits(di)
+    bq, bd = bit_width(qi), bit_width(di)
     if bq + 32 > KEY_BITS:
         return np.lexsort((di, -score, qi))
     head = (qi.astype(np.int64) << 32) | _desc_key(score)
@@ -58,14 +58,21 @@ def lex_order(qi: np.ndarray, score: np.ndarray, di: np.ndarray) -> np.ndarray:
 
 
 def pair_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
-    """``np.lexsort((minor, major))`` for non-negative integer keys: one stable sort of the packed
-    key when both fit in 63 bits, else ``lexsort`` itself."""
+    """``np.lexsort((minor, major))`` for non-negative integer keys: one plain sort of the packed
+    (major, minor, position) key when it fits in 63 bits, one stable sort of the packed (major,
+    minor) key when that fits, else ``lexsort`` itself."""
     if not len(major) or major.min() < 0 or minor.min() < 0:
         return np.lexsort((minor, major))
-    bm = _bits(minor)
-    if _bits(major) + bm > KEY_BITS:
+    bm = bit_width(minor)
+    bk = bit_width(major) + bm
+    if bk > KEY_BITS:
         return np.lexsort((minor, major))
-    return np.argsort((major.astype(np.int64) << bm) | minor.astype(np.int64), kind="stable")
+    key = (major.astype(np.int64) << bm) | minor.astype(np.int64)
+    bp = (len(key) - 1).bit_length()
+    if bk + bp > KEY_BITS:
+        return np.argsort(key, kind="stable")
+    # the position in the low bits: a plain sort of distinct values is the stable order
+    return np.sort((key << bp) | np.arange(len(key), dtype=np.int64)) & ((1 << bp) - 1)
 
 
 def topk_long(qi: np.ndarray, di: np.ndarray, score: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
@@ -117,8 +124,8 @@ def _packed(qi: np.ndarray, score: np.ndarray, di: np.ndarray):
         and di.min() >= 0
     ):
         return None
-    bd = _bits(di)
-    if _bits(qi) + 32 + bd > KEY_BITS or np.isnan(score).any():
+    bd = bit_width(di)
+    if bit_width(qi) + 32 + bd > KEY_BITS or np.isnan(score).any():
         return None
     if (score.view(np.uint32) == np.uint32(0x80000000)).any():
         return None
