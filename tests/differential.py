@@ -139,7 +139,7 @@ def packs_small(recipe, data, root):
 def batches_small(recipe, data, root):
     """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch, dense
     searches of 7 queries, push solves cut into progress parts from 5 queries on, BM25 top-k in
-    blocks of 5 query rows."""
+    blocks of 5 query rows and BM25 pair scores in blocks of 9 pairs."""
     from pipeline import progress
     from pipeline.channels import candidates, lexical
 
@@ -148,6 +148,7 @@ def batches_small(recipe, data, root):
         _patched(candidates, "SEARCH_BLOCK", 7),
         _patched(progress, "INNER_MIN", 5),
         _patched(lexical, "SCORE_ROWS", 5),
+        _patched(lexical, "PAIR_BLOCK", 9),
     ):
         return run(recipe, data, root, "batches", extra)
 
@@ -404,6 +405,13 @@ def probes():
 
         return probe
 
+    def lexical_pairs(fn):
+        def probe(q, s, qi, di):
+            seen["PAIR_BLOCK"].add(side(len(qi) > lexical.PAIR_BLOCK))
+            return fn(q, s, qi, di)
+
+        return probe
+
     def spans(fn):
         def probe(b, workers):
             seen["INNER_MIN"].add(side(b >= progress.INNER_MIN))
@@ -437,4 +445,5 @@ def probes():
         wrap(candidates, "_searched", searched)
         wrap(ppr_push, "_spans", spans)
         wrap(lexical, "top_scores", top_scores)
+        wrap(lexical, "pair_scores", lexical_pairs)
         yield seen

@@ -145,3 +145,23 @@ def test_ascii_texts_split_at_once_give_the_per_text_ids(tokenizer, stemmer):
             assert list(fast.word_to_id.items()) == list(slow.word_to_id.items())
     lens, ids = lexical.term_ids(lexical.make_tokenizer(None, None, "english"), ["Ab ab c", ""])
     assert lens.tolist() == [2, 1] and ids.tolist() == [1, 1, 0]  # by hand: "" is id 0, "ab" 1
+
+
+@pytest.mark.parametrize("block", [1, 7, 3000, 1 << 16])
+def test_pair_scores_in_blocks_equal_one_row_product(block, monkeypatch):
+    """``lexical.pair_scores`` in blocks of 1, 7, 3,000 (all) and 65,536 pairs gives the float32
+    bits of scipy's ``(q[qi] ∘ s[di]).sum(axis=1)`` over all pairs at once (repeated pairs, pairs
+    without a common term, sums of 8 and more terms)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(block)
+    s = sp.random(200, 60, density=0.3, format="csr", random_state=3, dtype=np.float32)
+    q = sp.random(30, 60, density=0.4, format="csr", random_state=4, dtype=np.float32)
+    qi, di = rng.integers(0, 30, 3000), rng.integers(0, 200, 3000)
+    want = np.asarray(q[qi].multiply(s[di]).sum(axis=1)).ravel().astype(np.float32)
+    monkeypatch.setattr(lexical, "PAIR_BLOCK", block)
+    got = lexical.pair_scores(q, s, qi, di)
+    assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+    assert (want == 0).any() and (want > 0).mean() > 0.5
+    assert len(lexical.pair_scores(q, s, qi[:0], di[:0])) == 0

@@ -321,11 +321,18 @@ def top_scores(q: sp.csr_matrix, s: sp.csr_matrix, k: int) -> tuple[np.ndarray, 
     return tuple(np.concatenate(x) for x in zip(*out))
 
 
+PAIR_BLOCK = 1 << 16  # (query, document) pairs per block of :func:`pair_scores`
+
+
 def pair_scores(q: sp.csr_matrix, s: sp.csr_matrix, qi: np.ndarray, di: np.ndarray) -> np.ndarray:
-    """BM25 score of each (query qi[j], doc di[j]) pair, without forming the full score matrix."""
-    if len(qi) == 0:
-        return np.zeros(0, np.float32)
-    return np.asarray(q[qi].multiply(s[di]).sum(axis=1)).ravel().astype(np.float32)
+    """BM25 score of each (query qi[j], doc di[j]) pair, without forming the full score matrix:
+    ``(q[qi] ∘ s[di]).sum(axis=1)`` in blocks of ``PAIR_BLOCK`` pairs (each pair's sum is its own
+    row's; the row gathers of millions of pairs would page in gigabytes of fresh memory)."""
+    out = np.zeros(len(qi), np.float32)
+    for a in range(0, len(qi), PAIR_BLOCK):
+        b = a + PAIR_BLOCK
+        out[a:b] = np.asarray(q[qi[a:b]].multiply(s[di[a:b]]).sum(axis=1)).ravel()
+    return out
 
 
 def prf_expand(
