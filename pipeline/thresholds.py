@@ -48,6 +48,7 @@ THRESHOLDS = (
     Threshold("pipeline.channels.dense_torch", "NODE_BLOCK", "node rows per matrix product of the torch dense scan", "patched"),
     Threshold("pipeline.channels.bm25_device", "BLOCK_SCORES", "query × document scores of one device BM25 block", "patched"),
     Threshold("pipeline.channels.bm25_device", "BLOCK_QUERIES", "query rows of one device BM25 block", "patched"),
+    Threshold("pipeline.stages.fuse", "JOIN_QUERIES", "queries per block of a component join (graph, residual)", "patched"),
     Threshold("pipeline.channels.lexical", "PAIR_BLOCK", "(query, document) pairs per block of BM25 pair scores", "patched"),
     Threshold("pipeline.channels.lexical", "SCORE_ROWS", "query rows per block of the BM25 top-k", "patched"),
     Threshold("pipeline.channels.candidates", "SEARCH_BLOCK", "query rows per dense search of one scope", "patched"),

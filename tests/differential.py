@@ -139,9 +139,11 @@ def packs_small(recipe, data, root):
 def batches_small(recipe, data, root):
     """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch, dense
     searches of 7 queries, push solves cut into progress parts from 5 queries on, BM25 top-k in
-    blocks of 5 query rows and BM25 pair scores in blocks of 9 pairs."""
+    blocks of 5 query rows, BM25 pair scores in blocks of 9 pairs, component joins in blocks of
+    3 queries."""
     from pipeline import progress
     from pipeline.channels import candidates, lexical
+    from pipeline.stages import fuse
 
     extra = ["select.batch=7", "diffuse.block=1000", "novelty.batch=5"]
     with (
@@ -149,6 +151,7 @@ def batches_small(recipe, data, root):
         _patched(progress, "INNER_MIN", 5),
         _patched(lexical, "SCORE_ROWS", 5),
         _patched(lexical, "PAIR_BLOCK", 9),
+        _patched(fuse, "JOIN_QUERIES", 3),
     ):
         return run(recipe, data, root, "batches", extra)
 
@@ -412,6 +415,15 @@ def probes():
 
         return probe
 
+    def joined(fn):
+        def probe(ctx, hits, column):
+            q = ctx.cand["query_idx"]
+            if q.len() and hits.height:
+                seen["JOIN_QUERIES"].add(side(q.max() - q.min() >= fuse_mod.JOIN_QUERIES))
+            return fn(ctx, hits, column)
+
+        return probe
+
     def spans(fn):
         def probe(b, workers):
             seen["INNER_MIN"].add(side(b >= progress.INNER_MIN))
@@ -425,6 +437,7 @@ def probes():
     from pipeline.ops import ppr_push
     from pipeline.ops import scope as scope_mod
     from pipeline.stages import diffuse, novelty, select
+    from pipeline.stages import fuse as fuse_mod
 
     with stack:
         wrap(dpp, "cosine_rows", cosine_rows)
@@ -446,4 +459,5 @@ def probes():
         wrap(ppr_push, "_spans", spans)
         wrap(lexical, "top_scores", top_scores)
         wrap(lexical, "pair_scores", lexical_pairs)
+        wrap(fuse_mod, "join_component", joined)
         yield seen

@@ -141,3 +141,50 @@ def test_join_pairs_merge_equals_polars_full_join_on_random_frames(seed):
     assert got.sort(on + ["dense", "graph"], nulls_last=True).equals(
         want.sort(on + ["dense", "graph"], nulls_last=True)
     )
+
+
+@pytest.mark.parametrize("block", [1, 2, 5, 1024])
+def test_join_component_in_query_blocks_equals_one_join(block, monkeypatch):
+    """``join_component`` per block of 1, 2, 5 and 1,024 queries gives the rows of one join, fused
+    with per-query max normalisation (each block holds whole queries): graph-only nodes get their
+    cosine, a query with hits but no candidates and candidates without hits included."""
+    from types import SimpleNamespace
+
+    from pipeline.stages import fuse as fuse_mod
+
+    rng = np.random.default_rng(block)
+    xb = rng.normal(size=(50, 8)).astype(np.float32)
+    xq = rng.normal(size=(12, 8)).astype(np.float32)
+    rows = [(q, int(n)) for q in range(10) for n in rng.choice(50, 6, replace=False)]
+    cand = pl.DataFrame(rows, schema=["query_idx", "node_idx"], orient="row").sort(
+        ["query_idx", "node_idx"]
+    )
+    cand = cand.with_columns(
+        dense=pl.Series(rng.random(cand.height), dtype=pl.Float32),
+        dense_rank=pl.lit(1, pl.Int32),
+        lexical=pl.Series(rng.random(cand.height), dtype=pl.Float32),
+        lexical_rank=pl.lit(1, pl.Int32),
+    )
+    fusion = {"method": "wsum", "weights": {"dense": 0.6, "lexical": 0.4}}
+    cand = fuse(cand, ["dense", "lexical"], "wsum", weights=fusion["weights"])
+    hits = pl.DataFrame(
+        {
+            "query_idx": rng.integers(2, 12, 80),  # queries 10, 11: hits, no candidates
+            "node_idx": rng.integers(0, 50, 80),
+        }
+    ).unique(["query_idx", "node_idx"], keep="first", maintain_order=True)
+    hits = hits.with_columns(graph=pl.Series(rng.random(hits.height), dtype=pl.Float32))
+    ctx = SimpleNamespace(
+        cand=cand,
+        cfg=SimpleNamespace(channels=["dense", "lexical"]),
+        fusion=fusion,
+        vectors=(xq, np.arange(12), np.ones(12)),
+        xb=xb,
+    )
+    on = ["query_idx", "node_idx"]
+    monkeypatch.setattr(fuse_mod, "JOIN_QUERIES", 1 << 30)
+    want = fuse_mod.join_component(ctx, hits, "graph").sort(on)
+    monkeypatch.setattr(fuse_mod, "JOIN_QUERIES", block)
+    got = fuse_mod.join_component(ctx, hits, "graph").sort(on)
+    assert got.equals(want) and got.height > cand.height
+    assert want.filter(pl.col("query_idx") >= 10)["dense"].null_count() == 0

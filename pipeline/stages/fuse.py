@@ -203,14 +203,42 @@ def run_stage(ctx, p: dict) -> object:
     return ctx
 
 
+JOIN_QUERIES = 1024  # queries per block of :func:`join_component`
+
+
 def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
     """The candidates with a new score component (graph energy, residual similarity) joined on;
     nodes it alone found get their exact cosine (when the dense channel is on), and everything is
-    fused again with the other components at 0."""
+    fused again with the other components at 0. Done per block of ``JOIN_QUERIES`` consecutive
+    query indices (every step reads one query's rows only: pairs, per-query normalisation), so a
+    block's arrays stay small enough to reuse memory; rows in no set order."""
+    q = ctx.cand["query_idx"].to_numpy()
+    if not (len(q) and hits.height) or (len(q) > 1 and bool((q[1:] < q[:-1]).any())):
+        return _join_block(ctx, ctx.cand, hits, column)
+    h = hits["query_idx"].to_numpy()
+    lo = min(int(q[0]), int(h.min()))
+    hb = (h - lo) // JOIN_QUERIES
+    order = np.argsort(hb, kind="stable")
+    hits, hb = hits[order], hb[order]
+    top = max(int(q[-1]), int(h.max())) - lo
+    starts = lo + np.arange(0, top + 1, JOIN_QUERIES)
+    cq = np.searchsorted(q, np.r_[starts, lo + top + 1])
+    ch = np.searchsorted(hb, np.arange(len(starts) + 1))
+    return pl.concat(
+        [
+            _join_block(ctx, ctx.cand[cq[i] : cq[i + 1]], hits[ch[i] : ch[i + 1]], column)
+            for i in range(len(starts))
+        ],
+        rechunk=True,  # one chunk per column, as one join leaves it, for the stages after
+    )
+
+
+def _join_block(ctx, cand: pl.DataFrame, hits: pl.DataFrame, column: str) -> pl.DataFrame:
+    """:func:`join_component` of some queries' candidates and hits."""
     from pipeline.channels.candidates import dense_pairs
 
     enabled = list(ctx.cfg.channels)
-    out = _join_pairs(ctx.cand, hits)
+    out = _join_pairs(cand, hits)
     if "dense" in enabled:
         new = out["dense"].is_null().to_numpy()
         if new.any():
