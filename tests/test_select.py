@@ -346,3 +346,5 @@ def test_the_head_cut_by_hand():
     assert _head(cand, 2, SelectParams.defaults())["node_idx"].to_list() == [1, 2, 4, 1]
     nan = cand.with_columns(pl.Series("score", [0.5, float("nan"), 0.1, 0.5, 0.2]))
     assert _head(nan, 2, SelectParams.defaults()).height == 5  # NaN: the whole frame
+    ints = cand.with_columns(pl.Series("score", [5, 9, 1, 5, 2]))  # integer scores: no NaN test
+    assert _head(ints, 2, SelectParams.defaults())["node_idx"].to_list() == [1, 2, 4, 1]

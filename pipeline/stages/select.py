@@ -153,7 +153,7 @@ def _head(cand: pl.DataFrame, k: int, p: SelectParams) -> pl.DataFrame:
         or p.top_chunks_per_doc
         or p.spread_gap
         or cand["score"].null_count()
-        or cand["score"].is_nan().any()
+        or (cand.schema["score"].is_float() and cand["score"].is_nan().any())
     ):
         return cand
     depth = k if p.method == "topk" else max(k, p.pool_mult * int(p.target or k))
