@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from pipeline.channels.segvocab import Layout, first_keys, remap
 from pipeline.errors import ConfigError
 from pipeline.ops.tokenize import ascii_pattern, fts5_query, has_cjk, splitter
+from pipeline.ops.topk import topk_sparse
 
 FIELDS = ("title", "tags", "body", "code")
 
@@ -311,8 +312,6 @@ def top_scores(q: sp.csr_matrix, s: sp.csr_matrix, k: int) -> tuple[np.ndarray, 
     sums each row on its own (its query's terms in order), so a block's rows are the whole
     product's; a block's arrays stay small enough to be reused by the allocator instead of paging
     in fresh memory (on millions of scores that costs more than the arithmetic)."""
-    from pipeline.ops.topk import topk_sparse
-
     st = s.T.tocsr()  # what ``q @ s.T`` converts it to, once
     out = [topk_sparse(q[:0] @ st, k)]
     for a in range(0, q.shape[0], SCORE_ROWS):
@@ -343,8 +342,6 @@ def prf_expand(
     over those documents are added, their weights scaled to ``weight`` × the query's own term
     count. ``docs`` 0 returns ``q`` itself. ``q``: (nq, V) counts; ``s``: (n_docs, V) term
     scores."""
-    from pipeline.ops.topk import topk_sparse
-
     if docs <= 0 or terms <= 0 or weight <= 0 or q.shape[0] == 0:
         return q
     nq, nd = q.shape[0], s.shape[0]
