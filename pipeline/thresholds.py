@@ -53,6 +53,7 @@ THRESHOLDS = (
     Threshold("pipeline.channels.lexical", "SCORE_ROWS", "query rows per block of the BM25 top-k", "patched"),
     Threshold("pipeline.channels.candidates", "SEARCH_BLOCK", "query rows per dense search of one scope", "patched"),
     Threshold("pipeline.progress", "INNER_MIN", "queries of a push solve cut into more parts than workers", "patched"),
+    Threshold("pipeline.ops.ppr_push", "PUSH_COLS", "queries per part of a host push solve", "patched"),
     Threshold("conf", "select.batch", "queries per torch batch of DPP/MMR", "config"),
     Threshold("conf", "diffuse.block", "nodes × queries per PEDSA/expand block", "config"),
     Threshold("conf", "dense.block", "node rows per block of the blocked scan", "config"),

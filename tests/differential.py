@@ -140,9 +140,10 @@ def batches_small(recipe, data, root):
     """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch, dense
     searches of 7 queries, push solves cut into progress parts from 5 queries on, BM25 top-k in
     blocks of 5 query rows, BM25 pair scores in blocks of 9 pairs, component joins in blocks of
-    3 queries."""
+    3 queries, push solves in parts of at most 4 queries."""
     from pipeline import progress
     from pipeline.channels import candidates, lexical
+    from pipeline.ops import ppr_push
     from pipeline.stages import fuse
 
     extra = ["select.batch=7", "diffuse.block=1000", "novelty.batch=5"]
@@ -152,6 +153,7 @@ def batches_small(recipe, data, root):
         _patched(lexical, "SCORE_ROWS", 5),
         _patched(lexical, "PAIR_BLOCK", 9),
         _patched(fuse, "JOIN_QUERIES", 3),
+        _patched(ppr_push, "PUSH_COLS", 4),
     ):
         return run(recipe, data, root, "batches", extra)
 
@@ -427,6 +429,7 @@ def probes():
     def spans(fn):
         def probe(b, workers):
             seen["INNER_MIN"].add(side(b >= progress.INNER_MIN))
+            seen["PUSH_COLS"].add(side(b > ppr_push.PUSH_COLS))
             return fn(b, workers)
 
         return probe

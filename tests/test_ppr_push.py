@@ -239,3 +239,43 @@ def test_by_node_is_the_pair_order_sort_of_the_triples(monkeypatch, packed):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
     empty = pp._by_node(node[:0], col[:0], val[:0])
     assert [len(a) for a in empty] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("seed, dtype", [(11, np.float32), (12, np.float64)])
+def test_query_major_parts_give_the_node_major_bits(monkeypatch, seed, dtype):
+    """The solver runs on the (queries × nodes) transpose, in parts of ``PUSH_COLS`` queries: every
+    score has the bits of the textbook node-major push (``reference.ppr_push_node_major``: the
+    ``trans @ front`` sums over a canonical row), on a float32 graph with an isolated node,
+    float32 or float64 seeds with a duplicated entry, and more queries than one part (the
+    top-``keep`` cut too)."""
+    import pipeline.ops.ppr_push as pp
+    from reference import ppr_push_node_major
+
+    rng = np.random.default_rng(seed)
+    n, b = 160, 23
+    g = _graph(rng, n - 1, 500).astype(np.float32)  # node n - 1: no edge
+    adj = sp.csr_matrix((g.data, g.indices, np.r_[g.indptr, g.indptr[-1]]), shape=(n, n))
+    s = _seeds(rng, n, b)
+    s = sp.csr_matrix(s + sp.csr_matrix(([0.3], ([n - 1], [3])), shape=(n, b)))
+    r0 = int(s.indptr[5])  # node 5's first entry is stored twice: the duplicates add up
+    pers = sp.csr_matrix(
+        (
+            np.r_[s.data[: r0 + 1], 0.05, s.data[r0 + 1 :]],
+            np.r_[s.indices[: r0 + 1], s.indices[r0], s.indices[r0 + 1 :]],
+            s.indptr + (np.arange(n + 1) > 5),
+        ),
+        shape=(n, b),
+        dtype=dtype,
+    )
+    assert not pers.has_canonical_format
+    want = ppr_push_node_major(adj, pers, eps=1e-4)
+    got, info = ppr_push(adj, pers, eps=1e-4)
+    assert info.converged and got.dtype == want.dtype == dtype
+    assert got.toarray().tobytes() == want.toarray().tobytes()
+    monkeypatch.setattr(pp, "PUSH_COLS", 4)
+    assert len(pp._spans(b, 2)) == 6
+    node, c, val, _ = ppr_push_top(adj, pers, n - 1, 9, eps=1e-4, workers=2)
+    dense = want.toarray()
+    keep = sorted((i, q) for q in range(b) for i in topk_reference(dense[: n - 1, q], 9))
+    assert list(zip(node.tolist(), c.tolist())) == keep
+    assert val.tobytes() == dense[node, c].astype(np.float32).tobytes()

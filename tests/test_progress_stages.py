@@ -11,7 +11,8 @@ import scipy.sparse as sp
 
 from pipeline import progress
 from pipeline.channels import candidates, dense
-from pipeline.ops.ppr_push import _push_top, ppr_push_top
+from pipeline.ops import ppr_push as pp
+from pipeline.ops.ppr_push import ppr_push_top
 
 
 def _lines(caplog) -> list[str]:
@@ -33,6 +34,13 @@ def _seeds(n: int, b: int) -> sp.csr_matrix:
     row = np.r_[j % n, (3 * j + 1) % n]
     e = np.r_[np.full(b, 0.75), np.full(b, 0.25)].astype(np.float32)
     return sp.csr_matrix((e, (row, np.r_[j, j])), shape=(n, b))
+
+
+def _one_solve(adj, pers, rows: int, keep: int):
+    """Every column in one push solve: no part, no thread, no progress."""
+    dtype = pp._dtype(adj, pers)
+    prep = pp._prepare(adj, 0.5, 1e-4, dtype)
+    return pp._push_top(prep, pp._by_query(pers, dtype), rows, keep, damping=0.5, max_iter=100)
 
 
 def _no_terminal(monkeypatch, flag=None):
@@ -57,7 +65,7 @@ def test_push_solve_logs_ten_lines_with_the_bits_of_one_solve(monkeypatch, caplo
     assert len(lines) == 10, lines
     assert lines[0].startswith("diffuse push: 200/2000 query (10%), ")
     assert lines[-1].startswith("diffuse push: 2000/2000 query (100%), ")
-    one = _push_top(adj, pers, 60, 5)  # one solve of every column, no thread, no progress
+    one = _one_solve(adj, pers, 60, 5)  # one solve of every column, no thread, no progress
     assert _same(got, one) and got[3] == one[3]
     _no_terminal(monkeypatch, "0")
     caplog.clear()
@@ -72,7 +80,7 @@ def test_push_solve_below_inner_min_says_nothing(monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="pipeline.progress"):
         got = ppr_push_top(adj, pers, 60, 5, workers=2)
     assert _lines(caplog) == []
-    assert _same(got, _push_top(adj, pers, 60, 5))
+    assert _same(got, _one_solve(adj, pers, 60, 5))
 
 
 def _unit(rng, n: int, d: int) -> np.ndarray:

@@ -6,9 +6,10 @@ Every query keeps an estimate ``x`` and a residual ``r`` (at first its personali
 node u moves ``(1 − d)·r_u`` into ``x_u`` and spreads ``d·r_u`` over u's out-edges by weight; the
 invariant ``ppr = x + PPR(r)`` holds throughout. Here every node whose residual reaches
 ``eps · w(u)`` (its weighted degree) is pushed in the same round, for every query at once: a round
-is one sparse × sparse product ``trans @ F`` of the (N × B) frontier ``F``. It stops when no
-residual reaches its threshold; the result is ``x + (1 − d)·r`` (a residual left at v settles at
-least that much at v itself). On a symmetric graph (the diffusion stage's adjacency, hubs
+is one sparse × sparse product of the frontier, held query-major as (B × N) ``Fᵀ`` (``Fᵀ @ transᵀ``:
+its cost follows the entries pushed, not the graph's size, so small parts of queries stay cheap
+and each part stops with its own columns). It stops when no residual reaches its threshold; the
+result is ``x + (1 − d)·r`` (a residual left at v settles at least that much at v itself). On a symmetric graph (the diffusion stage's adjacency, hubs
 included) this bounds the error of every entry, as in ACL 2006 for the lazy walk: the error is
 ``PPR(r)`` with ``r < eps · w`` entrywise, PPR is linear and monotone, and the degree vector ``w``
 is the walk's stationary vector, so ``PPR(w) = w`` and ``0 ≤ ppr_v − x_v < eps · w(v)`` per unit of
@@ -33,8 +34,10 @@ import numpy as np
 from pipeline import progress
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
-from pipeline.ops.sparse_entries import per_entry, segment_ids, spans
+from pipeline.ops.sparse_entries import segment_ids, spans
 from pipeline.ops.topk import KEY_BITS, bit_width, pair_order
+
+PUSH_COLS = 256  # queries per part of a host solve: a part's rounds stop with its own columns
 
 
 def ppr_push(
@@ -44,44 +47,66 @@ def ppr_push(
     damping: float = 0.5,
     eps: float = 1e-4,
     max_iter: int = 100,
-    prep=None,
 ):
     """Forward-push PPR of B seed distributions at once (``x + (1 − d)·r`` at the last round).
 
     adj: (N, N) sparse non-negative weights (row = source; symmetric for the error bound);
-    personalization: (N, B) sparse, columns sum to their seed mass; ``prep``: :func:`_prepare`'s
-    operator of the same inputs, when the caller solves several parts of the columns. Returns
-    ((N, B) sparse CSR estimates, SolverInfo): rounds run, the largest column's residual mass left
-    relative to its seed mass, and whether every residual fell below its threshold within
-    ``max_iter`` rounds.
-    """
-    xp, sp = namespaces(personalization.data)
-    n, b = personalization.shape
-    dtype = xp.result_type(personalization.dtype, adj.dtype, xp.float32)
-    trans, thr, loses = prep or _prepare(adj, damping, eps, dtype)
-    r = sp.csr_matrix(personalization, dtype=dtype)
-    r.sum_duplicates()
-    r.eliminate_zeros()
-    mass = xp.asarray(r.sum(axis=0, dtype=xp.float64)).ravel()
+    personalization: (N, B) sparse, columns sum to their seed mass. Returns ((N, B) sparse CSR
+    estimates, SolverInfo): rounds run, the largest column's residual mass left relative to its
+    seed mass, and whether every residual fell below its threshold within ``max_iter`` rounds."""
+    dtype = _dtype(adj, personalization)
+    prep = _prepare(adj, damping, eps, dtype)
+    x, info = _push_rows(prep, _by_query(personalization, dtype), damping, max_iter)
+    return x.T.tocsr(), info
+
+
+def _push_rows(prep, r, damping: float, max_iter: int):
+    """:func:`ppr_push` on the (B, N) query-major form ``r`` (canonical CSR: a query's nodes in
+    ascending order), returning the (B, N) estimates. Every entry gets the bits of the node-major
+    solve: the front stays canonical, so ``front @ transᵀ`` adds each (query, node) sum over the
+    source nodes in ascending order, as ``trans @ front`` does over a row of the canonical
+    ``trans``; the seed mass is scipy's column sum of the same (N, B) CSR."""
+    xp, sp = namespaces(r.data)
+    trans_t, thr, loses = prep
+    b = r.shape[0]
+    mass = xp.asarray(sp.csr_matrix(r.T).sum(axis=0, dtype=xp.float64)).ravel()  # as (N, B) CSR
     lost = xp.zeros(b, xp.float64)
     pushed, it, converged = [], 0, False
     while it < max_iter:
-        act = r.data >= per_entry(xp, thr, r.indptr, r.nnz)
+        act = r.data >= thr[r.indices]
         if not bool(act.any()):
             converged = True
             break
         it += 1
         front, rest = _split(sp, r, act)
         pushed.append(front)
-        lost += front.T @ loses
-        r = rest + trans @ front
+        lost += front @ loses
+        prod = (front @ trans_t).tocsc().tocsr()  # two counting sorts: canonical, bits unchanged
+        r = rest + prod
     pushed.append(r)  # what stays in r_v settles at least (1 − d)·r_v at v: still ≤ ppr
-    x = _total(sp, pushed, (n, b), dtype)
-    left = xp.asarray(r.sum(axis=0, dtype=xp.float64)).ravel()
+    x = _total(sp, pushed, r.shape, r.dtype)
+    left = bincount(
+        segment_ids(xp, r.indptr, r.nnz), weights=r.data.astype(xp.float64), minlength=b
+    )
     scale = xp.where(mass > lost, mass / xp.where(mass > lost, mass - lost, 1.0), 0.0)
-    x.data = (x.data * ((1.0 - damping) * scale)[x.indices]).astype(dtype)  # CSR: indices = columns
+    rows = segment_ids(xp, x.indptr, x.nnz)
+    x.data = (x.data * ((1.0 - damping) * scale)[rows]).astype(r.dtype)
     resid = float((left / xp.where(mass > 0, mass, 1.0)).max()) if b else 0.0
     return x, SolverInfo(it, resid, converged)
+
+
+def _dtype(adj, personalization):
+    xp, _ = namespaces(personalization.data)
+    return xp.result_type(personalization.dtype, adj.dtype, xp.float32)
+
+
+def _by_query(personalization, dtype):
+    """The (N, B) seeds as the (B, N) canonical CSR of ``dtype`` (duplicates summed, zeros out)."""
+    _, sp = namespaces(personalization.data)
+    r = sp.csr_matrix(personalization.T, dtype=dtype)
+    r.sum_duplicates()
+    r.eliminate_zeros()
+    return r
 
 
 def ppr_push_top(
@@ -99,22 +124,24 @@ def ppr_push_top(
     ``keep`` largest (ties: lower node first; 0 keeps all), as host (node, column, score) sorted by
     (node, column): the contract of ``ops.ppr.ppr_top``.
 
-    On the host the columns are cut into contiguous parts (:func:`_spans`) solved on ``workers``
-    threads (default: the CPU cores this process may use; scipy's sparse kernels and numpy's
-    release the GIL), the progress counted in queries as parts finish; a column's arithmetic never
-    reads another's, so the bits are those of one solve."""
+    On the host the columns are cut into contiguous parts of at most ``PUSH_COLS`` (:func:`_spans`)
+    solved on ``workers`` threads (default: the CPU cores this process may use; scipy's sparse
+    kernels and numpy's release the GIL), the progress counted in queries as parts finish; a
+    column's arithmetic never reads another's, so the bits are those of one solve, and a part's
+    rounds end when its own columns' residuals are spent. On a device: one solve."""
     xp, _ = namespaces(personalization.data)
-    b, kw = personalization.shape[1], {"damping": damping, "eps": eps, "max_iter": max_iter}
+    dtype = _dtype(adj, personalization)
+    prep = _prepare(adj, damping, eps, dtype)
+    pers = _by_query(personalization, dtype)
+    b, kw = pers.shape[0], {"damping": damping, "max_iter": max_iter}
     workers = min(b, len(os.sched_getaffinity(0)) if workers is None else workers)
     spans = _spans(b, workers)
     if xp is not np or len(spans) <= 1:
-        return _push_top(adj, personalization, rows, keep, **kw)
-    pers = personalization.tocsc()
-    dtype = np.result_type(pers.dtype, adj.dtype, np.float32)
-    part = {"prep": _prepare(adj, damping, eps, dtype), "ordered": False, **kw}  # sorted below
-    with ThreadPoolExecutor(workers) as pool:
+        return _push_top(prep, pers, rows, keep, **kw)
+    with ThreadPoolExecutor(max(1, workers)) as pool:
         futs = {
-            pool.submit(_push_top, adj, pers[:, s:e], rows, keep, **part): (s, e) for s, e in spans
+            pool.submit(_push_top, prep, pers[s:e], rows, keep, ordered=False, **kw): (s, e)
+            for s, e in spans
         }
         width = lambda f: futs[f][1] - futs[f][0]  # noqa: E731
         for _done in progress.inner(as_completed(futs), "diffuse push", b, "query", width):
@@ -146,40 +173,44 @@ def _by_node(node: np.ndarray, col: np.ndarray, val: np.ndarray) -> tuple[np.nda
 
 
 def _spans(b: int, workers: int) -> list[tuple[int, int]]:
-    """``b`` columns cut into contiguous (start, end) parts: one per worker, or from
-    ``progress.INNER_MIN`` columns on, at least ``2 · progress.STEPS`` parts (a multiple of the
-    workers, so that the last round of parts keeps every worker busy) for the progress to move."""
-    n = workers
+    """``b`` columns cut into contiguous (start, end) parts of at most ``PUSH_COLS``: at least one
+    per worker, and from ``progress.INNER_MIN`` columns on at least ``2 · progress.STEPS`` parts (a
+    multiple of the workers, so that the last round of parts keeps every worker busy) for the
+    progress to move."""
+    w = max(1, workers)
+    n = max(w, -(-b // PUSH_COLS))
     if b >= progress.INNER_MIN:
-        n = max(1, workers) * -(-2 * progress.STEPS // max(1, workers))
+        n = max(n, w * -(-2 * progress.STEPS // w))
     n = min(b, n)
     cuts = np.linspace(0, b, n + 1).astype(np.int64)
     return list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
 
 
 def _prepare(adj, damping: float, eps: float, dtype):
-    """The push operator of ``adj``: (transition, each node's push threshold ``eps · w(u)``, what a
-    push at each node loses (``d`` at a dangling node))."""
+    """The push operator of ``adj``: (the transpose of its transition as canonical CSR, each node's
+    push threshold ``eps · w(u)``, what a push at each node loses (``d`` at a dangling node))."""
     xp, sp = namespaces(adj.data)
     trans = _transition(xp, sp, adj, damping, dtype)
     thr = (eps * xp.asarray(adj.sum(axis=1)).ravel()).astype(dtype)
     loses = (damping - xp.asarray(trans.sum(axis=0)).ravel()).astype(xp.float64)
-    return trans, thr, loses
+    return sp.csr_matrix(trans.T), thr, loses
 
 
-def _push_top(adj, personalization, rows: int, keep: int, *, ordered: bool = True, **kw):
-    """:func:`ppr_push_top` in one solve, on the device of the inputs; ``ordered=False`` leaves
-    the (node, column) sort to the caller (the kept set is the same in any order)."""
-    x, info = ppr_push(adj, personalization, **kw)
+def _push_top(
+    prep, pers, rows: int, keep: int, *, damping: float, max_iter: int, ordered: bool = True
+):
+    """:func:`ppr_push_top` of the (B, N) seeds ``pers`` in one solve, on their device;
+    ``ordered=False`` leaves the (node, column) sort to the caller (the kept set is the same in
+    any order)."""
+    x, info = _push_rows(prep, pers, damping, max_iter)
     xp, _ = namespaces(x.data)
-    end = int(x.indptr[rows])  # CSR by node: the first ``rows`` nodes' entries come first
-    node = segment_ids(xp, x.indptr[: rows + 1], end).astype(xp.int64)
-    col, val = x.indices[:end].astype(xp.int64), x.data[:end].astype(xp.float32)
-    ok = val > 0
+    col = segment_ids(xp, x.indptr, x.nnz).astype(xp.int64)
+    node, val = x.indices.astype(xp.int64), x.data.astype(xp.float32)
+    ok = (node < rows) & (val > 0)
     if not bool(ok.all()):
         col, node, val = col[ok], node[ok], val[ok]
     if keep:
-        col, node, val = _cut(xp, col, node, val, keep, x.shape[1])
+        col, node, val = _cut(xp, col, node, val, keep, x.shape[0])
     host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
     node, col, val = host(node), host(col), host(val)
     if not ordered:
