@@ -6,14 +6,15 @@ Every query keeps an estimate ``x`` and a residual ``r`` (at first its personali
 node u moves ``(1 − d)·r_u`` into ``x_u`` and spreads ``d·r_u`` over u's out-edges by weight; the
 invariant ``ppr = x + PPR(r)`` holds throughout. Here every node whose residual reaches
 ``eps · w(u)`` (its weighted degree) is pushed in the same round, for every query at once: a round
-is one sparse × sparse product of the frontier, held query-major as (B × N) ``Fᵀ`` (``Fᵀ @ transᵀ``:
-its cost follows the entries pushed, not the graph's size, so small parts of queries stay cheap
-and each part stops with its own columns). It stops when no residual reaches its threshold; the
-result is ``x + (1 − d)·r`` (a residual left at v settles at least that much at v itself). On a symmetric graph (the diffusion stage's adjacency, hubs
-included) this bounds the error of every entry, as in ACL 2006 for the lazy walk: the error is
-``PPR(r)`` with ``r < eps · w`` entrywise, PPR is linear and monotone, and the degree vector ``w``
-is the walk's stationary vector, so ``PPR(w) = w`` and ``0 ≤ ppr_v − x_v < eps · w(v)`` per unit of
-seed mass (before the dangling rescale below).
+is one sparse × sparse product of the frontier, held query-major as (B × N) ``Fᵀ``
+(``Fᵀ @ transᵀ``: its cost follows the entries pushed, not the graph's size, so small parts of
+queries stay cheap and each part stops with its own columns). It stops when no residual reaches
+its threshold; the result is ``x + (1 − d)·r`` (a residual left at v settles at least that much
+at v itself). On a symmetric graph (the diffusion stage's adjacency, hubs included) this bounds
+the error of every entry, as in ACL 2006 for the lazy walk: the error is ``PPR(r)`` with
+``r < eps · w`` entrywise, PPR is linear and monotone, and the degree vector ``w`` is the walk's
+stationary vector, so ``PPR(w) = w`` and ``0 ≤ ppr_v − x_v < eps · w(v)`` per unit of seed mass
+(before the dangling rescale below).
 
 A dangling node (no out-edge) keeps its ``(1 − d)`` part and loses the rest, as in
 ``ops.ppr._iterate``; each column is rescaled at the end by ``mass / (mass − lost)``, the push
