@@ -254,14 +254,33 @@ class Segments:
         )
 
     def query_pos(self, qi: np.ndarray) -> np.ndarray:
-        """Virtual index of each query index (each query sits in one segment)."""
-        order = np.argsort(self.qs, kind="stable")
-        return order[np.searchsorted(self.qs[order], qi)]
+        """Virtual index of each query index (each query sits in one segment): the offset from the
+        first query when the queries are consecutive ascending indices and every ``qi`` lies among
+        them, else a binary search (the same index wherever both apply)."""
+        qs = self.qs
+        if len(qs) and bool((np.diff(qs) == 1).all()) and _within(qi, qs[:1], qs[-1:], 0):
+            return qi - qs[0]
+        order = np.argsort(qs, kind="stable")
+        return order[np.searchsorted(qs[order], qi)]
 
     def row_pos(self, seg: np.ndarray, ni: np.ndarray) -> np.ndarray:
-        """Virtual row of node ``ni[j]`` in segment ``seg[j]``."""
+        """Virtual row of node ``ni[j]`` in segment ``seg[j]``: its segment's start plus its offset
+        when every segment's rows are consecutive ascending indices and every ``ni[j]`` lies among
+        its segment's, else a binary search (the same row wherever both apply)."""
+        start = np.searchsorted(self.seg, np.arange(len(self.parts) + 1))
+        if len(self.rows) and bool((np.diff(start) > 0).all()):  # no segment empty
+            step = np.diff(self.rows)
+            step[start[1:-1] - 1] = 1  # between two segments the rows may step anyhow
+            first, last = self.rows[start[:-1]], self.rows[start[1:] - 1]
+            if bool((step == 1).all()) and _within(ni, first, last, seg):
+                return start[seg] + (ni - first[seg])
         n = int(max(self.rows.max(initial=0), ni.max(initial=0))) + 1
         return np.searchsorted(self.seg * n + self.rows, seg * n + ni)
+
+
+def _within(keys: np.ndarray, lo: np.ndarray, hi: np.ndarray, group) -> bool:
+    """Whether every ``keys[j]`` lies in ``lo[group[j]] .. hi[group[j]]``."""
+    return bool(((keys >= lo[group]) & (keys <= hi[group])).all())
 
 
 SEARCH_BLOCK = 1024  # query rows per dense search of one scope (its progress moves per block)
