@@ -60,3 +60,52 @@ def test_each_segment_block_is_the_segment_alone(seed, idf):
         assert not scores[q0 : q0 + len(qp), :row0].any()  # nothing from another segment
         assert not scores[q0 : q0 + len(qp), row0 + len(p) :].any()
         col0, row0, q0 = col0 + width, row0 + len(p), q0 + len(qp)
+
+
+def _layout_lexsort(first, rows, seg, n_terms):
+    """The layout by its definition, with lexsorts: per (segment, term) the earliest (field,
+    row, position); each segment's terms numbered in that order; codes sorted."""
+    from pipeline.ops.sparse_entries import spans
+
+    doc, term, key = first
+    n_docs = max(int(doc.max(initial=-1)), int(rows.max(initial=-1))) + 1
+    starts = np.searchsorted(doc, np.arange(n_docs + 1))
+    pick = spans(np, starts[rows], starts[rows + 1])
+    vrow = np.repeat(np.arange(len(rows)), starts[rows + 1] - starts[rows])
+    s, t = seg[vrow].astype(np.int64), term[pick]
+    f, pos = key[pick] >> segvocab.POS_BITS, key[pick] & ((1 << segvocab.POS_BITS) - 1)
+    order = np.lexsort((pos, vrow, f, t, s))
+    s, t, f, vr, pos = s[order], t[order], f[order], vrow[order], pos[order]
+    head = np.r_[True, (s[1:] != s[:-1]) | (t[1:] != t[:-1])] if len(s) else s > 0
+    s, t, f, vr, pos = s[head], t[head], f[head], vr[head], pos[head]
+    order = np.lexsort((pos, vr, f, s))
+    cols = np.empty(len(s), np.int64)
+    cols[order] = np.arange(len(s))
+    by_code = np.argsort(s * n_terms + t, kind="stable")
+    return (s * n_terms + t)[by_code], cols[by_code]
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_layout_packed_sort_is_the_lexsort(seed):
+    """``layout`` sorts its (segment, term, field, row, position) tuples as one packed key when it
+    fits in 63 bits, else by lexsort (``KEY_BITS`` 0): both give the codes and columns of the
+    definition (``_layout_lexsort``), byte for byte."""
+    import pytest
+
+    rng = np.random.default_rng(seed)
+    nodes = _table(rng, 40)
+    tokens = lexical.tokenize_fields(lexical.make_tokenizer("en", None, "auto"), node_fields(nodes))
+    n_seg = int(rng.integers(1, 5))
+    parts = [np.sort(rng.choice(40, int(rng.integers(1, 30)), replace=False)) for _ in range(n_seg)]
+    rows = np.concatenate(parts)
+    seg = np.repeat(np.arange(n_seg), [len(p) for p in parts])
+    codes, cols = _layout_lexsort(tokens.first, rows, seg, len(tokens.vocab))
+    packed = segvocab.layout(tokens.first, rows, seg, len(tokens.vocab))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(segvocab, "KEY_BITS", 0)
+        plain = segvocab.layout(tokens.first, rows, seg, len(tokens.vocab))
+    for lay in (packed, plain):
+        assert lay.n_cols == len(codes) and lay.n_terms == len(tokens.vocab)
+        assert lay.codes.dtype == codes.dtype and lay.codes.tobytes() == codes.tobytes()
+        assert lay.cols.dtype == cols.dtype and lay.cols.tobytes() == cols.tobytes()

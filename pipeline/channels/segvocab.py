@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline.ops.sparse_entries import spans
-from pipeline.ops.topk import pair_order
+from pipeline.ops.topk import KEY_BITS, bit_width, pair_order
 
 POS_BITS = 32  # a first-appearance key: field << POS_BITS | token position in that field's text
 
@@ -67,19 +67,50 @@ def layout(first: tuple, rows: np.ndarray, seg: np.ndarray, n_terms: int) -> Lay
     starts = np.searchsorted(doc, np.arange(n_docs + 1))
     pick = spans(np, starts[rows], starts[rows + 1])
     vrow = np.repeat(np.arange(len(rows)), starts[rows + 1] - starts[rows])
-    s, t = seg[vrow].astype(np.int64), term[pick]
+    s, t = seg[vrow].astype(np.int64), term[pick].astype(np.int64)
     # (field, document, position): the order a segment's own tokenisation meets its terms
     f, pos = key[pick] >> POS_BITS, key[pick] & ((1 << POS_BITS) - 1)
-    order = np.lexsort((pos, vrow, f, t, s))  # per (segment, term): earliest appearance first
-    s, t, f, vr, pos = s[order], t[order], f[order], vrow[order], pos[order]
+    # per (segment, term): earliest appearance first (every tuple is distinct: one term a place)
+    s, t, f, vr, pos = _sorted_by(s, t, f, vrow, pos)
     head = np.r_[True, (s[1:] != s[:-1]) | (t[1:] != t[:-1])] if len(s) else s > 0
     s, t, f, vr, pos = s[head], t[head], f[head], vr[head], pos[head]
-    order = np.lexsort((pos, vr, f, s))  # within a segment: by first appearance
-    code = s[order] * n_terms + t[order]
-    cols = np.empty(len(code), np.int64)
-    cols[order] = np.arange(len(code))
-    by_code = np.argsort(s * n_terms + t, kind="stable")
-    return Layout((s * n_terms + t)[by_code], cols[by_code], n_terms, len(code))
+    order = _order_of(s, f, vr, pos)  # within a segment: by first appearance
+    cols = np.empty(len(s), np.int64)
+    cols[order] = np.arange(len(s))
+    return Layout(s * n_terms + t, cols, n_terms, len(s))  # heads ascend by (segment, term)
+
+
+def _packed(*cols: np.ndarray) -> tuple[np.ndarray, list[int]] | None:
+    """The non-negative int64 columns packed into one key (first column in the highest bits) and
+    each column's bit width; None when they do not fit in ``KEY_BITS``."""
+    widths = [bit_width(c) for c in cols]
+    if not len(cols[0]) or sum(widths) > KEY_BITS:
+        return None
+    key = np.zeros(len(cols[0]), np.int64)
+    for c, w in zip(cols, widths):
+        key = (key << w) | c
+    return key, widths
+
+
+def _sorted_by(*cols: np.ndarray) -> list[np.ndarray]:
+    """The distinct tuples of ``cols`` in ascending order (first column first): one plain sort of
+    the packed key, decoded, when it fits; else ``np.lexsort`` (the same order: no two tie)."""
+    packed = _packed(*cols)
+    if packed is None:
+        order = np.lexsort(cols[::-1])
+        return [c[order] for c in cols]
+    key, widths = np.sort(packed[0]), packed[1]
+    out = []
+    for w in widths[::-1]:
+        out.append(key & ((1 << w) - 1))
+        key = key >> w
+    return out[::-1]
+
+
+def _order_of(*cols: np.ndarray) -> np.ndarray:
+    """The permutation that sorts the distinct tuples of ``cols`` (first column first)."""
+    packed = _packed(*cols)
+    return np.lexsort(cols[::-1]) if packed is None else np.argsort(packed[0])
 
 
 def remap(m: sp.csr_matrix, seg: np.ndarray, lay: Layout) -> sp.csr_matrix:
