@@ -51,6 +51,7 @@ THRESHOLDS = (
     Threshold("pipeline.stages.fuse", "JOIN_QUERIES", "queries per block of a component join (graph, residual)", "patched"),
     Threshold("pipeline.channels.lexical", "PAIR_BLOCK", "(query, document) pairs per block of BM25 pair scores", "patched"),
     Threshold("pipeline.channels.lexical", "SCORE_ROWS", "query rows per block of the BM25 top-k", "patched"),
+    Threshold("pipeline.channels.lexical", "SCORE_ENTRIES", "bounded scores per block of the BM25 top-k", "patched"),
     Threshold("pipeline.channels.candidates", "SEARCH_BLOCK", "query rows per dense search of one scope", "patched"),
     Threshold("pipeline.progress", "INNER_MIN", "queries of a push solve cut into more parts than workers", "patched"),
     Threshold("pipeline.ops.ppr_push", "PUSH_COLS", "queries per part of a host push solve", "patched"),

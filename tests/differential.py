@@ -139,8 +139,8 @@ def packs_small(recipe, data, root):
 def batches_small(recipe, data, root):
     """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch, dense
     searches of 7 queries, push solves cut into progress parts from 5 queries on, BM25 top-k in
-    blocks of 5 query rows, BM25 pair scores in blocks of 9 pairs, component joins in blocks of
-    3 queries, push solves in parts of at most 4 queries."""
+    blocks of 5 query rows or 40 bounded scores, BM25 pair scores in blocks of 9 pairs, component
+    joins in blocks of 3 queries, push solves in parts of at most 4 queries."""
     from pipeline import progress
     from pipeline.channels import candidates, lexical
     from pipeline.ops import ppr_push
@@ -151,6 +151,7 @@ def batches_small(recipe, data, root):
         _patched(candidates, "SEARCH_BLOCK", 7),
         _patched(progress, "INNER_MIN", 5),
         _patched(lexical, "SCORE_ROWS", 5),
+        _patched(lexical, "SCORE_ENTRIES", 40),
         _patched(lexical, "PAIR_BLOCK", 9),
         _patched(fuse, "JOIN_QUERIES", 3),
         _patched(ppr_push, "PUSH_COLS", 4),
@@ -406,6 +407,8 @@ def probes():
     def top_scores(fn):
         def probe(q, s, k):
             seen["SCORE_ROWS"].add(side(q.shape[0] > lexical.SCORE_ROWS))
+            bound = int(np.diff(s.T.tocsr().indptr)[q.tocsr().indices].sum())
+            seen["SCORE_ENTRIES"].add(side(bound > lexical.SCORE_ENTRIES))
             return fn(q, s, k)
 
         return probe

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import polars as pl
 import pytest
+import scipy.sparse as sp
 
 from pipeline import backend
 from pipeline.channels import bm25_device, lexical
@@ -130,21 +131,40 @@ def test_topk_equals_topk_sparse_bits(device, monkeypatch):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
-@pytest.mark.parametrize("rows", [1, 7, 40, 1024])
-def test_top_scores_in_row_blocks_equal_the_whole_product(rows, monkeypatch):
-    """``lexical.top_scores`` in blocks of 1, 7, 40 (all 40 queries) and 1,024 query rows gives
-    the bits of ``topk_sparse`` over the whole ``q @ s.T`` product, dtypes included."""
+@pytest.mark.parametrize(
+    "rows, entries",
+    [(1, 1 << 21), (7, 1 << 21), (40, 1 << 21), (1024, 1 << 21), (1024, 1), (1024, 150), (7, 400)],
+)
+def test_top_scores_in_row_blocks_equal_the_whole_product(rows, entries, monkeypatch):
+    """``lexical.top_scores`` in blocks of 1, 7, 40 (all 40 queries) and 1,024 query rows, or of at
+    most 1, 150 or 400 bounded scores, gives the bits of ``topk_sparse`` over the whole
+    ``q @ s.T`` product, dtypes included."""
     rng = np.random.default_rng(11)
     nodes, queries, _parts = _nodes_queries(rng, 300, 40, 1)
     q, s = _index(nodes["text"].to_list(), queries["text"].to_list())
     want = topk_sparse(lexical.score(q, s), 20)
     assert len(want[0]) > 40 * 5
     monkeypatch.setattr(lexical, "SCORE_ROWS", rows)
+    monkeypatch.setattr(lexical, "SCORE_ENTRIES", entries)
     got = lexical.top_scores(q, s, 20)
     for a, b in zip(got, want):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
     empty = lexical.top_scores(q[:0], s, 20)
     assert [a.dtype for a in empty] == [a.dtype for a in want] and len(empty[0]) == 0
+
+
+def test_score_blocks_by_hand(monkeypatch):
+    # documents per term (the rows of sᵀ): t0 in 3, t1 in 1, t2 in 5; queries: {t0}, {t0, t2},
+    # {}, {t1}, {t2}: bounds 3, 8, 0, 1, 5 (cumulative 0, 3, 11, 11, 12, 17)
+    st = sp.csr_matrix(np.array([[1, 1, 1, 0, 0], [0, 1, 0, 0, 0], [1, 1, 1, 1, 1]], np.float32))
+    q = sp.csr_matrix(np.array([[1, 0, 0], [1, 0, 2], [0, 0, 0], [0, 1, 0], [0, 0, 1]], np.float32))
+    monkeypatch.setattr(lexical, "SCORE_ENTRIES", 9)
+    assert lexical.score_blocks(q, st) == [(0, 1), (1, 4), (4, 5)]
+    monkeypatch.setattr(lexical, "SCORE_ROWS", 2)
+    assert lexical.score_blocks(q, st) == [(0, 1), (1, 3), (3, 5)]
+    monkeypatch.setattr(lexical, "SCORE_ENTRIES", 1 << 21)
+    assert lexical.score_blocks(q, st) == [(0, 2), (2, 4), (4, 5)]
+    assert lexical.score_blocks(q[:0], st) == []
 
 
 def test_blocks_and_scorer_choice():

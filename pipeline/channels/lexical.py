@@ -305,19 +305,36 @@ def score(q: sp.csr_matrix, s: sp.csr_matrix) -> sp.csr_matrix:
 
 
 SCORE_ROWS = 1024  # query rows per block of :func:`top_scores`
+SCORE_ENTRIES = 1 << 21  # most scores per block of :func:`top_scores` (bounded by the df sums)
 
 
 def top_scores(q: sp.csr_matrix, s: sp.csr_matrix, k: int) -> tuple[np.ndarray, ...]:
-    """``topk_sparse(score(q, s), k)``, in blocks of ``SCORE_ROWS`` query rows. scipy's product
-    sums each row on its own (its query's terms in order), so a block's rows are the whole
-    product's; a block's arrays stay small enough to be reused by the allocator instead of paging
-    in fresh memory (on millions of scores that costs more than the arithmetic)."""
+    """``topk_sparse(score(q, s), k)``, in blocks of consecutive query rows (:func:`score_blocks`).
+    scipy's product sums each row on its own (its query's terms in order), so a block's rows are
+    the whole product's; a block's arrays stay small enough to be reused by the allocator instead
+    of paging in fresh memory (on millions of scores that costs more than the arithmetic)."""
     st = s.T.tocsr()  # what ``q @ s.T`` converts it to, once
     out = [topk_sparse(q[:0] @ st, k)]
-    for a in range(0, q.shape[0], SCORE_ROWS):
-        qi, di, sc, rank = topk_sparse((q[a : a + SCORE_ROWS] @ st).tocsr(), k)
+    for a, b in score_blocks(q, st):
+        qi, di, sc, rank = topk_sparse((q[a:b] @ st).tocsr(), k)
         out.append((qi + a, di, sc, rank))
     return tuple(np.concatenate(x) for x in zip(*out))
+
+
+def score_blocks(q: sp.csr_matrix, st: sp.csr_matrix) -> list[tuple[int, int]]:
+    """Consecutive (start, end) blocks of ``q``'s rows: at most ``SCORE_ROWS`` rows, and at most
+    ``SCORE_ENTRIES`` scores by the bound of each row (the sum of its terms' document counts, the
+    row counts of ``st``) unless one row alone exceeds it."""
+    q = q.tocsr()
+    per = np.diff(st.indptr).astype(np.int64)[q.indices]
+    total = np.r_[0, np.cumsum(per)][q.indptr]  # bound of rows < i, for i = 0 .. n
+    blocks, a, n = [], 0, q.shape[0]
+    while a < n:
+        fits = int(np.searchsorted(total, total[a] + SCORE_ENTRIES, side="right")) - 1
+        b = max(a + 1, min(a + SCORE_ROWS, fits))
+        blocks.append((a, b))
+        a = b
+    return blocks
 
 
 PAIR_BLOCK = 1 << 16  # (query, document) pairs per block of :func:`pair_scores`
