@@ -163,3 +163,17 @@ def test_topk_long_equals_the_lexsort_cut(qmax, dmax):
         for a, b in zip(got, (q2[keep], d2[keep], s2[keep], rank[keep].astype(np.int32))):
             assert a.dtype == b.dtype
             np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))  # bits: −0.0 too
+
+
+@pytest.mark.parametrize("high", [1, 10, 1 << 16, 1 << 40])
+def test_stable_argsort_is_numpys_stable_argsort(high):
+    """The uint16 radix path (keys < 2¹⁶) and the plain path give ``np.argsort(kind="stable")``
+    of the int64 keys: ties in input order."""
+    from pipeline.ops.topk import stable_argsort
+
+    rng = np.random.default_rng(high % 97)
+    keys = rng.integers(0, high, 50_000, dtype=np.int64)
+    want = np.argsort(keys, kind="stable")
+    assert np.array_equal(stable_argsort(keys), want)
+    assert stable_argsort(np.array([3, 1, 3, 0, 1])).tolist() == [3, 1, 4, 0, 2]
+    assert stable_argsort(np.zeros(0, np.int64)).tolist() == []

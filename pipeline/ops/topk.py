@@ -24,6 +24,15 @@ def bit_width(a: np.ndarray) -> int:
     return int(a.max(initial=0)).bit_length()
 
 
+def stable_argsort(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` of non-negative integers: on a uint16 copy when every key
+    fits in 16 bits (numpy sorts those by radix, in one pass per byte: the same permutation,
+    a stable sort's being unique), else on the keys themselves."""
+    if keys.dtype.kind in "iu" and len(keys) and keys.min() >= 0 and keys.max() < 1 << 16:
+        keys = keys.astype(np.uint16)
+    return np.argsort(keys, kind="stable")
+
+
 def _desc_key(score: np.ndarray) -> np.ndarray:
     """float32 scores → int64 keys that ascend as the scores descend, equal where the scores
     compare equal (−0.0 is folded into +0.0 first)."""
