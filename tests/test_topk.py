@@ -165,15 +165,31 @@ def test_topk_long_equals_the_lexsort_cut(qmax, dmax):
             np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))  # bits: −0.0 too
 
 
-@pytest.mark.parametrize("high", [1, 10, 1 << 16, 1 << 40])
-def test_stable_argsort_is_numpys_stable_argsort(high):
-    """The uint16 radix path (keys < 2¹⁶) and the plain path give ``np.argsort(kind="stable")``
-    of the int64 keys: ties in input order."""
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint16, np.uint64])
+@pytest.mark.parametrize(
+    "lo, high",
+    [
+        (0, 1),
+        (0, 10),
+        (-5, 1 << 15),
+        (0, 1 << 16),
+        (-(1 << 30), 1 << 30),
+        (0, 1 << 40),
+        (0, 1 << 62),
+    ],
+)
+def test_stable_argsort_is_numpys_stable_argsort(dtype, lo, high):
+    """Every path (already ascending, the uint16 radix sort, the packed sort, numpy's own when
+    ``(max − min)`` and the positions overflow 63 bits) gives ``np.argsort(kind="stable")``: ties
+    in input order, negative keys and every integer dtype included."""
     from pipeline.ops.topk import stable_argsort
 
-    rng = np.random.default_rng(high % 97)
-    keys = rng.integers(0, high, 50_000, dtype=np.int64)
-    want = np.argsort(keys, kind="stable")
-    assert np.array_equal(stable_argsort(keys), want)
+    info = np.iinfo(dtype)
+    lo, high = max(lo, int(info.min)), min(high, int(info.max))
+    assert high > lo
+    rng = np.random.default_rng(abs(lo) % 97 + high % 89)
+    keys = rng.integers(lo, high, 50_000, dtype=np.int64).astype(dtype)
+    for k in (keys, np.sort(keys), keys[:1], keys[:0], np.full(9, keys[0])):
+        got = stable_argsort(k)
+        assert np.array_equal(got, np.argsort(k, kind="stable")), (dtype, lo, high, len(k))
     assert stable_argsort(np.array([3, 1, 3, 0, 1])).tolist() == [3, 1, 4, 0, 2]
-    assert stable_argsort(np.zeros(0, np.int64)).tolist() == []

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from pipeline.channels import bm25_device, dense, lexical, segvocab
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
-from pipeline.ops.topk import pair_order, topk_long
+from pipeline.ops.topk import pair_order, stable_argsort, topk_long
 from pipeline.progress import inner
 
 CHANNELS = ("dense", "lexical", "collab")  # collab: after the others (pipeline.channels.collab)
@@ -162,7 +162,7 @@ class DenseChannel:
     def part_rows(self, groups: list[np.ndarray]) -> list[np.ndarray]:
         """For each group of query indices, the positions of its queries' parts, ascending: what
         ``flatnonzero(isin(part_q, qs))`` gives, from one sort instead of a scan per group."""
-        order = np.argsort(self.part_q, kind="stable")
+        order = stable_argsort(self.part_q)
         sq = self.part_q[order]
         out = []
         for qs in groups:
@@ -260,7 +260,7 @@ class Segments:
         qs = self.qs
         if len(qs) and bool((np.diff(qs) == 1).all()) and _within(qi, qs[:1], qs[-1:], 0):
             return qi - qs[0]
-        order = np.argsort(qs, kind="stable")
+        order = stable_argsort(qs)
         return order[np.searchsorted(qs[order], qi)]
 
     def row_pos(self, seg: np.ndarray, ni: np.ndarray) -> np.ndarray:

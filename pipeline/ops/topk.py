@@ -25,12 +25,26 @@ def bit_width(a: np.ndarray) -> int:
 
 
 def stable_argsort(keys: np.ndarray) -> np.ndarray:
-    """``np.argsort(keys, kind="stable")`` of non-negative integers: on a uint16 copy when every key
-    fits in 16 bits (numpy sorts those by radix, in one pass per byte: the same permutation,
-    a stable sort's being unique), else on the keys themselves."""
-    if keys.dtype.kind in "iu" and len(keys) and keys.min() >= 0 and keys.max() < 1 << 16:
-        keys = keys.astype(np.uint16)
-    return np.argsort(keys, kind="stable")
+    """``np.argsort(keys, kind="stable")`` of integers, the same permutation (a stable sort's is
+    unique) by a cheaper sort: none when they already ascend; numpy's radix sort of a uint16 copy
+    when they span fewer than 2¹⁶ values; one plain sort of ``(key − min) << b | position``
+    decoded when that fits in ``KEY_BITS``; else numpy's own."""
+    n = len(keys)
+    if keys.dtype.kind not in "iu" or n < 2:
+        return np.argsort(keys, kind="stable")
+    if bool((keys[1:] >= keys[:-1]).all()):
+        return np.arange(n)
+    lo, hi = int(keys.min()), int(keys.max())
+    b = (n - 1).bit_length()
+    if (hi - lo).bit_length() + b > KEY_BITS:
+        return np.argsort(keys, kind="stable")
+    if keys.dtype.kind == "u":
+        shifted = (keys.astype(np.uint64) - np.uint64(lo)).astype(np.int64)
+    else:
+        shifted = keys.astype(np.int64) - np.int64(lo)
+    if hi - lo < 1 << 16:
+        return np.argsort(shifted.astype(np.uint16), kind="stable")
+    return np.sort((shifted << b) | np.arange(n, dtype=np.int64)) & ((1 << b) - 1)
 
 
 def _desc_key(score: np.ndarray) -> np.ndarray:
