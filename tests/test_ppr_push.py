@@ -222,9 +222,9 @@ def test_cut_keeps_each_columns_largest_ties_lower_node(monkeypatch, packed):
 @pytest.mark.parametrize("packed", [True, False])
 def test_by_node_is_the_pair_order_sort_of_the_triples(monkeypatch, packed):
     """``_by_node`` (one sort of packed (node, column, score bits) keys, decoded) gives the triples
-    of ``pair_order`` with gathers, bit for bit, on distinct pairs with tied and extreme scores."""
+    of ``int_order`` with gathers, bit for bit, on distinct pairs with tied and extreme scores."""
     import pipeline.ops.ppr_push as pp
-    from pipeline.ops.topk import pair_order
+    from pipeline.ops.topk import int_order
 
     if not packed:
         monkeypatch.setattr(pp, "KEY_BITS", 0)
@@ -233,7 +233,7 @@ def test_by_node_is_the_pair_order_sort_of_the_triples(monkeypatch, packed):
     node, col = (pairs // 40).astype(np.int64), (pairs % 40).astype(np.int64)
     val = rng.choice(np.array([1e-30, 0.25, 0.5, 1.0, 3e38, np.inf], np.float32), 2000)
     val[::3] = rng.random(len(val[::3])).astype(np.float32) + np.float32(1e-6)
-    order = pair_order(node, col)
+    order = int_order(node, col)
     got = pp._by_node(node, col, val)
     for a, b in zip(got, (node[order], col[order], val[order])):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from pipeline.channels import lexical, segvocab
 from pipeline.channels.candidates import node_fields
+from pipeline.ops import topk
 
 WORDS = "apple river stone cloud garden piano Paris Oslo budget train music letter".split()
 
@@ -89,8 +90,8 @@ def _layout_lexsort(first, rows, seg, n_terms):
 @given(seed=st.integers(0, 10_000))
 def test_layout_packed_sort_is_the_lexsort(seed):
     """``layout`` sorts its (segment, term, field, row, position) tuples as one packed key when it
-    fits in 63 bits, else by lexsort (``KEY_BITS`` 0): both give the codes and columns of the
-    definition (``_layout_lexsort``), byte for byte."""
+    fits in 63 bits, else by lexsort (``ops.topk.KEY_BITS`` 0): both give the codes and columns of
+    the definition (``_layout_lexsort``), byte for byte."""
     import pytest
 
     rng = np.random.default_rng(seed)
@@ -103,7 +104,7 @@ def test_layout_packed_sort_is_the_lexsort(seed):
     codes, cols = _layout_lexsort(tokens.first, rows, seg, len(tokens.vocab))
     packed = segvocab.layout(tokens.first, rows, seg, len(tokens.vocab))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(segvocab, "KEY_BITS", 0)
+        mp.setattr(topk, "KEY_BITS", 0)  # nothing packs: the lexsorts
         plain = segvocab.layout(tokens.first, rows, seg, len(tokens.vocab))
     for lay in (packed, plain):
         assert lay.n_cols == len(codes) and lay.n_terms == len(tokens.vocab)

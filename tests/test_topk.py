@@ -122,9 +122,9 @@ def test_diffusion_hits_keep_cut_by_hand():
 )
 def test_lex_order_is_lexsort(qmax, dmax):
     """The packed-key sort gives numpy's lexsort order exactly: ties, ±0, ±inf, subnormals, and ids
-    too wide to pack (two stable sorts, or lexsort itself); ``pair_order`` with the position packed
+    too wide to pack (two stable sorts, or lexsort itself); ``int_order`` with the position packed
     too, with the pair alone (60 bits: no room for it) and with lexsort."""
-    from pipeline.ops.topk import lex_order, pair_order
+    from pipeline.ops.topk import int_order, lex_order
 
     rng = np.random.default_rng(qmax % 97)
     special = np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, 3.25e-40, -1e-39], np.float32)
@@ -133,7 +133,7 @@ def test_lex_order_is_lexsort(qmax, dmax):
         qi, di = rng.integers(0, qmax, n), rng.integers(0, dmax, n)
         s = rng.choice(special, n) if trial % 2 else rng.normal(size=n).astype(np.float32)
         np.testing.assert_array_equal(lex_order(qi, s, di), np.lexsort((di, -s, qi)))
-        np.testing.assert_array_equal(pair_order(qi, di), np.lexsort((di, qi)))
+        np.testing.assert_array_equal(int_order(qi, di), np.lexsort((di, qi)))
     s64 = rng.normal(size=50)  # float64 scores: lexsort itself
     qi, di = rng.integers(0, 3, 50), rng.integers(0, 3, 50)
     np.testing.assert_array_equal(lex_order(qi, s64, di), np.lexsort((di, -s64, qi)))
@@ -182,7 +182,7 @@ def test_stable_argsort_is_numpys_stable_argsort(dtype, lo, high):
     """Every path (already ascending, the uint16 radix sort, the packed sort, numpy's own when
     ``(max − min)`` and the positions overflow 63 bits) gives ``np.argsort(kind="stable")``: ties
     in input order, negative keys and every integer dtype included."""
-    from pipeline.ops.topk import stable_argsort
+    from pipeline.ops.topk import int_order
 
     info = np.iinfo(dtype)
     lo, high = max(lo, int(info.min)), min(high, int(info.max))
@@ -190,6 +190,6 @@ def test_stable_argsort_is_numpys_stable_argsort(dtype, lo, high):
     rng = np.random.default_rng(abs(lo) % 97 + high % 89)
     keys = rng.integers(lo, high, 50_000, dtype=np.int64).astype(dtype)
     for k in (keys, np.sort(keys), keys[:1], keys[:0], np.full(9, keys[0])):
-        got = stable_argsort(k)
+        got = int_order(k)
         assert np.array_equal(got, np.argsort(k, kind="stable")), (dtype, lo, high, len(k))
-    assert stable_argsort(np.array([3, 1, 3, 0, 1])).tolist() == [3, 1, 4, 0, 2]
+    assert int_order(np.array([3, 1, 3, 0, 1])).tolist() == [3, 1, 4, 0, 2]

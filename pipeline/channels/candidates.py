@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from pipeline.channels import bm25_device, dense, lexical, segvocab
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
-from pipeline.ops.topk import pair_order, stable_argsort, topk_long
+from pipeline.ops.topk import int_order, topk_long
 from pipeline.progress import inner
 
 CHANNELS = ("dense", "lexical", "collab")  # collab: after the others (pipeline.channels.collab)
@@ -147,7 +147,7 @@ class DenseChannel:
         )
         part, n, s, _ = topk_long(part, n, s, self.p.per_part or self.p.candidates)
         q = self.part_q[part]
-        order = pair_order(q, n)
+        order = int_order(q, n)
         q, n, s = q[order], n[order], s[order]
         head = np.flatnonzero(np.r_[True, (q[1:] != q[:-1]) | (n[1:] != n[:-1])]) if len(q) else q
         best = np.maximum.reduceat(s, head) if len(q) else s
@@ -162,7 +162,7 @@ class DenseChannel:
     def part_rows(self, groups: list[np.ndarray]) -> list[np.ndarray]:
         """For each group of query indices, the positions of its queries' parts, ascending: what
         ``flatnonzero(isin(part_q, qs))`` gives, from one sort instead of a scan per group."""
-        order = stable_argsort(self.part_q)
+        order = int_order(self.part_q)
         sq = self.part_q[order]
         out = []
         for qs in groups:
@@ -260,7 +260,7 @@ class Segments:
         qs = self.qs
         if len(qs) and bool((np.diff(qs) == 1).all()) and _within(qi, qs[:1], qs[-1:], 0):
             return qi - qs[0]
-        order = stable_argsort(qs)
+        order = int_order(qs)
         return order[np.searchsorted(qs[order], qi)]
 
     def row_pos(self, seg: np.ndarray, ni: np.ndarray) -> np.ndarray:

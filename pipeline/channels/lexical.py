@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from pipeline.channels.segvocab import Layout, first_keys, remap
 from pipeline.errors import ConfigError
 from pipeline.ops.tokenize import ascii_pattern, fts5_query, has_cjk, splitter
-from pipeline.ops.topk import stable_argsort, topk_sparse
+from pipeline.ops.topk import int_order, topk_sparse
 
 FIELDS = ("title", "tags", "body", "code")
 
@@ -135,7 +135,7 @@ def term_ids(
     if (lens == 0).any() and "" in w2id:  # nothing kept: bm25s gives the empty-text token
         term = np.concatenate([term[keep], np.full(int((lens == 0).sum()), w2id[""], np.int64)])
         doc = np.concatenate([doc[keep], np.flatnonzero(lens == 0)])
-        term = term[stable_argsort(doc)]
+        term = term[int_order(doc)]
         lens = np.maximum(lens, 1)
     else:
         term = term[keep]

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pipeline.ops.sparse_entries import spans
-from pipeline.ops.topk import KEY_BITS, bit_width, pair_order
+from pipeline.ops.topk import int_order, pack_ints
 
 POS_BITS = 32  # a first-appearance key: field << POS_BITS | token position in that field's text
 
@@ -35,7 +35,7 @@ def first_keys(flat: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not len(doc):
         return doc, term, key
     # one sort by (doc, term), then each pair's smallest key: ``lexsort((key, term, doc))``'s heads
-    order = pair_order(doc, term)
+    order = int_order(doc, term)
     doc, term, key = doc[order], term[order], key[order]
     head = np.flatnonzero(np.r_[True, (doc[1:] != doc[:-1]) | (term[1:] != term[:-1])])
     return doc[head], term[head], np.minimum.reduceat(key, head)
@@ -74,43 +74,26 @@ def layout(first: tuple, rows: np.ndarray, seg: np.ndarray, n_terms: int) -> Lay
     s, t, f, vr, pos = _sorted_by(s, t, f, vrow, pos)
     head = np.r_[True, (s[1:] != s[:-1]) | (t[1:] != t[:-1])] if len(s) else s > 0
     s, t, f, vr, pos = s[head], t[head], f[head], vr[head], pos[head]
-    order = _order_of(s, f, vr, pos)  # within a segment: by first appearance
+    order = int_order(s, f, vr, pos)  # within a segment: by first appearance
     cols = np.empty(len(s), np.int64)
     cols[order] = np.arange(len(s))
     return Layout(s * n_terms + t, cols, n_terms, len(s))  # heads ascend by (segment, term)
 
 
-def _packed(*cols: np.ndarray) -> tuple[np.ndarray, list[int]] | None:
-    """The non-negative int64 columns packed into one key (first column in the highest bits) and
-    each column's bit width; None when they do not fit in ``KEY_BITS``."""
-    widths = [bit_width(c) for c in cols]
-    if not len(cols[0]) or sum(widths) > KEY_BITS:
-        return None
-    key = np.zeros(len(cols[0]), np.int64)
-    for c, w in zip(cols, widths):
-        key = (key << w) | c
-    return key, widths
-
-
 def _sorted_by(*cols: np.ndarray) -> list[np.ndarray]:
     """The distinct tuples of ``cols`` in ascending order (first column first): one plain sort of
-    the packed key, decoded, when it fits; else ``np.lexsort`` (the same order: no two tie)."""
-    packed = _packed(*cols)
+    the packed key (:func:`ops.topk.pack_ints`), decoded, when it fits; else by
+    :func:`ops.topk.int_order` (the same order: no two tie)."""
+    packed = pack_ints(*cols)
     if packed is None:
-        order = np.lexsort(cols[::-1])
+        order = int_order(*cols)
         return [c[order] for c in cols]
-    key, widths = np.sort(packed[0]), packed[1]
+    key, widths, los = np.sort(packed[0]), packed[1], packed[2]
     out = []
-    for w in widths[::-1]:
-        out.append(key & ((1 << w) - 1))
+    for w, lo in zip(widths[::-1], los[::-1]):
+        out.append((key & ((1 << w) - 1)) + lo)
         key = key >> w
     return out[::-1]
-
-
-def _order_of(*cols: np.ndarray) -> np.ndarray:
-    """The permutation that sorts the distinct tuples of ``cols`` (first column first)."""
-    packed = _packed(*cols)
-    return np.lexsort(cols[::-1]) if packed is None else np.argsort(packed[0])
 
 
 def remap(m: sp.csr_matrix, seg: np.ndarray, lay: Layout) -> sp.csr_matrix:

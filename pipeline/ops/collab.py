@@ -23,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from pipeline.ops.topk import int_order
+
 _INT64_MAX = np.iinfo(np.int64).max  # python int: combining columns must not overflow
-_INT64_BITS = np.iinfo(np.int64).bits - 1  # value bits of a non-negative int64
 
 
 def codes(*keys: np.ndarray) -> tuple[np.ndarray, int]:
@@ -56,20 +57,13 @@ def codes(*keys: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _dense_ranks(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each value's rank among the distinct values of ``x`` (int64, ≥ 0) and how many there are.
-
-    One plain sort of ``value << bits | row`` (the row in the low bits) when that fits in int64,
-    else a stable argsort: the same ranks either way."""
+    """Each value's rank among the distinct values of ``x`` (int64, ≥ 0) and how many there are,
+    from its stable order (:func:`ops.topk.int_order`)."""
     n = len(x)
     if n == 0:
         return np.zeros(0, dtype=np.int64), 0
-    bits = (n - 1).bit_length()
-    if int(x.max()) < 1 << (_INT64_BITS - bits):
-        packed = np.sort((x << bits) | np.arange(n, dtype=np.int64))
-        key, order = packed >> bits, packed & ((1 << bits) - 1)
-    else:
-        order = np.argsort(x, kind="stable")
-        key = x[order]
+    order = int_order(x)
+    key = x[order]
     rank = np.zeros(n, dtype=np.int64)
     np.cumsum(key[1:] != key[:-1], out=rank[1:])
     inv = np.empty(n, dtype=np.int64)

@@ -13,7 +13,7 @@ import numpy as np
 from pipeline import backend
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.sparse_entries import is_sparse, segment_ids, triplets
-from pipeline.ops.topk import pair_order, topk_abs_mask, topk_long
+from pipeline.ops.topk import int_order, topk_abs_mask, topk_long
 from pipeline.progress import inner
 
 DENSE_MIN, DENSE_WORK = 64, 1 << 16  # a component this large, with size × queries this large, is
@@ -135,7 +135,7 @@ def ppr_top(adj, personalization, rows: int, keep: int, *, damping=0.5, max_iter
     node, col, val = cat(node, np.int64), cat(col, np.int64), cat(val, np.float32)
     if keep:
         col, node, val, _rank = topk_long(col, node, val, keep)
-    order = pair_order(node, col)
+    order = int_order(node, col)
     return node[order], col[order], val[order], info
 
 

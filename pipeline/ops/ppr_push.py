@@ -36,7 +36,7 @@ from pipeline import progress
 from pipeline.backend import bincount, namespaces
 from pipeline.ops.ppr import SolverInfo, _transition
 from pipeline.ops.sparse_entries import segment_ids, spans
-from pipeline.ops.topk import KEY_BITS, bit_width, pair_order
+from pipeline.ops.topk import KEY_BITS, bit_width, int_order
 
 PUSH_COLS = 256  # queries per part of a host solve: a part's rounds stop with its own columns
 
@@ -163,13 +163,13 @@ def ppr_push_top(
 def _by_node(node: np.ndarray, col: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, ...]:
     """The host (node, column, score) triples sorted by (node, column): one plain sort of the
     packed (node, column, score bits) key when it fits in 63 bits (the scores are positive
-    float32, so 31 bits; the pairs are distinct), decoded; else :func:`pair_order`."""
+    float32, so 31 bits; the pairs are distinct), decoded; else :func:`int_order`."""
     bc = bit_width(col)
     if node.size and bit_width(node) + bc + 31 <= KEY_BITS:
         key = np.sort((((node << bc) | col) << 31) | val.view(np.uint32).astype(np.int64))
         bits = (key & 0x7FFFFFFF).astype(np.uint32)
         return key >> (31 + bc), (key >> 31) & ((1 << bc) - 1), bits.view(np.float32)
-    order = pair_order(node, col)
+    order = int_order(node, col)
     return node[order], col[order], val[order]
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.ops.sparse_entries import spans
-from pipeline.ops.topk import stable_argsort
+from pipeline.ops.topk import int_order
 
 
 def in_scope(doc_ids: np.ndarray, scope: tuple[str, ...] | None) -> np.ndarray:
@@ -157,7 +157,7 @@ class EdgeIndex:
     def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame | None) -> None:
         self.edges, self.n = edges, nodes.height
         self.src, self.dst = edge_ends(nodes, edges)
-        self.order = stable_argsort(self.src)
+        self.order = int_order(self.src)
         self.start = np.searchsorted(self.src[self.order], np.arange(self.n + 1))
         self.inside = np.zeros(self.n + 1, dtype=bool)
 
@@ -179,7 +179,7 @@ class RowsByKey:
     rows cost its own, not the whole table's. ``of(keys)`` = ``np.flatnonzero(np.isin(key, keys))``."""
 
     def __init__(self, key: np.ndarray) -> None:
-        self.order = stable_argsort(key)
+        self.order = int_order(key)
         self.sorted = key[self.order]
 
     def of(self, keys: np.ndarray) -> np.ndarray:

@@ -24,29 +24,6 @@ def bit_width(a: np.ndarray) -> int:
     return int(a.max(initial=0)).bit_length()
 
 
-def stable_argsort(keys: np.ndarray) -> np.ndarray:
-    """``np.argsort(keys, kind="stable")`` of integers, the same permutation (a stable sort's is
-    unique) by a cheaper sort: none when they already ascend; numpy's radix sort of a uint16 copy
-    when they span fewer than 2¹⁶ values; one plain sort of ``(key − min) << b | position``
-    decoded when that fits in ``KEY_BITS``; else numpy's own."""
-    n = len(keys)
-    if keys.dtype.kind not in "iu" or n < 2:
-        return np.argsort(keys, kind="stable")
-    if bool((keys[1:] >= keys[:-1]).all()):
-        return np.arange(n)
-    lo, hi = int(keys.min()), int(keys.max())
-    b = (n - 1).bit_length()
-    if (hi - lo).bit_length() + b > KEY_BITS:
-        return np.argsort(keys, kind="stable")
-    if keys.dtype.kind == "u":
-        shifted = (keys.astype(np.uint64) - np.uint64(lo)).astype(np.int64)
-    else:
-        shifted = keys.astype(np.int64) - np.int64(lo)
-    if hi - lo < 1 << 16:
-        return np.argsort(shifted.astype(np.uint16), kind="stable")
-    return np.sort((shifted << b) | np.arange(n, dtype=np.int64)) & ((1 << b) - 1)
-
-
 def _desc_key(score: np.ndarray) -> np.ndarray:
     """float32 scores → int64 keys that ascend as the scores descend, equal where the scores
     compare equal (−0.0 is folded into +0.0 first)."""
@@ -80,22 +57,44 @@ def lex_order(qi: np.ndarray, score: np.ndarray, di: np.ndarray) -> np.ndarray:
     return by_item[np.argsort(head[by_item], kind="stable")]
 
 
-def pair_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
-    """``np.lexsort((minor, major))`` for non-negative integer keys: one plain sort of the packed
-    (major, minor, position) key when it fits in 63 bits, one stable sort of the packed (major,
-    minor) key when that fits, else ``lexsort`` itself."""
-    if not len(major) or major.min() < 0 or minor.min() < 0:
-        return np.lexsort((minor, major))
-    bm = bit_width(minor)
-    bk = bit_width(major) + bm
-    if bk > KEY_BITS:
-        return np.lexsort((minor, major))
-    key = (major.astype(np.int64) << bm) | minor.astype(np.int64)
-    bp = (len(key) - 1).bit_length()
+def pack_ints(*cols: np.ndarray) -> tuple[np.ndarray, list[int], list[int]] | None:
+    """Integer columns packed into one int64 key, the first column in the highest bits, each as
+    its offset from its minimum: (key, each column's bit width, each column's minimum), whose
+    ascending order is the columns' lexicographic order; None when they do not fit in
+    ``KEY_BITS`` (or a column is not of integers, or there are no rows)."""
+    if not len(cols[0]) or any(c.dtype.kind not in "iu" for c in cols):
+        return None
+    los = [int(c.min()) for c in cols]
+    widths = [(int(c.max()) - lo).bit_length() for c, lo in zip(cols, los)]
+    if sum(widths) > KEY_BITS:
+        return None
+    key = np.zeros(len(cols[0]), np.int64)
+    for c, lo, w in zip(cols, los, widths):
+        off = (c.astype(np.uint64) - np.uint64(lo)) if c.dtype.kind == "u" else c - np.int64(lo)
+        key = (key << w) | off.astype(np.int64)
+    return key, widths, los
+
+
+def int_order(*cols: np.ndarray) -> np.ndarray:
+    """``np.lexsort(cols[::-1])`` (the first column most significant; ties in input order) of
+    integer columns, the same permutation by the cheapest sort that gives it: none when the
+    packed key (:func:`pack_ints`) already ascends; numpy's radix sort when it spans 16 bits; one
+    plain sort of ``key << b | position`` decoded when that fits in ``KEY_BITS``; else a stable
+    sort of the key, or ``lexsort`` itself when the columns do not pack."""
+    n = len(cols[0])
+    packed = pack_ints(*cols) if n > 1 else None
+    if packed is None:
+        return np.arange(n) if n < 2 else np.lexsort(cols[::-1])
+    key, bk = packed[0], sum(packed[1])
+    if bool((key[1:] >= key[:-1]).all()):
+        return np.arange(n)
+    if bk <= 16:
+        return np.argsort(key.astype(np.uint16), kind="stable")
+    bp = (n - 1).bit_length()
     if bk + bp > KEY_BITS:
         return np.argsort(key, kind="stable")
     # the position in the low bits: a plain sort of distinct values is the stable order
-    return np.sort((key << bp) | np.arange(len(key), dtype=np.int64)) & ((1 << bp) - 1)
+    return np.sort((key << bp) | np.arange(n, dtype=np.int64)) & ((1 << bp) - 1)
 
 
 def topk_long(qi: np.ndarray, di: np.ndarray, score: np.ndarray, k: int) -> tuple[np.ndarray, ...]:

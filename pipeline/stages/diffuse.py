@@ -19,7 +19,7 @@ from pipeline.ops.ppr import ppr_top
 from pipeline.ops.ppr_push import ppr_push_top
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.speakers import named_for
-from pipeline.ops.topk import pair_order, topk_abs_mask
+from pipeline.ops.topk import int_order, topk_abs_mask
 from pipeline.progress import inner, progress
 from pipeline.stage import Params, Stage
 from pipeline.stages import hubs as hub_layer
@@ -208,7 +208,7 @@ def _ppr_hits(adj, rows, cols, qs, local, seeds, p, device, hub_seeds):
 def _column_mass(row, col, e, b: int) -> np.ndarray:
     """Per column, the float64 sum of its entries in ascending row order: the sum of a dense
     column (zeros add nothing)."""
-    order = pair_order(row, col)
+    order = int_order(row, col)
     return np.bincount(col[order], weights=e[order].astype(np.float64), minlength=b)
 
 

@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 
 from pipeline.backend import fallback
 from pipeline.errors import ConfigError, require_one_of
-from pipeline.ops.topk import stable_argsort
+from pipeline.ops.topk import int_order
 from pipeline.stage import Stage
 
 NORMS = ("max", "minmax", "none")
@@ -219,7 +219,7 @@ def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
     h = hits["query_idx"].to_numpy()
     lo = min(int(q[0]), int(h.min()))
     hb = (h - lo) // JOIN_QUERIES
-    order = stable_argsort(hb)  # few blocks: a radix sort
+    order = int_order(hb)  # few blocks: a radix sort
     hits, hb = hits[order], hb[order]
     top = max(int(q[-1]), int(h.max())) - lo
     starts = lo + np.arange(0, top + 1, JOIN_QUERIES)
