@@ -3,8 +3,16 @@ inputs that reach every code path (ties, per-column k, k = 0, long rows, float32
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from pipeline.ops.topk import topk_abs_mask, topk_by_row, topk_dense, topk_entry_mask, topk_long
+from pipeline.ops.topk import (
+    topk_abs_mask,
+    topk_by_row,
+    topk_dense,
+    topk_entry_mask,
+    topk_long,
+    topk_sparse,
+)
 from reference import topk_reference
 
 
@@ -90,6 +98,60 @@ def test_topk_entry_mask_matches_reference(dtype, k, per_row):
             by_node = at[np.argsort(i[at])]
             want = topk_reference(a[by_node].tolist(), k, keep_zero=True)
             assert sorted(np.flatnonzero(keep[by_node]).tolist()) == want, f"row {row}"
+
+
+def test_topk_entry_mask_long_rows_of_one_value():
+    """Long rows whose sampled threshold cuts nothing (every entry tied) are ranked by node, not
+    sent round the sampled path again (that recursed without end)."""
+    b, per = 3, 2000
+    q = np.repeat(np.arange(b), per)
+    i = np.tile(np.arange(per)[::-1], b)
+    keep = topk_entry_mask(np, q, i, np.ones(q.size, np.float32), 5, b)
+    assert sorted(i[keep & (q == 1)].tolist()) == [0, 1, 2, 3, 4]
+    assert int(keep.sum()) == 15
+
+
+def _sparse_reference(m, k: int, positive_only: bool = True):
+    """Per row, a full Python sort of its stored entries by (float32 score desc, column asc)."""
+    m = sp.csr_matrix(m)
+    out = []
+    for r in range(m.shape[0]):
+        a, b = m.indptr[r], m.indptr[r + 1]
+        ent = [
+            (float(np.float32(v)), int(c))
+            for c, v in zip(m.indices[a:b], m.data[a:b])
+            if v > 0 or not positive_only
+        ]
+        ent.sort(key=lambda e: (-e[0], e[1]))
+        out += [(r, c, v, rank + 1) for rank, (v, c) in enumerate(ent[: max(k, 0)])]
+    return out
+
+
+@pytest.mark.parametrize("per_row", [3, 90, 2500])
+def test_topk_sparse_equals_a_full_sort(per_row):
+    """Rows shorter and longer than k (the entry-mask cut), far longer (its sampled threshold),
+    empty rows, stored zeros and negatives, ties at the cut, float64 scores that round together
+    in float32, CSR and COO input, k = 0: the triples of a full per-row sort."""
+    rng = np.random.default_rng(per_row)
+    b, n = 40, 6000
+    rows, cols = [], []
+    for r in range(b):
+        m = 0 if r % 7 == 3 else int(rng.integers(1, 2 * per_row))
+        rows += [r] * m
+        cols += rng.choice(n, size=m, replace=False).tolist()
+    vals = rng.integers(-3, 40, size=len(rows)) / 8.0  # ties, zeros, negatives
+    vals[::5] += 1e-12  # distinct in float64, equal in float32
+    m = sp.csr_matrix((vals, (rows, cols)), shape=(b, n))
+    m.data[::11] = 0.0  # stored zeros
+    for k in (0, 1, 7, 30, 400):
+        for x in (m, m.tocoo()):
+            got = topk_sparse(x, k)
+            assert (
+                got[0].dtype == np.int64 and got[2].dtype == np.float32 and got[3].dtype == np.int32
+            )
+            assert list(zip(*(a.tolist() for a in got))) == _sparse_reference(m, k), (k, x.format)
+    got = topk_sparse(m, 5, positive_only=False)
+    assert list(zip(*(a.tolist() for a in got))) == _sparse_reference(m, 5, positive_only=False)
 
 
 def test_topk_by_row_orders_by_score_then_id():

@@ -1,13 +1,14 @@
 """Every per-query top-k of the pipeline, each with the tie rule its callers rely on.
 
 - ``topk_long`` / ``topk_sparse`` / ``topk_dense``: long (query, item, score) triples on the host,
-  ties by ascending item index, ranks from 1 (candidate channels, novelty).
+  ties by ascending item index, ranks from 1 (candidate channels, novelty); ``topk_sparse`` cuts
+  long rows by ``topk_entry_mask`` first.
 - ``topk_by_row``: the best k of a dense (nq, b) score block with column ids (the blocked dense scan
   and its running merge).
 - ``topk_abs_mask``: a dense (N, B) mask of each column's k largest |x| (expand, the diffusion stage's
   ``keep``); xp-generic.
 - ``topk_entry_mask``: a mask over (query, node, |E|) entries of a sparse matrix, exact without
-  sorting every entry (PEDSA's frontier); xp-generic.
+  sorting every entry (PEDSA's frontier, ``topk_sparse``'s long rows); xp-generic.
 """
 
 from __future__ import annotations
@@ -163,15 +164,28 @@ def _from_desc_key(key: np.ndarray) -> np.ndarray:
 
 
 def topk_sparse(r, k: int, positive_only: bool = True) -> tuple[np.ndarray, ...]:
-    """Top-k per row of a sparse (nq, n) score matrix (scipy or cupyx) → long triples on the host."""
-    coo = r.tocoo()
-    row, col, data = (
-        np.asarray(getattr(a, "get", lambda: a)()) for a in (coo.row, coo.col, coo.data)
-    )
+    """Top-k per row of a sparse (nq, n) score matrix (scipy or cupyx) → long triples on the host.
+
+    With ``positive_only`` (scores > 0, as float32), rows holding more than ``k`` entries are first
+    cut to their ``k`` best by :func:`topk_entry_mask` (the same tie rule, no sort of every entry),
+    so :func:`topk_long` sorts what it keeps: the same triples as sorting them all."""
+    if getattr(r, "format", None) == "csr" and type(r.data).__module__.startswith("numpy"):
+        row = np.repeat(np.arange(r.shape[0], dtype=np.int64), np.diff(r.indptr))
+        col, data = r.indices, r.data
+    else:
+        coo = r.tocoo()
+        row, col, data = (
+            np.asarray(getattr(a, "get", lambda: a)()) for a in (coo.row, coo.col, coo.data)
+        )
     if positive_only:
         m = data > 0
-        row, col, data = row[m], col[m], data[m]
-    return topk_long(row.astype(np.int64), col.astype(np.int64), data.astype(np.float32), k)
+        if not m.all():
+            row, col, data = row[m], col[m], data[m]
+    data = data.astype(np.float32, copy=False)
+    if positive_only and k > 0 and len(row) > k:
+        keep = topk_entry_mask(np, row, col, data, k, r.shape[0])
+        row, col, data = row[keep], col[keep], data[keep]
+    return topk_long(row.astype(np.int64, copy=False), col.astype(np.int64, copy=False), data, k)
 
 
 def topk_dense(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
@@ -286,9 +300,10 @@ def topk_entry_mask(xp, q, i, a, k: int, b: int, cnt=None):
             if bool(short.any()):
                 cand |= short[q]
             cand = xp.nonzero(cand)[0]
-            keep = xp.zeros(q.shape, bool)
-            keep[cand] = topk_entry_mask(xp, q[cand], i[cand], a[cand], k, b)
-            return keep
+            if cand.size < q.size:  # else (the threshold cuts nothing) the histogram below
+                keep = xp.zeros(q.shape, bool)
+                keep[cand] = topk_entry_mask(xp, q[cand], i[cand], a[cand], k, b)
+                return keep
     bins, nb, _ = _bins(xp, a)
     tb, need = _boundary(xp, q, bins, nb, k, b)
     bt = tb[q]
