@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ops.entities import extract, normalise
+from pipeline.ops.entities import extract, extract_ids, normalise
 from pipeline.ops.ppr import ppr as ppr_dense
 from pipeline.stages import diffuse, graph, hubs
 
@@ -49,6 +49,100 @@ def test_extract_options_and_normalise():
         "obama",
     ]
     assert normalise("  The Émile  Zola’s ") == "emile zola"
+
+
+WORDS = [
+    "The",
+    "When",
+    "Paris",
+    "Anna",
+    "Smith",
+    "of",
+    "van",
+    "and",
+    "x",
+    "w1014",
+    "1,999",
+    "3.5",
+    "2.",
+    ".7",
+    "Émile",
+    "e\u0301",
+    "\u0663",
+    "\uff13",
+    "٣4",
+    "O'Neil",
+    "Zola’s",
+    '"Big Show"',
+    "“Le Monde”",
+    "«Tintin»",
+    '"',
+    "”",
+    "St.",
+    "A-B",
+    "_9",
+    "9_",
+    "\u00e9t\u00e9",
+    "北京",
+    "\x00",
+]  # capitals, joins, stop words, numbers in and out of words, Unicode digits, quotes, SEP
+SEPS = [" ", "  ", "\t", "\n", ", ", ". ", "", "-", "'"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(SEPS)), max_size=12).map(
+                lambda ws: "".join(w + s for w, s in ws)
+            ),
+        ),
+        max_size=12,
+    ),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_extract_ids_is_extract_of_each_text(texts, numbers, quoted, subwords, min_len, no_sep):
+    """Every text's keys, as ``extract`` gives them one by one, from the joined scan (and the
+    one-by-one fallback when a text holds the separator)."""
+    if no_sep:
+        texts = [t.replace("\x00", "") if t else t for t in texts]
+    kw = {"numbers": numbers, "quoted": quoted, "subwords": subwords, "min_len": min_len}
+    want = [(i, k) for i, t in enumerate(texts) for k in extract(t, **kw)]
+    unit, kid, names = extract_ids(texts, **kw)
+    assert names == sorted({k for _i, k in want})
+    assert list(zip(unit.tolist(), (names[j] for j in kid.tolist()))) == want
+
+
+def test_extract_ids_by_hand():
+    """A number at a text's start, numbers inside words (not keys), a non-ASCII number, a title,
+    an empty text, and a text holding the separator (read one by one)."""
+    texts = [
+        "12 x",
+        "Anna met Bob in 1999.",
+        None,
+        "w1014 Bob",
+        '"Big Show" by \u0663\u0664',
+        "x\x00",
+    ]
+    unit, kid, names = extract_ids(texts)
+    assert names == ["12", "1999", "anna", "big show", "bob", "\u0663\u0664"]
+    got = [(u, names[k]) for u, k in zip(unit.tolist(), kid.tolist())]
+    assert got == [
+        (0, "12"),
+        (1, "1999"),
+        (1, "anna"),
+        (1, "bob"),
+        (3, "bob"),
+        (4, "big show"),
+        (4, "\u0663\u0664"),
+    ]
+    unit, kid, names = extract_ids(texts[:-1])  # the joined scan
+    assert [(u, names[k]) for u, k in zip(unit.tolist(), kid.tolist())] == got
 
 
 NODES = pl.DataFrame(

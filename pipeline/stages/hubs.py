@@ -17,7 +17,6 @@ entity hubs a query's own text mentions, weighted by specificity (``1 / df**df_p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 from typing import Callable, ClassVar
 
 import numpy as np
@@ -73,15 +72,11 @@ def _entity_pairs(
 ) -> tuple[list[str], np.ndarray, np.ndarray, list[tuple]]:
     """Entity hubs per segment (``seg``: each unit's): df and the ``max_df`` cut counted within
     the segment; hubs sorted by (segment, key). Returns names, units, hubs and (segment, key) per hub."""
-    kw = _extract_kw(p)
-    found = [entities.extract(t, **kw) for t in nodes["text"].to_list()]
-    unit = np.repeat(np.arange(len(found), dtype=np.int64), [len(k) for k in found])
-    flat = list(chain.from_iterable(found))
-    keys = sorted(set(flat))  # code-point order: the byte order of their UTF-8
+    # each unit's keys, and the distinct keys in code-point order (the byte order of their UTF-8)
+    unit, kid, keys = entities.extract_ids(nodes["text"].to_list(), **_extract_kw(p))
     if not keys:
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64), []
-    rank = {k: i for i, k in enumerate(keys)}
-    pair = seg[unit] * len(keys) + np.fromiter(map(rank.__getitem__, flat), np.int64, len(flat))
+    pair = seg[unit] * len(keys) + kid
     combo, at, df = np.unique(pair, return_inverse=True, return_counts=True)  # (segment, key)
     c_seg, c_key = combo // len(keys), combo % len(keys)
     size = np.bincount(seg, minlength=int(seg.max(initial=-1)) + 1)
