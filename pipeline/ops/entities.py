@@ -138,14 +138,13 @@ def extract_ids(
     holding ``SEP`` are read one by one."""
     texts = [t or "" for t in texts]
     n = len(texts)
+    key_id: dict[str, int] = {}
     if SEP in "".join(texts):
         kw = {"numbers": numbers, "quoted": quoted, "subwords": subwords, "min_len": min_len}
         found = [extract(t, **kw) for t in texts]
-        names = sorted({k for keys in found for k in keys})
-        rank = {k: i for i, k in enumerate(names)}
-        kid = np.fromiter((rank[k] for keys in found for k in keys), np.int64)
-        return np.repeat(np.arange(n, dtype=np.int64), [len(k) for k in found]), kid, names
-    key_id: dict[str, int] = {}
+        unit = np.repeat(np.arange(n, dtype=np.int64), [len(k) for k in found])
+        kid = [key_id.setdefault(k, len(key_id)) for keys in found for k in keys]
+        return _distinct_sorted(unit, np.array(kid, np.int64), key_id, min_len)
     text, spans = _joined(_SPAN_OR_SEP, texts, np.arange(n, dtype=np.int64))
     code = {sp: i for i, sp in enumerate(dict.fromkeys(spans))}
     per_span = [
@@ -169,19 +168,18 @@ def extract_ids(
             unit.append(np.full(len(found), i, np.int64))
             raw += found
     kid.append(np.fromiter((key_id.setdefault(normalise(r), len(key_id)) for r in raw), np.int64))
-    return _distinct_sorted(np.concatenate(unit), np.concatenate(kid), list(key_id), min_len)
+    return _distinct_sorted(np.concatenate(unit), np.concatenate(kid), key_id, min_len)
 
 
 def _distinct_sorted(
-    unit: np.ndarray, kid: np.ndarray, words: list[str], min_len: int
+    unit: np.ndarray, kid: np.ndarray, key_id: dict[str, int], min_len: int
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The distinct (unit, key) pairs whose key ``words[kid]`` is kept (``min_len``, not
-    stop-listed), by unit then key in code-point order (Python's string order), the key indices
-    renumbered into the sorted kept keys."""
-    names = sorted(w for w in words if len(w) >= min_len and w not in STOP)
-    rank = np.full(len(words) + 1, -1, np.int64)
-    where = {w: i for i, w in enumerate(words)}
-    rank[[where[w] for w in names]] = np.arange(len(names))
+    """The distinct (unit, key) pairs whose key (``kid``: its ``key_id``) is kept (``min_len``,
+    not stop-listed), by unit then key in code-point order (Python's string order), the key
+    indices renumbered into the sorted kept keys."""
+    names = sorted(w for w in key_id if len(w) >= min_len and w not in STOP)
+    rank = np.full(len(key_id), -1, np.int64)
+    rank[[key_id[w] for w in names]] = np.arange(len(names))
     r = rank[kid]
     ok = r >= 0
     width = max(len(names), 1)

@@ -169,7 +169,7 @@ def topk_sparse(r, k: int, positive_only: bool = True) -> tuple[np.ndarray, ...]
     With ``positive_only`` (scores > 0, as float32), rows holding more than ``k`` entries are first
     cut to their ``k`` best by :func:`topk_entry_mask` (the same tie rule, no sort of every entry),
     so :func:`topk_long` sorts what it keeps: the same triples as sorting them all."""
-    if getattr(r, "format", None) == "csr" and type(r.data).__module__.startswith("numpy"):
+    if getattr(r, "format", None) == "csr" and namespaces(r.data)[0] is np:
         row = np.repeat(np.arange(r.shape[0], dtype=np.int64), np.diff(r.indptr))
         col, data = r.indices, r.data
     else:
