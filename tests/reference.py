@@ -113,3 +113,22 @@ def ppr_push_node_major(adj, pers, damping=0.5, eps=1e-4, max_iter=100):
     x = x.tocsr()
     x.data = (x.data * ((1.0 - damping) * scale)[x.indices]).astype(dt)
     return x
+
+
+def fold_dot(a, b) -> np.float32:
+    """The dot of two float32 vectors in :mod:`pipeline.ops.pairdot`'s order, one numpy float32
+    scalar operation at a time (a per-element loop, no array arithmetic): products, then while
+    more than one term is left, an odd count first adds its last term to term 0, then term j
+    adds term j + w/2."""
+    p = [np.float32(x) * np.float32(y) for x, y in zip(a, b)]
+    w = len(p)
+    if w == 0:
+        return np.float32(0.0)
+    while w > 1:
+        if w % 2:
+            p[0] = p[0] + p[w - 1]
+            w -= 1
+        h = w // 2
+        p = [p[j] + p[j + h] for j in range(h)]
+        w = h
+    return np.float32(p[0])
