@@ -45,6 +45,8 @@ THRESHOLDS = (
     Threshold("pipeline.packs", "TARGET", "nodes at which a pack closes", "patched"),
     Threshold("pipeline.channels.blocked", "search.max_scores", "scores per query chunk of the blocked scan", "patched"),
     Threshold("pipeline.channels.dense_torch", "QUERY_BLOCK", "query rows per block of the torch dense scan", "patched"),
+    Threshold("pipeline.ops.pairdot", "HOST_BLOCK", "pairs per block of a host rescore (same bits either side)", "data"),
+    Threshold("pipeline.ops.pairdot", "DEVICE_BLOCK", "pairs per block of a torch rescore (same bits either side)", "patched"),
     Threshold("pipeline.channels.dense_torch", "NODE_BLOCK", "node rows per matrix product of the torch dense scan", "patched"),
     Threshold("pipeline.channels.bm25_device", "BLOCK_SCORES", "query × document scores of one device BM25 block", "patched"),
     Threshold("pipeline.channels.bm25_device", "BLOCK_QUERIES", "query rows of one device BM25 block", "patched"),

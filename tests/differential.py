@@ -183,8 +183,9 @@ def torch_channels(recipe, data, root):
 
 def torch_channels_small(recipe, data, root):
     """The same in small blocks: 7 queries × 300 nodes a dense product, BM25 blocks of at most 6
-    queries and 5,000 scores."""
+    queries and 5,000 scores, device rescores of 500 pairs."""
     from pipeline.channels import bm25_device, dense_torch
+    from pipeline.ops import pairdot
 
     with contextlib.ExitStack() as stack:
         for mod, key, value in (
@@ -192,6 +193,7 @@ def torch_channels_small(recipe, data, root):
             (dense_torch, "NODE_BLOCK", 300),
             (bm25_device, "BLOCK_SCORES", 5_000),
             (bm25_device, "BLOCK_QUERIES", 6),
+            (pairdot, "DEVICE_BLOCK", 500),
         ):
             stack.enter_context(_patched(mod, key, value))
         return run(recipe, data, root, "torch-small", TORCH)
@@ -420,6 +422,15 @@ def probes():
 
         return probe
 
+    def dots(fn):
+        def probe(xq, xb, qi, di, block=None):
+            on_device = type(xb).__module__.startswith("torch")
+            name = "DEVICE_BLOCK" if on_device else "HOST_BLOCK"
+            seen[name].add(side(len(qi) > (block or getattr(pairdot, name))))
+            return fn(xq, xb, qi, di, block)
+
+        return probe
+
     def joined(fn):
         def probe(ctx, hits, column):
             q = ctx.cand["query_idx"]
@@ -440,7 +451,7 @@ def probes():
     from pipeline import progress
     from pipeline.channels import blocked as blocked_mod
     from pipeline.channels import bm25_device, candidates, dense_torch, lexical
-    from pipeline.ops import ppr_push
+    from pipeline.ops import pairdot, ppr_push
     from pipeline.ops import scope as scope_mod
     from pipeline.stages import diffuse, novelty, select
     from pipeline.stages import fuse as fuse_mod
@@ -466,4 +477,5 @@ def probes():
         wrap(lexical, "top_scores", top_scores)
         wrap(lexical, "pair_scores", lexical_pairs)
         wrap(fuse_mod, "join_component", joined)
+        wrap(pairdot, "pair_dots", dots)
         yield seen

@@ -134,3 +134,25 @@ def test_scan_runs_without_tf32_and_restores_the_setting(monkeypatch):
         assert seen == ["highest"] and torch.get_float32_matmul_precision() == "high"
     finally:
         torch.set_float32_matmul_precision(old)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rescore_runs_on_the_resident_vectors(device, monkeypatch):
+    """A torch index's hits are rescored by ``exact_top`` on the index's own device tensor (the
+    vectors are not gathered on the host), and the bits are the host rescore's."""
+    from pipeline.ops import pairdot
+
+    seen = []
+    real = pairdot._device_dots
+
+    def spy(xq, xb, qi, di, block):
+        seen.append((xb.device.type, len(qi)))
+        return real(xq, xb, qi, di, block)
+
+    monkeypatch.setattr(pairdot, "_device_dots", spy)
+    rng = np.random.default_rng(11)
+    xb, xq = _unit(rng.normal(size=(400, 16))), _unit(rng.normal(size=(30, 16)))
+    parts = [(np.arange(400), np.arange(30))]
+    got = _channel(xb, xq, "torch", device, 10).ranks(parts)
+    assert seen and {d for d, _n in seen} == {device} and sum(n for _d, n in seen) >= 30 * 10
+    assert got.equals(_channel(xb, xq, "flat", "cpu", 10).ranks(parts))

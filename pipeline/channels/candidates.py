@@ -290,7 +290,7 @@ def _searched(index, xq: np.ndarray, xs: np.ndarray, k: int, kind: str):
     """(query row, item, cosine) of each query's ``k`` best: :func:`dense.exact_top` of the
     search, in blocks of ``SEARCH_BLOCK`` queries. A query's hits never depend on the other
     queries of its block (``exact_top``), so the blocks give the bits of one search."""
-    out = []
+    out, xs = [], dense.rescore_vectors(index, xs)
     width = lambda a: min(SEARCH_BLOCK, len(xq) - a)  # noqa: E731
     for a in inner(range(0, len(xq), SEARCH_BLOCK), "dense search", len(xq), "query", width):
         block = xq[a : a + SEARCH_BLOCK]

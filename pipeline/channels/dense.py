@@ -7,13 +7,12 @@ Embeddings are L2-normalised, so inner product = cosine. A GPU index is used whe
 from __future__ import annotations
 
 import logging
-import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from pipeline import backend
 from pipeline.errors import require_one_of
+from pipeline.ops import pairdot
 from pipeline.ops.topk import topk_long
 
 log = logging.getLogger(__name__)
@@ -107,26 +106,20 @@ def _tiny_flat(index, nq: int) -> bool:
     )
 
 
-def pair_scores(
-    xq: np.ndarray, xb: np.ndarray, qi: np.ndarray, di: np.ndarray, block: int = 2048
-) -> np.ndarray:
-    """Cosine of each (query qi[j], item di[j]) pair, in blocks; the blocks are shared among the
-    cores this process may use (each pair's sum is its own, so the bits do not depend on that)."""
-    out = np.empty(len(qi), np.float32)
+def pair_scores(xq, xb, qi: np.ndarray, di: np.ndarray, block: int | None = None) -> np.ndarray:
+    """Cosine of each (query qi[j], item di[j]) pair: :func:`ops.pairdot.pair_dots`, one fixed
+    order of float32 operations, so a pair's bits are its own whatever the block, the thread or the
+    device (``xb`` a numpy array, or a torch index's resident vectors)."""
+    return pairdot.pair_dots(xq, xb, qi, di, block)
 
-    def one(s: int) -> None:
-        e = s + block
-        out[s:e] = np.einsum("ij,ij->i", xq[qi[s:e]], xb[di[s:e]])
 
-    starts = range(0, len(qi), block)
-    workers = min(len(starts), len(os.sched_getaffinity(0)))
-    if workers <= 1:
-        for s in starts:
-            one(s)
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(one, starts))
-    return out
+def rescore_vectors(index, xb):
+    """The vectors :func:`exact_top` rescores an index's hits with: a torch index's own, resident
+    on its device (the rescore runs there, one transfer of indices in and scores out), else ``xb``
+    on the host. Either gives the same bits (:func:`pair_scores`)."""
+    from pipeline.channels.dense_torch import TorchIndex
+
+    return index.xb if isinstance(index, TorchIndex) else xb
 
 
 def exact_top(xq, xb, D, I, k: int, exact: bool = True):

@@ -5,8 +5,10 @@ Node vectors are moved to the device once, when the index is built; queries go i
 ``QUERY_BLOCK``, each scored against ``NODE_BLOCK`` node rows at a time by one matrix product,
 ``torch.topk`` per block merged into a running top-k (ties by lower node index, exact:
 ``pipeline.ops.torch_topk``), and ONE host transfer per block of finished query rows. Its hits feed
-``dense.exact_top`` like FAISS's, which rescores them by exact per-pair cosines, so the channel's
-answer is bit-identical to ``dense.index=flat`` (tests/test_dense_torch.py).
+``dense.exact_top`` like FAISS's, which rescores them by exact per-pair cosines on this device, on
+the vectors already resident here (``dense.rescore_vectors``: indices in, scores out), in
+``ops.pairdot``'s fixed order, so the channel's answer is bit-identical to ``dense.index=flat`` on
+the host, on any device (tests/test_dense_torch.py).
 """
 
 from __future__ import annotations
