@@ -183,7 +183,7 @@ def torch_channels(recipe, data, root):
 
 def torch_channels_small(recipe, data, root):
     """The same in small blocks: 7 queries × 300 nodes a dense product, BM25 blocks of at most 6
-    queries and 5,000 scores, device rescores of 500 pairs."""
+    queries and 5,000 scores, rescores in blocks of 500 pairs (torch on the CPU: the host block)."""
     from pipeline.channels import bm25_device, dense_torch
     from pipeline.ops import pairdot
 
@@ -193,7 +193,7 @@ def torch_channels_small(recipe, data, root):
             (dense_torch, "NODE_BLOCK", 300),
             (bm25_device, "BLOCK_SCORES", 5_000),
             (bm25_device, "BLOCK_QUERIES", 6),
-            (pairdot, "DEVICE_BLOCK", 500),
+            (pairdot, "HOST_BLOCK", 500),
         ):
             stack.enter_context(_patched(mod, key, value))
         return run(recipe, data, root, "torch-small", TORCH)
@@ -424,9 +424,12 @@ def probes():
 
     def dots(fn):
         def probe(xq, xb, qi, di, block=None):
-            on_device = type(xb).__module__.startswith("torch")
-            name = "DEVICE_BLOCK" if on_device else "HOST_BLOCK"
-            seen[name].add(side(len(qi) > (block or getattr(pairdot, name))))
+            name = (
+                "DEVICE_BLOCK"
+                if pairdot.default_block(xb) == pairdot.DEVICE_BLOCK
+                else "HOST_BLOCK"
+            )
+            seen[name].add(side(len(qi) > (block or pairdot.default_block(xb))))
             return fn(xq, xb, qi, di, block)
 
         return probe

@@ -93,5 +93,16 @@ def test_cuda_gives_the_host_bits():
 
     xq, xb, qi, di = _pairs(7, 500, 5000, 384, 200_000)
     host = pairdot.pair_dots(xq, xb, qi, di)
-    gpu = pairdot.pair_dots(torch.from_numpy(xq).cuda(), torch.from_numpy(xb).cuda(), qi, di)
+    tb = torch.from_numpy(xb).cuda()
+    assert pairdot.default_block(tb) == pairdot.DEVICE_BLOCK < len(qi)  # several device blocks
+    gpu = pairdot.pair_dots(torch.from_numpy(xq).cuda(), tb, qi, di)
     np.testing.assert_array_equal(gpu, host)
+
+
+def test_default_block_follows_the_device():
+    """Large launches only on an accelerator; numpy and torch on the CPU take the host block."""
+    import torch
+
+    xb = np.zeros((3, 4), np.float32)
+    assert pairdot.default_block(xb) == pairdot.HOST_BLOCK
+    assert pairdot.default_block(torch.from_numpy(xb)) == pairdot.HOST_BLOCK

@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-HOST_BLOCK = 2048  # pairs per block on the host (blocks spread over threads; any size, same bits)
-DEVICE_BLOCK = 1 << 16  # pairs per block on a torch device (any size, the same bits)
+HOST_BLOCK = 2048  # pairs per block on the host, numpy or torch on the CPU (any size, same bits)
+DEVICE_BLOCK = 1 << 16  # pairs per block on a torch accelerator (any size, the same bits)
 
 
 def fold(p):
@@ -54,8 +54,16 @@ def pair_dots(xq, xb, qi, di, block: int | None = None) -> np.ndarray:
     if xb.shape[1] == 0 or len(qi) == 0:
         return np.zeros(len(qi), np.float32)
     if _is_torch(xb):
-        return _device_dots(xq, xb, qi, di, block or DEVICE_BLOCK)
+        return _device_dots(xq, xb, qi, di, block or default_block(xb))
     return _host_dots(xq, xb, qi, di, block)
+
+
+def default_block(xb) -> int:
+    """Pairs per block for vectors ``xb``: ``DEVICE_BLOCK`` on an accelerator (few large launches),
+    ``HOST_BLOCK`` on the CPU, numpy or torch (blocks that stay in cache: torch on the CPU ran
+    2.06 s in blocks of 2^16 against 0.43 s in blocks of 2,048, 1.08M pairs of 384-d)."""
+    on_accelerator = _is_torch(xb) and xb.device.type != "cpu"
+    return DEVICE_BLOCK if on_accelerator else HOST_BLOCK
 
 
 def _host_dots(xq, xb, qi, di, block: int | None) -> np.ndarray:
