@@ -424,11 +424,7 @@ def probes():
 
     def dots(fn):
         def probe(xq, xb, qi, di, block=None):
-            name = (
-                "DEVICE_BLOCK"
-                if pairdot.default_block(xb) == pairdot.DEVICE_BLOCK
-                else "HOST_BLOCK"
-            )
+            name = "DEVICE_BLOCK" if pairdot.on_accelerator(xb) else "HOST_BLOCK"
             seen[name].add(side(len(qi) > (block or pairdot.default_block(xb))))
             return fn(xq, xb, qi, di, block)
 

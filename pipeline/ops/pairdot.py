@@ -53,22 +53,24 @@ def pair_dots(xq, xb, qi, di, block: int | None = None) -> np.ndarray:
     qi, di = np.asarray(qi, np.int64), np.asarray(di, np.int64)
     if xb.shape[1] == 0 or len(qi) == 0:
         return np.zeros(len(qi), np.float32)
-    if _is_torch(xb):
-        return _device_dots(xq, xb, qi, di, block or default_block(xb))
-    return _host_dots(xq, xb, qi, di, block)
+    dots = _device_dots if _is_torch(xb) else _host_dots
+    return dots(xq, xb, qi, di, block or default_block(xb))
+
+
+def on_accelerator(xb) -> bool:
+    """Whether ``xb`` is a torch tensor on a device other than the CPU."""
+    return _is_torch(xb) and xb.device.type != "cpu"
 
 
 def default_block(xb) -> int:
     """Pairs per block for vectors ``xb``: ``DEVICE_BLOCK`` on an accelerator (few large launches),
     ``HOST_BLOCK`` on the CPU, numpy or torch (blocks that stay in cache: torch on the CPU ran
     2.06 s in blocks of 2^16 against 0.43 s in blocks of 2,048, 1.08M pairs of 384-d)."""
-    on_accelerator = _is_torch(xb) and xb.device.type != "cpu"
-    return DEVICE_BLOCK if on_accelerator else HOST_BLOCK
+    return DEVICE_BLOCK if on_accelerator(xb) else HOST_BLOCK
 
 
-def _host_dots(xq, xb, qi, di, block: int | None) -> np.ndarray:
+def _host_dots(xq, xb, qi, di, block: int) -> np.ndarray:
     """:func:`pair_dots` in numpy, blocks shared among the cores this process may use."""
-    block = block or HOST_BLOCK
     out = np.empty(len(qi), np.float32)
 
     def one(s: int) -> None:
