@@ -53,6 +53,7 @@ class RunContext:
     now: dt.datetime  # the group's reference time
     key: str = ""  # the group's (scope, viewer, reference time), as text
     xb: np.ndarray | None = None
+    xb_resident: object = None  # xb on the run's device, made by channels.dense.resident
     xparts: np.ndarray | None = None
     part_q: np.ndarray | None = None
     part_w: np.ndarray | None = None

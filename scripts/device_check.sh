@@ -144,8 +144,9 @@ if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call c
   t 150 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k "not minilm" \
     tests/test_gpu.py tests/test_dpp.py tests/test_novelty_ops.py tests/test_pairdot.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -15
-  t 60 python3 -m pytest -q -rs -p no:cacheprovider -k cuda tests/test_dense_torch.py 2>&1 \
-    | tee -a "$OUT/gpu_tests.log" | tail -5  # the dense channel on cuda: the host bits
+  t 90 python3 -m pytest -q -rs -p no:cacheprovider -k cuda tests/test_dense_torch.py \
+    tests/test_resident.py 2>&1 \
+    | tee -a "$OUT/gpu_tests.log" | tail -5  # the dense channel, resident vectors on cuda: the host bits
   step "bench_pipeline: 1M nodes x 1,000 queries on cuda (PPR, then PEDSA); 100k on cuda"
   {
     t 150 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda | tail -9

@@ -80,15 +80,14 @@ class DenseChannel:
     p: object
     seed: int
     device: str
+    xr: object = None  # xb resident on the device (dense.resident), or None: xb is what is read
 
     def hits(self, nodes_s: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """(part, node, weight × cosine) of the search hits of a scope's query parts (``rows``,
         ascending: :meth:`part_rows`) among its nodes: each part's ``per_part`` best by its exact
         cosine, ties by node (:func:`dense.exact_top`), whatever the other parts of the scan."""
         p = self.p
-        xs = (
-            self.xb if len(nodes_s) == len(self.xb) else self.xb[nodes_s]
-        )  # a whole-corpus scope keeps a memmap
+        xs = _scope_rows(self.xb if self.xr is None else self.xr, nodes_s)
         index = dense.build_index(
             xs,
             p.index,
@@ -173,8 +172,22 @@ class DenseChannel:
         return out
 
     def scores(self, qi: np.ndarray, ni: np.ndarray) -> np.ndarray:
-        """Exact dense score of each (query qi[j], node ni[j]) pair (:func:`dense_pairs`)."""
-        return dense_pairs(self.xq, self.part_q, self.part_w, self.xb, qi, ni)
+        """Exact dense score of each (query qi[j], node ni[j]) pair (:func:`dense_pairs`), where
+        the vectors are resident."""
+        xb = self.xb if self.xr is None else self.xr
+        return dense_pairs(self.xq, self.part_q, self.part_w, xb, qi, ni)
+
+
+def _scope_rows(xb, nodes_s: np.ndarray):
+    """A scope's node vectors: all of ``xb`` for a whole-corpus scope (a memmap stays one), else
+    its rows, gathered where ``xb`` lives (a resident torch tensor: on its device)."""
+    if len(nodes_s) == len(xb):
+        return xb
+    if isinstance(xb, np.ndarray):
+        return xb[nodes_s]
+    import torch
+
+    return xb.index_select(0, torch.from_numpy(np.asarray(nodes_s, np.int64)).to(xb.device))
 
 
 @dataclass
@@ -367,6 +380,7 @@ def generate(
     parts: list | None = None,
     collab_p=None,
     log: pl.DataFrame | None = None,
+    resident=None,
 ) -> pl.DataFrame:
     """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel;
     ``dense_p`` and ``lex_p`` are the ``channels`` stage's ``DenseParams`` and ``LexicalParams``.
@@ -376,12 +390,16 @@ def generate(
     ``parts`` are the scope groups [(key, node indices, query indices)] (default: ``scope_groups``
     of the tables); each query's candidates come from its group's nodes only. ``collab_p`` and
     ``log`` (the injection log) serve the ``collab`` channel, which needs another channel.
+    ``resident``: ``xb`` on the device (``dense.resident``), where the dense channel then scans,
+    rescores and scores pairs.
     """
     if xq is not None and part_q is None:
         part_q, part_w = np.arange(len(xq)), np.ones(len(xq))
     plugins = _plugins(enabled)
     dch = (
-        DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device) if "dense" in enabled else None
+        DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device, resident)
+        if "dense" in enabled
+        else None
     )
     lch = LexicalChannel.tokenise(nodes, queries, lex_p, device) if "lexical" in enabled else None
     if parts is None:

@@ -42,13 +42,12 @@ def build_index(
         from pipeline.channels.blocked import BlockedIndex
 
         return BlockedIndex(xb, block)
-    if kind == "flat" and device == "cuda" and backend.faiss_gpus() == 0:
-        backend.fallback(
-            "faiss reports no GPU; dense.index=flat runs as dense.index=torch "
-            "(blocked matrix product + topk) on cuda"
-        )
-        kind = "torch"
-    if kind == "torch":
+    if runs_in_torch(kind, device):
+        if kind == "flat":
+            backend.fallback(
+                "faiss reports no GPU; dense.index=flat runs as dense.index=torch "
+                "(blocked matrix product + topk) on cuda"
+            )
         from pipeline.channels.dense_torch import TorchIndex
 
         return TorchIndex(xb, device)
@@ -71,6 +70,29 @@ def build_index(
         backend.fallback(f"faiss reports no GPU; dense search on cpu ({backend.faiss_summary()})")
     index.add(xb)
     return index
+
+
+def runs_in_torch(kind: str, device: str) -> bool:
+    """Whether :func:`build_index` makes a torch index (``channels.dense_torch``) for ``kind`` on
+    ``device``: ``dense.index=torch``, or ``flat`` on cuda when FAISS has no GPU build."""
+    return kind == "torch" or (kind == "flat" and device == "cuda" and backend.faiss_gpus() == 0)
+
+
+def resident(ctx):
+    """The node vectors a group's pair scores and gathers read: ``ctx.xb`` on the host, or, when
+    the dense channel scans in torch (:func:`runs_in_torch`), its copy resident on the run's
+    device, made once: the run's one copy when the group holds the whole corpus in order (the
+    1M-node case), else the group's own. Pair scores (``ops.pairdot``: the same bits on any
+    device) and DPP's gathers then run where the vectors are, and only indices go over."""
+    xb, state = ctx.xb, ctx.run
+    if xb is None or not runs_in_torch(ctx.cfg.dense.index, state.device):
+        return xb
+    if ctx.xb_resident is None:
+        from pipeline.channels.dense_torch import to_device
+
+        make = lambda: to_device(xb, state.device)  # noqa: E731
+        ctx.xb_resident = state.const("xb_resident", make) if xb is state.xb else make()
+    return ctx.xb_resident
 
 
 def search(index, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -21,14 +21,25 @@ QUERY_BLOCK = 1024  # query rows per block (one host transfer each)
 NODE_BLOCK = 1 << 16  # node rows per matrix product (a block's scores: QUERY_BLOCK × NODE_BLOCK)
 
 
-class TorchIndex:
-    """``ntotal`` and ``search`` (what ``dense.search`` uses) over ``xb`` resident on ``device``."""
+def to_device(xb, device: str):
+    """``xb`` as a float32 torch tensor on ``device``: a tensor already there as it is, a host
+    array in one transfer (none on the CPU, where a contiguous float32 array is shared)."""
+    import torch
 
-    def __init__(self, xb: np.ndarray, device: str = "cpu") -> None:
+    if isinstance(xb, torch.Tensor):
+        return xb.to(device=device, dtype=torch.float32)
+    return torch.from_numpy(np.ascontiguousarray(xb, dtype=np.float32)).to(device)
+
+
+class TorchIndex:
+    """``ntotal`` and ``search`` (what ``dense.search`` uses) over ``xb`` resident on ``device``
+    (a host array, moved once, or a tensor already there: ``dense.resident``)."""
+
+    def __init__(self, xb, device: str = "cpu") -> None:
         import torch
 
         self.device = torch.device(device)
-        self.xb = torch.from_numpy(np.ascontiguousarray(xb, dtype=np.float32)).to(self.device)
+        self.xb = to_device(xb, device)
         self.ntotal = len(xb)
 
     def search(self, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

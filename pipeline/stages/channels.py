@@ -13,6 +13,7 @@ from typing import ClassVar
 import polars as pl
 
 from pipeline import io
+from pipeline.channels import dense
 from pipeline.channels.candidates import generate
 from pipeline.channels.collab import CollabParams
 from pipeline.common import key_prefix, stage_key
@@ -112,6 +113,7 @@ def run_stage(ctx, p: tuple) -> object:
             ctx.segments,
             *p[2:],
             log,
+            dense.resident(ctx),
         )
         io.write_parquet(path, ctx.cand)
     state.log.add("candidates", ctx.cand.height)

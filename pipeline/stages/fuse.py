@@ -236,6 +236,7 @@ def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
 
 def _join_block(ctx, cand: pl.DataFrame, hits: pl.DataFrame, column: str) -> pl.DataFrame:
     """:func:`join_component` of some queries' candidates and hits."""
+    from pipeline.channels import dense
     from pipeline.channels.candidates import dense_pairs
 
     enabled = list(ctx.cfg.channels)
@@ -245,7 +246,7 @@ def _join_block(ctx, cand: pl.DataFrame, hits: pl.DataFrame, column: str) -> pl.
         if new.any():
             qi, ni = out["query_idx"].to_numpy()[new], out["node_idx"].to_numpy()[new]
             d = out["dense"].to_numpy().copy()
-            d[new] = dense_pairs(*ctx.vectors, ctx.xb, qi, ni)
+            d[new] = dense_pairs(*ctx.vectors, dense.resident(ctx), qi, ni)
             out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
     fusion = ctx.fusion
     out = fuse(

@@ -18,6 +18,7 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
+from pipeline.channels import dense
 from pipeline.errors import ConfigError, require_one_of
 from pipeline.stage import Params, Stage
 from pipeline.stages.spread import spread
@@ -199,7 +200,7 @@ def _diversify(
             rows = np.concatenate([idx, np.full(max(0, MIN_ROWS - len(idx)), -1)])
             nd = np.where(rows[:, None] >= 0, node[rows, :w], -1)  # padding rows: nothing valid
             valid = torch.as_tensor(nd >= 0, device=device)
-            emb = torch.as_tensor(xb[np.maximum(nd, 0)], device=device)
+            emb = _rows(xb, np.maximum(nd, 0), device)
             q = torch.as_tensor(np.where(nd >= 0, score[rows, :w], 0.0), device=device)
             if p.method == "dpp":
                 got, g = dpp_greedy(q, emb, k, valid, quality_weight=p.quality_weight, dtype=dtype)
@@ -219,6 +220,18 @@ def _diversify(
     return chosen.join(pool.drop("rank"), on=["query_idx", "node_idx"], how="left").sort(
         ["query_idx", "rank"]
     )
+
+
+def _rows(xb, idx: np.ndarray, device: str):
+    """The vectors of ``xb`` at ``idx`` (any shape) as a tensor on ``device``: gathered on the
+    host from an array, or where a resident tensor (``dense.resident``) lives, only the indices
+    sent over; a gather, so the same values either way."""
+    import torch
+
+    if isinstance(xb, np.ndarray):
+        return torch.as_tensor(xb[idx], device=device)
+    at = torch.from_numpy(np.ascontiguousarray(idx, np.int64).reshape(-1)).to(xb.device)
+    return xb.index_select(0, at).reshape(*idx.shape, xb.shape[1]).to(device)
 
 
 def recall_rows(
@@ -299,7 +312,7 @@ def run_stage(ctx, p: SelectParams) -> object:
         cand,
         int(cfg.k),
         dataclasses.replace(p, sort_by=tuple(ctx.policy.sort_by)),
-        ctx.xb,
+        dense.resident(ctx),
         ctx.run.device,
         doc_idx,
     )
