@@ -86,15 +86,19 @@ DATA = corpus.base(small=6, big=150, many=80, big_q=10, many_q=10)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("recipe", ["best", "bme", "dpp-wide"])
+@pytest.mark.parametrize(
+    "recipe, extra",
+    [("best", []), ("bme", []), ("dpp-wide", []), ("best", ["dense.prf_docs=3"])],
+    ids=["best", "bme", "dpp-wide", "best-rocchio"],
+)
 def test_pipeline_reads_resident_vectors_and_answers_as_the_host(
-    recipe, device, tmp_path, monkeypatch
+    recipe, extra, device, tmp_path, monkeypatch
 ):
     """Every pair score of the torch run runs on a tensor of ``device`` (the channel's rescore,
     its scores of other channels' hits, the join of graph hits), DPP gathers from one, and the
     recall equals ``dense.index=flat`` on the host (each run its own folders)."""
     want = fresh_run(
-        config(recipe, ["dense.index=flat"]), tmp_path, "host", dataset=corpus.dataset(DATA)
+        config(recipe, ["dense.index=flat", *extra]), tmp_path, "host", dataset=corpus.dataset(DATA)
     ).recall()
     callers, gathers = set(), []
     real_dots, real_rows = pairdot._device_dots, select._rows
@@ -112,7 +116,7 @@ def test_pipeline_reads_resident_vectors_and_answers_as_the_host(
     monkeypatch.setattr(pairdot, "_device_dots", dots)
     monkeypatch.setattr(pairdot, "_host_dots", None)  # nothing may score on the host arrays
     monkeypatch.setattr(select, "_rows", rows)
-    cfg = config(recipe, ["dense.index=torch"])
+    cfg = config(recipe, ["dense.index=torch", *extra])
     cfg.device = device
     got = fresh_run(cfg, tmp_path, "resident", dataset=corpus.dataset(DATA)).recall()
     # the channel's rescore, the join's scores of graph hits, and (with BM25 beside it: not bme)

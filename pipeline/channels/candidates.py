@@ -187,7 +187,7 @@ def _scope_rows(xb, nodes_s: np.ndarray):
         return xb[nodes_s]
     import torch
 
-    return xb.index_select(0, torch.from_numpy(np.asarray(nodes_s, np.int64)).to(xb.device))
+    return xb.index_select(0, torch.tensor(np.asarray(nodes_s, np.int64), device=xb.device))
 
 
 @dataclass

@@ -96,7 +96,9 @@ def _device_dots(xq, xb, qi, di, block: int) -> np.ndarray:
 
     dev = xb.device
     q = xq if _is_torch(xq) else torch.from_numpy(np.ascontiguousarray(xq, np.float32))
-    q, tq, td = q.to(dev), torch.from_numpy(qi).to(dev), torch.from_numpy(di).to(dev)
+    # the indices as copies: a read-only array (a polars column's view) would share memory and
+    # make torch warn; they go to the device anyway
+    q, tq, td = q.to(dev), torch.tensor(qi, device=dev), torch.tensor(di, device=dev)
     out = torch.empty(len(qi), dtype=torch.float32, device=dev)
     with torch.no_grad():
         for s in range(0, len(qi), block):

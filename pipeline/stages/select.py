@@ -230,7 +230,7 @@ def _rows(xb, idx: np.ndarray, device: str):
 
     if isinstance(xb, np.ndarray):
         return torch.as_tensor(xb[idx], device=device)
-    at = torch.from_numpy(np.ascontiguousarray(idx, np.int64).reshape(-1)).to(xb.device)
+    at = torch.tensor(np.asarray(idx, np.int64).reshape(-1), device=xb.device)
     return xb.index_select(0, at).reshape(*idx.shape, xb.shape[1]).to(device)
 
 
