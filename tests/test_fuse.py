@@ -181,6 +181,7 @@ def test_join_component_in_query_blocks_equals_one_join(block, monkeypatch):
         fusion=fusion,
         vectors=(xq, np.arange(12), np.ones(12)),
         xb=xb,
+        xb_resident=None,
     )
     on = ["query_idx", "node_idx"]
     monkeypatch.setattr(fuse_mod, "JOIN_QUERIES", 1 << 30)

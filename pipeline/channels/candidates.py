@@ -87,7 +87,7 @@ class DenseChannel:
         ascending: :meth:`part_rows`) among its nodes: each part's ``per_part`` best by its exact
         cosine, ties by node (:func:`dense.exact_top`), whatever the other parts of the scan."""
         p = self.p
-        xs = _scope_rows(self.xb if self.xr is None else self.xr, nodes_s)
+        xs = _scope_rows(self.vectors(), nodes_s)
         index = dense.build_index(
             xs,
             p.index,
@@ -173,21 +173,26 @@ class DenseChannel:
 
     def scores(self, qi: np.ndarray, ni: np.ndarray) -> np.ndarray:
         """Exact dense score of each (query qi[j], node ni[j]) pair (:func:`dense_pairs`), where
-        the vectors are resident."""
-        xb = self.xb if self.xr is None else self.xr
-        return dense_pairs(self.xq, self.part_q, self.part_w, xb, qi, ni)
+        the vectors are resident (:meth:`vectors`)."""
+        return dense_pairs(self.xq, self.part_q, self.part_w, self.vectors(), qi, ni)
+
+    def vectors(self):
+        """The node vectors the channel scans, rescores and scores pairs with: ``xr`` (the run's
+        resident copy, ``dense.resident``), else, when the index runs in torch
+        (``dense.runs_in_torch``), ``xb`` moved to the device once, else ``xb``."""
+        if self.xr is None and dense.runs_in_torch(self.p.index, self.device):
+            from pipeline.channels.dense_torch import to_device
+
+            self.xr = to_device(self.xb, self.device)
+        return self.xb if self.xr is None else self.xr
 
 
 def _scope_rows(xb, nodes_s: np.ndarray):
     """A scope's node vectors: all of ``xb`` for a whole-corpus scope (a memmap stays one), else
-    its rows, gathered where ``xb`` lives (a resident torch tensor: on its device)."""
-    if len(nodes_s) == len(xb):
-        return xb
-    if isinstance(xb, np.ndarray):
-        return xb[nodes_s]
-    import torch
+    its rows, gathered where ``xb`` lives (``dense_torch.take_rows``)."""
+    from pipeline.channels.dense_torch import take_rows
 
-    return xb.index_select(0, torch.tensor(np.asarray(nodes_s, np.int64), device=xb.device))
+    return xb if len(nodes_s) == len(xb) else take_rows(xb, nodes_s)
 
 
 @dataclass
@@ -303,7 +308,7 @@ def _searched(index, xq: np.ndarray, xs: np.ndarray, k: int, kind: str):
     """(query row, item, cosine) of each query's ``k`` best: :func:`dense.exact_top` of the
     search, in blocks of ``SEARCH_BLOCK`` queries. A query's hits never depend on the other
     queries of its block (``exact_top``), so the blocks give the bits of one search."""
-    out, xs = [], dense.rescore_vectors(index, xs)
+    out = []  # xs: the index's own vectors for a torch index (DenseChannel.vectors)
     width = lambda a: min(SEARCH_BLOCK, len(xq) - a)  # noqa: E731
     for a in inner(range(0, len(xq), SEARCH_BLOCK), "dense search", len(xq), "query", width):
         block = xq[a : a + SEARCH_BLOCK]

@@ -85,13 +85,14 @@ def resident(ctx):
     1M-node case), else the group's own. Pair scores (``ops.pairdot``: the same bits on any
     device) and DPP's gathers then run where the vectors are, and only indices go over."""
     xb, state = ctx.xb, ctx.run
+    if ctx.xb_resident is not None:
+        return ctx.xb_resident
     if xb is None or not runs_in_torch(ctx.cfg.dense.index, state.device):
         return xb
-    if ctx.xb_resident is None:
-        from pipeline.channels.dense_torch import to_device
+    from pipeline.channels.dense_torch import to_device
 
-        make = lambda: to_device(xb, state.device)  # noqa: E731
-        ctx.xb_resident = state.const("xb_resident", make) if xb is state.xb else make()
+    make = lambda: to_device(xb, state.device)  # noqa: E731
+    ctx.xb_resident = state.const("xb_resident", make) if xb is state.xb else make()
     return ctx.xb_resident
 
 
@@ -133,15 +134,6 @@ def pair_scores(xq, xb, qi: np.ndarray, di: np.ndarray, block: int | None = None
     order of float32 operations, so a pair's bits are its own whatever the block, the thread or the
     device (``xb`` a numpy array, or a torch index's resident vectors)."""
     return pairdot.pair_dots(xq, xb, qi, di, block)
-
-
-def rescore_vectors(index, xb):
-    """The vectors :func:`exact_top` rescores an index's hits with: a torch index's own, resident
-    on its device (the rescore runs there, one transfer of indices in and scores out), else ``xb``
-    on the host. Either gives the same bits (:func:`pair_scores`)."""
-    from pipeline.channels.dense_torch import TorchIndex
-
-    return index.xb if isinstance(index, TorchIndex) else xb
 
 
 def exact_top(xq, xb, D, I, k: int, exact: bool = True):

@@ -6,7 +6,7 @@ Node vectors are moved to the device once, when the index is built; queries go i
 ``torch.topk`` per block merged into a running top-k (ties by lower node index, exact:
 ``pipeline.ops.torch_topk``), and ONE host transfer per block of finished query rows. Its hits feed
 ``dense.exact_top`` like FAISS's, which rescores them by exact per-pair cosines on this device, on
-the vectors already resident here (``dense.rescore_vectors``: indices in, scores out), in
+the vectors already resident here (the channel's ``DenseChannel.vectors``: indices in, scores out), in
 ``ops.pairdot``'s fixed order, so the channel's answer is bit-identical to ``dense.index=flat`` on
 the host, on any device (tests/test_dense_torch.py).
 """
@@ -29,6 +29,18 @@ def to_device(xb, device: str):
     if isinstance(xb, torch.Tensor):
         return xb.to(device=device, dtype=torch.float32)
     return torch.from_numpy(np.ascontiguousarray(xb, dtype=np.float32)).to(device)
+
+
+def take_rows(xb, idx):
+    """The rows of ``xb`` at ``idx`` (any shape; the result has ``idx``'s shape + ``(dim,)``),
+    gathered where ``xb`` lives: numpy indexing on the host, ``index_select`` on a tensor's device
+    (only the indices go over). A gather: the same values either way."""
+    if isinstance(xb, np.ndarray):
+        return xb[idx]
+    import torch
+
+    at = torch.tensor(np.asarray(idx, np.int64).reshape(-1), device=xb.device)
+    return xb.index_select(0, at).reshape(*np.shape(idx), xb.shape[1])
 
 
 class TorchIndex:

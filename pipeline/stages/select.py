@@ -228,10 +228,9 @@ def _rows(xb, idx: np.ndarray, device: str):
     sent over; a gather, so the same values either way."""
     import torch
 
-    if isinstance(xb, np.ndarray):
-        return torch.as_tensor(xb[idx], device=device)
-    at = torch.tensor(np.asarray(idx, np.int64).reshape(-1), device=xb.device)
-    return xb.index_select(0, at).reshape(*idx.shape, xb.shape[1]).to(device)
+    from pipeline.channels.dense_torch import take_rows
+
+    return torch.as_tensor(take_rows(xb, idx), device=device)
 
 
 def recall_rows(
