@@ -62,6 +62,7 @@ THRESHOLDS = (
     Threshold("conf", "dense.block", "node rows per block of the blocked scan", "config"),
     Threshold("conf", "novelty.batch", "queries per NMF/FISTA batch of novelty", "config"),
     Threshold("conf", "embed.encoder.batch_size", "texts per MiniLM forward pass", "model"),
+    Threshold("conf", "embed.encoder.device_batch_size", "texts per MiniLM forward pass on an accelerator", "cuda"),
     Threshold("pipeline.stages.embed", "LENGTH_STEP", "tokens a MiniLM text is padded up to", "model"),
 )  # fmt: skip
 

@@ -1,5 +1,7 @@
 """Embedding cache: a rerun embeds nothing; a one-text change embeds one text."""
 
+import json
+
 import numpy as np
 
 from pipeline.stages.embed import (
@@ -92,7 +94,55 @@ def test_the_default_batch_shape_too():
 
 
 def test_cache_id_names_the_batch_shape():
-    """Everything that shapes a text's batch is in the embedding cache key."""
+    """Everything that shapes a text's batch is in the embedding cache key, per device."""
     a, b = SentenceEncoder(), SentenceEncoder(batch_size=8)
-    assert a.cache_id != b.cache_id
-    assert '"batch_size": 64' in a.cache_id and f'"length_step": {LENGTH_STEP}' in a.cache_id
+    assert a.cache_id("cpu") != b.cache_id("cpu")
+    cpu, cuda = json.loads(a.cache_id("cpu")), json.loads(a.cache_id("cuda"))
+    assert (cpu["batch_size"], cpu["device"], cpu["length_step"]) == (64, "cpu", LENGTH_STEP)
+    assert (cuda["batch_size"], cuda["device"]) == (512, "cuda")  # conf/embed/minilm.yaml's
+    assert {k for k in cpu if cpu[k] != cuda[k]} == {"batch_size", "device"}
+    same_rows = json.loads(SentenceEncoder(device_batch_size=None).cache_id("cuda"))
+    assert (same_rows["batch_size"], same_rows["device"]) == (64, "cuda")  # other kernels still
+
+
+def test_rows_per_device():
+    """batch_size on the CPU; device_batch_size elsewhere, batch_size when unset; at least 2."""
+    assert SentenceEncoder(batch_size=8, device_batch_size=256).rows("cpu") == 8
+    assert SentenceEncoder(batch_size=8, device_batch_size=256).rows("cuda") == 256
+    assert SentenceEncoder(batch_size=8, device_batch_size=None).rows("cuda") == 8
+    assert SentenceEncoder(batch_size=1, device_batch_size=1).rows("cuda") == 2
+
+
+def test_encode_fills_the_devices_batch(monkeypatch):
+    """Off the CPU every forward pass has ``device_batch_size`` rows. Run here on ``cpu:0``, a
+    device string other than ``cpu`` that torch runs on this machine: 7 texts of one padded width
+    in batches of 5 rows (4 texts and a filler), and their vectors are the batch-of-64 ones to
+    float rounding (another batch shape: other bits allowed, not other vectors)."""
+    enc = SentenceEncoder(batch_size=64, device_batch_size=5)
+    texts = _texts_by_tokens([12] * 7, seed=5)
+    model = enc._load("cpu:0")
+    shapes, real = [], model.forward
+    monkeypatch.setattr(
+        model, "forward", lambda f: shapes.append(tuple(f["input_ids"].shape)) or real(f)
+    )
+    got = enc.encode(texts, "cpu:0")
+    assert shapes == [(5, 16), (5, 16)]
+    ref = SentenceEncoder().encode(texts, "cpu")
+    assert np.abs(got - ref).max() < 1e-5
+
+
+def test_a_device_never_reads_another_devices_vectors(tmp_path):
+    """A vector embedded on one device is not served to a run on another: the cache key names
+    the device, so a cpu run after a cuda run (or the reverse) embeds its own."""
+
+    class PerDevice(CountingEncoder):
+        def cache_id(self, device="cpu"):
+            return f"{super().cache_id(device)}|{device}"
+
+    enc = PerDevice()
+    cache = EmbeddingCache(tmp_path / "e.sqlite", enc.dim)
+    texts = ["alpha beta", "gamma"]
+    assert embed_cached(enc, texts, cache, "cuda")[1] == 2
+    assert embed_cached(enc, texts, cache, "cpu")[1] == 2
+    assert embed_cached(enc, texts, cache, "cpu")[1] == 0
+    assert embed_cached(enc, texts, cache, "cuda")[1] == 0

@@ -1,15 +1,16 @@
 """Embed texts with a sentence-transformer (MiniLM by default), cached by content hash.
 
-``EmbeddingCache`` is a SQLite table ``key → float32 bytes`` where ``key = sha256(encoder.cache_id, text)``:
-a rerun embeds nothing and a one-node change embeds one node. ``cache_id`` holds everything that
-changes the vectors: the model id, the resolved model folder and its files' sizes, max_seq_length,
-the batching (batch_size, length step), normalisation, dim, this module's source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a
-deterministic, model-free embedder for fast unit tests only.
+``EmbeddingCache`` is a SQLite table ``key → float32 bytes`` where
+``key = sha256(encoder.cache_id(device), text)``: a rerun embeds nothing and a one-node change
+embeds one node. ``cache_id(device)`` holds everything that changes the vectors: the model id, the
+resolved model folder and its files' sizes, max_seq_length, the batching (the rows of a forward
+pass on that device, length step), normalisation, dim, the device kind (another device's kernels
+give other bits), this module's source and the sentence-transformers/torch
+versions. ``HashingEmbedder`` is a deterministic, model-free embedder for fast unit tests only.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -44,9 +45,11 @@ def encoder_code() -> str:
     return "+".join([version.source_hash([__file__]), *libs])
 
 
-def cache_tag(encoder) -> str:
-    """A file-name-safe tag of ``encoder.cache_id`` (the memmapped-vector cache names files by it)."""
-    return f"{encoder.model_id.replace('/', '_')}-{hashlib.sha256(encoder.cache_id.encode()).hexdigest()[:12]}"
+def cache_tag(encoder, device: str) -> str:
+    """A file-name-safe tag of ``encoder.cache_id(device)`` (the memmapped-vector cache names files
+    by it)."""
+    digest = hashlib.sha256(encoder.cache_id(device).encode()).hexdigest()[:12]
+    return f"{encoder.model_id.replace('/', '_')}-{digest}"
 
 
 def _settings_id(**settings) -> str:
@@ -100,6 +103,7 @@ class SentenceEncoder:
         dim: int = 384,
         batch_size: int = 64,
         max_seq_length: int | None = 256,
+        device_batch_size: int | None = 512,
     ) -> None:
         if (
             model_path and not Path(model_path).is_dir()
@@ -110,7 +114,9 @@ class SentenceEncoder:
             )
         self.model_path, self.model_id, self.dim = model_path, model_id, dim
         self.batch_size, self.max_seq_length = batch_size, max_seq_length
+        self.device_batch_size = device_batch_size
         self._model = None
+        self._ids: dict[str, str] = {}
         self._device = None
 
     def resolved_path(self) -> Path:
@@ -126,26 +132,36 @@ class SentenceEncoder:
             )
         return Path(path).resolve()
 
-    @functools.cached_property
-    def cache_id(self) -> str:
-        """Everything that changes the vectors (see the module docstring); the embedding cache key."""
-        root = self.resolved_path()
-        files = sorted(
-            [p.relative_to(root).as_posix(), p.stat().st_size]
-            for p in root.rglob("*")
-            if p.is_file()
-        )
-        return _settings_id(
-            model_id=self.model_id,
-            path=str(root),
-            files=files,
-            dim=self.dim,
-            normalize=True,
-            max_seq_length=self.max_seq_length,
-            batch_size=max(int(self.batch_size), 2),  # how texts are batched (encode)
-            length_step=LENGTH_STEP,
-            rows="filled to batch_size",  # every batch has batch_size rows (encode)
-        )
+    def rows(self, device: str) -> int:
+        """Rows of every forward pass on ``device``: ``batch_size`` on the CPU; on an accelerator
+        ``device_batch_size`` when set (a batch of 64 short texts leaves an H200 idle: 8k texts/s,
+        docs/benchmarks.md "First GPU run"), else ``batch_size``. At least 2 (:meth:`encode`)."""
+        n = self.batch_size if device == "cpu" else (self.device_batch_size or self.batch_size)
+        return max(int(n), 2)
+
+    def cache_id(self, device: str) -> str:
+        """Everything that changes the vectors on ``device`` (see the module docstring); the
+        embedding cache key."""
+        if device not in self._ids:
+            root = self.resolved_path()
+            files = sorted(
+                [p.relative_to(root).as_posix(), p.stat().st_size]
+                for p in root.rglob("*")
+                if p.is_file()
+            )
+            self._ids[device] = _settings_id(
+                model_id=self.model_id,
+                path=str(root),
+                files=files,
+                dim=self.dim,
+                normalize=True,
+                max_seq_length=self.max_seq_length,
+                batch_size=self.rows(device),  # how texts are batched (encode)
+                length_step=LENGTH_STEP,
+                rows="filled to batch_size",  # every batch has batch_size rows (encode)
+                device=device,  # another device's kernels give other bits
+            )
+        return self._ids[device]
 
     def _load(self, device: str):
         if self._model is None or self._device != device:
@@ -193,7 +209,7 @@ class SentenceEncoder:
         limit = int(model.max_seq_length)
         n = np.array([len(t["input_ids"]) for t in tokens])
         width = np.minimum(-(-n // LENGTH_STEP) * LENGTH_STEP, limit)
-        rows = max(int(self.batch_size), 2)
+        rows = self.rows(device)
         batches = []
         for w in np.unique(width):
             idx = np.flatnonzero(width == w)
@@ -233,9 +249,9 @@ class HashingEmbedder:
     def __init__(self, dim: int = 384, model_id: str = "hashing-v1") -> None:
         self.dim, self.model_id = dim, model_id
 
-    @property
-    def cache_id(self) -> str:
-        """The encoder's settings and code as JSON: the embedding cache's key prefix."""
+    def cache_id(self, device: str = "cpu") -> str:
+        """The encoder's settings and code as JSON: the embedding cache's key prefix (numpy on
+        the host whatever the run's device: one id)."""
         return _settings_id(model_id=self.model_id, dim=self.dim, normalize=True)
 
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
@@ -263,9 +279,9 @@ class TokenHashEmbedder:
     def __init__(self, dim: int = 16, model_id: str = "oracle_hash-16") -> None:
         self.dim, self.model_id = dim, model_id
 
-    @property
-    def cache_id(self) -> str:
-        """The encoder's settings and code as JSON: the embedding cache's key prefix."""
+    def cache_id(self, device: str = "cpu") -> str:
+        """The encoder's settings and code as JSON: the embedding cache's key prefix (numpy on
+        the host whatever the run's device: one id)."""
         return _settings_id(model_id=self.model_id, dim=self.dim, normalize=True)
 
     @staticmethod
@@ -293,7 +309,7 @@ def embed_cached(
     """Embed ``texts`` through ``cache``; returns (embeddings, number of texts actually encoded)."""
     if cache is None:
         return encoder.encode(texts, device), len(texts)
-    keys = [text_key(encoder.cache_id, t) for t in texts]
+    keys = [text_key(encoder.cache_id(device), t) for t in texts]
     found = cache.get(list(dict.fromkeys(keys)))
     todo = list(dict.fromkeys(k for k in keys if k not in found))
     if todo:

@@ -96,7 +96,7 @@ def embed_nodes(cfg, nodes: pl.DataFrame, device: str):
 
         xb, n = memmap_cached(
             Path(cfg.cache_dir),
-            cache_tag(encoder),
+            cache_tag(encoder, device),
             texts,
             lambda t: embed_cached(encoder, t, cache, device),
         )
