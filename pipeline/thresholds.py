@@ -54,6 +54,7 @@ THRESHOLDS = (
     Threshold("pipeline.channels.lexical", "PAIR_BLOCK", "(query, document) pairs per block of BM25 pair scores", "patched"),
     Threshold("pipeline.channels.lexical", "SCORE_ROWS", "query rows per block of the BM25 top-k", "patched"),
     Threshold("pipeline.channels.lexical", "SCORE_ENTRIES", "bounded scores per block of the BM25 top-k", "patched"),
+    Threshold("pipeline.channels.segvocab", "DENSE_SPAN", "(segment, term) codes per entry of a BM25 layout (dense minimum or sort)", "patched"),
     Threshold("pipeline.channels.candidates", "SEARCH_BLOCK", "query rows per dense search of one scope", "patched"),
     Threshold("pipeline.progress", "INNER_MIN", "queries of a push solve cut into more parts than workers", "patched"),
     Threshold("pipeline.ops.ppr_push", "PUSH_COLS", "queries per part of a host push solve", "patched"),

@@ -140,9 +140,10 @@ def batches_small(recipe, data, root):
     """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch, dense
     searches of 7 queries, push solves cut into progress parts from 5 queries on, BM25 top-k in
     blocks of 5 query rows or 40 bounded scores, BM25 pair scores in blocks of 9 pairs, component
-    joins in blocks of 3 queries, push solves in parts of at most 4 queries."""
+    joins in blocks of 3 queries, push solves in parts of at most 4 queries, BM25 layouts by the
+    sort (``segvocab.DENSE_SPAN`` 0; the full run takes the dense minimum)."""
     from pipeline import progress
-    from pipeline.channels import candidates, lexical
+    from pipeline.channels import candidates, lexical, segvocab
     from pipeline.ops import ppr_push
     from pipeline.stages import fuse
 
@@ -155,6 +156,7 @@ def batches_small(recipe, data, root):
         _patched(lexical, "PAIR_BLOCK", 9),
         _patched(fuse, "JOIN_QUERIES", 3),
         _patched(ppr_push, "PUSH_COLS", 4),
+        _patched(segvocab, "DENSE_SPAN", 0),
     ):
         return run(recipe, data, root, "batches", extra)
 
@@ -439,6 +441,15 @@ def probes():
 
         return probe
 
+    def earliest(fn):
+        def probe(s, t, n_terms, *when):
+            if len(s):
+                span = int((s * n_terms + t).max()) + 1
+                seen["DENSE_SPAN"].add(side(span > segvocab.DENSE_SPAN * len(s)))
+            return fn(s, t, n_terms, *when)
+
+        return probe
+
     def spans(fn):
         def probe(b, workers):
             seen["INNER_MIN"].add(side(b >= progress.INNER_MIN))
@@ -449,7 +460,7 @@ def probes():
 
     from pipeline import progress
     from pipeline.channels import blocked as blocked_mod
-    from pipeline.channels import bm25_device, candidates, dense_torch, lexical
+    from pipeline.channels import bm25_device, candidates, dense_torch, lexical, segvocab
     from pipeline.ops import pairdot, ppr_push
     from pipeline.ops import scope as scope_mod
     from pipeline.stages import diffuse, novelty, select
@@ -473,6 +484,7 @@ def probes():
         wrap(bm25_device, "blocks", bm25_blocks)
         wrap(candidates, "_searched", searched)
         wrap(ppr_push, "_spans", spans)
+        wrap(segvocab, "_earliest", earliest)
         wrap(lexical, "top_scores", top_scores)
         wrap(lexical, "pair_scores", lexical_pairs)
         wrap(fuse_mod, "join_component", joined)

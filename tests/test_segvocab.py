@@ -89,8 +89,10 @@ def _layout_lexsort(first, rows, seg, n_terms):
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_layout_packed_sort_is_the_lexsort(seed):
-    """``layout`` sorts its (segment, term, field, row, position) tuples as one packed key when it
-    fits in 63 bits, else by lexsort (``ops.topk.KEY_BITS`` 0): both give the codes and columns of
+    """``layout`` takes each (segment, term)'s earliest (field, row, position) by a group minimum
+    over a dense array of codes (``DENSE_SPAN`` large), or sorts its tuples as one packed key when
+    that fits in 63 bits (``DENSE_SPAN`` 0), else by lexsort (``ops.topk.KEY_BITS`` 0, where
+    nothing packs and the dense minimum cannot run either): each gives the codes and columns of
     the definition (``_layout_lexsort``), byte for byte."""
     import pytest
 
@@ -102,11 +104,16 @@ def test_layout_packed_sort_is_the_lexsort(seed):
     rows = np.concatenate(parts)
     seg = np.repeat(np.arange(n_seg), [len(p) for p in parts])
     codes, cols = _layout_lexsort(tokens.first, rows, seg, len(tokens.vocab))
-    packed = segvocab.layout(tokens.first, rows, seg, len(tokens.vocab))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(topk, "KEY_BITS", 0)  # nothing packs: the lexsorts
-        plain = segvocab.layout(tokens.first, rows, seg, len(tokens.vocab))
-    for lay in (packed, plain):
+    lays = [segvocab.layout(tokens.first, rows, seg, len(tokens.vocab))]
+    for mod, name, value in (
+        (segvocab, "DENSE_SPAN", 1 << 40),  # the dense minimum whatever the span
+        (segvocab, "DENSE_SPAN", 0),  # the packed sort
+        (topk, "KEY_BITS", 0),  # nothing packs: the lexsorts
+    ):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(mod, name, value)
+            lays.append(segvocab.layout(tokens.first, rows, seg, len(tokens.vocab)))
+    for lay in lays:
         assert lay.n_cols == len(codes) and lay.n_terms == len(tokens.vocab)
         assert lay.codes.dtype == codes.dtype and lay.codes.tobytes() == codes.tobytes()
         assert lay.cols.dtype == cols.dtype and lay.cols.tobytes() == cols.tobytes()

@@ -21,6 +21,7 @@ from pipeline.ops.sparse_entries import spans
 from pipeline.ops.topk import int_order, pack_ints
 
 POS_BITS = 32  # a first-appearance key: field << POS_BITS | token position in that field's text
+DENSE_SPAN = 2  # (segment, term) codes per token entry up to which a layout's minimum runs dense
 
 
 def first_keys(flat: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -70,14 +71,34 @@ def layout(first: tuple, rows: np.ndarray, seg: np.ndarray, n_terms: int) -> Lay
     s, t = seg[vrow].astype(np.int64), term[pick].astype(np.int64)
     # (field, document, position): the order a segment's own tokenisation meets its terms
     f, pos = key[pick] >> POS_BITS, key[pick] & ((1 << POS_BITS) - 1)
-    # per (segment, term): earliest appearance first (every tuple is distinct: one term a place)
-    s, t, f, vr, pos = _sorted_by(s, t, f, vrow, pos)
+    # per (segment, term): its earliest appearance (every tuple is distinct: one term a place)
+    codes, s, first_at = _earliest(s, t, n_terms, f, vrow, pos)
+    order = int_order(s, *first_at)  # within a segment: by first appearance
+    cols = np.empty(len(codes), np.int64)
+    cols[order] = np.arange(len(codes))
+    return Layout(codes, cols, n_terms, len(codes))
+
+
+def _earliest(s: np.ndarray, t: np.ndarray, n_terms: int, *when: np.ndarray) -> tuple:
+    """(codes, segments, earliest): each distinct (segment, term) pair once, as the ascending
+    codes ``s * n_terms + t`` and their segments, with the smallest ``when`` tuple of its entries
+    (no two entries share one), as columns that order like it. A group minimum over a dense array
+    of codes when they span at most ``DENSE_SPAN`` per entry and ``when`` packs into one int64
+    (the earliest as its packed key, :func:`ops.topk.pack_ints`: the same order); else one sort
+    of every tuple, each pair's first kept."""
+    code = s * n_terms + t
+    span = int(code.max(initial=-1)) + 1
+    packed = pack_ints(*when) if len(code) and span <= DENSE_SPAN * len(code) else None
+    if packed is not None:
+        best = np.full(span, np.iinfo(np.int64).max)
+        np.minimum.at(best, code, packed[0])
+        seen = np.zeros(span, bool)
+        seen[code] = True
+        codes = np.flatnonzero(seen)
+        return codes, codes // n_terms, (best[codes],)
+    s, t, *when = _sorted_by(s, t, *when)
     head = np.r_[True, (s[1:] != s[:-1]) | (t[1:] != t[:-1])] if len(s) else s > 0
-    s, t, f, vr, pos = s[head], t[head], f[head], vr[head], pos[head]
-    order = int_order(s, f, vr, pos)  # within a segment: by first appearance
-    cols = np.empty(len(s), np.int64)
-    cols[order] = np.arange(len(s))
-    return Layout(s * n_terms + t, cols, n_terms, len(s))  # heads ascend by (segment, term)
+    return (s * n_terms + t)[head], s[head], tuple(w[head] for w in when)
 
 
 def _sorted_by(*cols: np.ndarray) -> list[np.ndarray]:
