@@ -40,7 +40,7 @@ def test_each_segment_block_is_the_segment_alone(seed, idf):
     rows = np.concatenate(parts)
     seg = np.repeat(np.arange(n_seg), [len(p) for p in parts])
     qseg = np.repeat(np.arange(n_seg), [len(q) for q in qparts])
-    lay = segvocab.layout(tokens.first, rows, seg, len(tokens.vocab))
+    lay = segvocab.layout(tokens.places, rows, seg, len(tokens.vocab))
     s_all = lexical.bm25_matrix(tokens, weights, rows, k1, b, idf, seg, lay)
     q_seg = segvocab.remap(q_all[np.concatenate(qparts)], qseg, lay)
     scores = lexical.score(q_seg, s_all).toarray()
@@ -103,8 +103,8 @@ def test_layout_packed_sort_is_the_lexsort(seed):
     parts = [np.sort(rng.choice(40, int(rng.integers(1, 30)), replace=False)) for _ in range(n_seg)]
     rows = np.concatenate(parts)
     seg = np.repeat(np.arange(n_seg), [len(p) for p in parts])
-    codes, cols = _layout_lexsort(tokens.first, rows, seg, len(tokens.vocab))
-    lays = [segvocab.layout(tokens.first, rows, seg, len(tokens.vocab))]
+    codes, cols = _layout_lexsort(tokens.places, rows, seg, len(tokens.vocab))
+    lays = [segvocab.layout(tokens.places, rows, seg, len(tokens.vocab))]
     for mod, name, value in (
         (segvocab, "DENSE_SPAN", 1 << 40),  # the dense minimum whatever the span
         (segvocab, "DENSE_SPAN", 0),  # the packed sort
@@ -112,8 +112,26 @@ def test_layout_packed_sort_is_the_lexsort(seed):
     ):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(mod, name, value)
-            lays.append(segvocab.layout(tokens.first, rows, seg, len(tokens.vocab)))
+            lays.append(segvocab.layout(tokens.places, rows, seg, len(tokens.vocab)))
     for lay in lays:
         assert lay.n_cols == len(codes) and lay.n_terms == len(tokens.vocab)
         assert lay.codes.dtype == codes.dtype and lay.codes.tobytes() == codes.tobytes()
         assert lay.cols.dtype == cols.dtype and lay.cols.tobytes() == cols.tobytes()
+
+
+def test_token_keys_by_hand():
+    """Every token once, grouped by document; within a document field by field, each field's
+    tokens in order; key = field << POS_BITS | position. One field alone is taken as it is."""
+    i = lambda *v: np.array(v, np.int64)  # noqa: E731
+    flat = {
+        "title": (i(0, 2), i(0, 0), i(5, 6)),  # (doc, position, term)
+        "tags": (i(), i(), i()),
+        "body": (i(0, 0, 1, 2), i(0, 1, 0, 0), i(5, 7, 8, 5)),
+    }
+    doc, term, key = segvocab.token_keys(flat)
+    b = 2 << segvocab.POS_BITS
+    assert doc.tolist() == [0, 0, 0, 1, 2, 2]
+    assert term.tolist() == [5, 5, 7, 8, 6, 5]
+    assert key.tolist() == [0, b, b + 1, b, 0, b]
+    one = segvocab.token_keys({"body": flat["body"]})
+    assert [a.tolist() for a in one] == [[0, 0, 1, 2], [5, 7, 8, 5], [0, 1, 0, 0]]

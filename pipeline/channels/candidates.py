@@ -224,7 +224,7 @@ class LexicalChannel:
         the exact score of (query, node) pairs of a segment: one block-diagonal BM25 matrix
         (``segvocab``), each segment with its own vocabulary and statistics."""
         p = self.p
-        lay = segvocab.layout(self.tokens.first, segs.rows, segs.seg, len(self.tokens.vocab))
+        lay = segvocab.layout(self.tokens.places, segs.rows, segs.seg, len(self.tokens.vocab))
         s_mat = lexical.bm25_matrix(
             self.tokens, p.field_weights, segs.rows, p.k1, p.b, p.idf, segs.seg, lay
         )

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from pipeline.channels.segvocab import Layout, first_keys, remap
+from pipeline.channels.segvocab import Layout, remap, token_keys
 from pipeline.errors import ConfigError
 from pipeline.ops.tokenize import ascii_pattern, fts5_query, has_cjk, splitter
 from pipeline.ops.topk import int_order, topk_sparse
@@ -32,7 +32,7 @@ class Tokens:
 
     fields: dict[str, sp.csr_matrix]
     vocab: dict[str, int]
-    first: tuple | None = None  # segvocab.first_keys: where each document's terms first appear
+    places: tuple | None = None  # segvocab.token_keys: where each document's tokens sit
 
 
 def make_tokenizer(
@@ -212,7 +212,7 @@ def tokenize_fields(tokenizer, fields: dict[str, list[str]], cjk_set: bool = Fal
         m = sp.csr_matrix((np.ones(len(term), np.float32), (doc, term)), shape=(n_rows, len(vocab)))
         m.sum_duplicates()
         out[name], flat[name] = m, (doc, pos, term)
-    return Tokens(out, vocab, first_keys(flat))
+    return Tokens(out, vocab, token_keys(flat))
 
 
 def tokenize_queries(

@@ -4,9 +4,9 @@ vocabulary, so one sparse product scores them all and no statistic crosses a sco
 A scope's own tokenisation (``lexical.tokenize_fields`` over its documents alone) numbers terms in
 order of first appearance: field by field (title, tags, body, code), document by document, token by
 token. Sums over a query's terms run in that column order, so the scores' last bits depend on it.
-:func:`relabel` gives every (segment, term) its own column, numbered within the segment in exactly
-that order, from a tokenisation of all documents at once (``Tokens.first``: where each document's
-terms first appear). A segment's block of columns is then the matrix its own tokenisation would
+:func:`layout` gives every (segment, term) its own column, numbered within the segment in exactly
+that order, from a tokenisation of all documents at once (``Tokens.places``: where each
+document's tokens sit). A segment's block of columns is then the matrix its own tokenisation would
 give, and the blocks of different segments share no column (a block-diagonal layout).
 """
 
@@ -24,22 +24,20 @@ POS_BITS = 32  # a first-appearance key: field << POS_BITS | token position in t
 DENSE_SPAN = 2  # (segment, term) codes per token entry up to which a layout's minimum runs dense
 
 
-def first_keys(flat: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(doc, term, key) once per (doc, term), sorted by (doc, term): ``key`` = field << POS_BITS |
-    position of the term's first appearance in the document. ``flat``: per field, in order, the
-    (document, position, term) of its tokens."""
+def token_keys(flat: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(doc, term, key) of every token, grouped by document (ascending; within one, field by
+    field in token order): ``key`` = field << POS_BITS | the token's position in that field's
+    text. ``flat``: per field, in order, the (document, position, term) of its tokens, documents
+    ascending within a field, so the fields are merged by one stable sort of a few runs."""
     parts = [
         (doc, term, (np.int64(f) << POS_BITS) | np.minimum(pos, (1 << POS_BITS) - 1))
         for f, (doc, pos, term) in enumerate(flat.values())
     ]
     doc, term, key = (np.concatenate(a) for a in zip(*parts))
-    if not len(doc):
-        return doc, term, key
-    # one sort by (doc, term), then each pair's smallest key: ``lexsort((key, term, doc))``'s heads
-    order = int_order(doc, term)
-    doc, term, key = doc[order], term[order], key[order]
-    head = np.flatnonzero(np.r_[True, (doc[1:] != doc[:-1]) | (term[1:] != term[:-1])])
-    return doc[head], term[head], np.minimum.reduceat(key, head)
+    if sum(len(p[0]) > 0 for p in parts) > 1:
+        order = np.argsort(doc, kind="stable")  # timsort: one merge of the fields' sorted runs
+        doc, term, key = doc[order], term[order], key[order]
+    return doc, term, key
 
 
 @dataclass
@@ -59,11 +57,12 @@ class Layout:
         return np.where(hit, self.cols[at] if len(self.codes) else -1, -1)
 
 
-def layout(first: tuple, rows: np.ndarray, seg: np.ndarray, n_terms: int) -> Layout:
+def layout(places: tuple, rows: np.ndarray, seg: np.ndarray, n_terms: int) -> Layout:
     """The columns of the documents ``rows`` (virtual row j is document ``rows[j]`` of segment
     ``seg[j]``; segments contiguous and ascending, rows ascending within one): each segment's terms
-    numbered by first appearance (field, then document, then position), segments one after another."""
-    doc, term, key = first
+    numbered by first appearance (field, then document, then position), segments one after another.
+    ``places``: :func:`token_keys` of the tokenisation."""
+    doc, term, key = places
     n_docs = max(int(doc.max(initial=-1)), int(rows.max(initial=-1))) + 1
     starts = np.searchsorted(doc, np.arange(n_docs + 1))
     pick = spans(np, starts[rows], starts[rows + 1])
