@@ -309,7 +309,8 @@ def embed_cached(
     """Embed ``texts`` through ``cache``; returns (embeddings, number of texts actually encoded)."""
     if cache is None:
         return encoder.encode(texts, device), len(texts)
-    keys = [text_key(encoder.cache_id(device), t) for t in texts]
+    cid = encoder.cache_id(device)
+    keys = [text_key(cid, t) for t in texts]
     found = cache.get(list(dict.fromkeys(keys)))
     todo = list(dict.fromkeys(k for k in keys if k not in found))
     if todo:
