@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.channels import lexical
 
@@ -165,3 +167,52 @@ def test_pair_scores_in_blocks_equal_one_row_product(block, monkeypatch):
     assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
     assert (want == 0).any() and (want > 0).mean() > 0.5
     assert len(lexical.pair_scores(q, s, qi[:0], di[:0])) == 0
+
+
+def _every_text_counts(tok, fields: dict) -> tuple[dict, dict]:
+    """The reference of ``tokenize_fields`` without its dedupe: every text of every field through
+    ``term_ids`` in order (repeats and empty texts too), counted per (text, term); bm25s's empty
+    token dropped."""
+    import scipy.sparse as sp
+
+    per_field = {}
+    for name, texts in fields.items():
+        lens, ids = lexical.term_ids(tok, [t or "" for t in texts])
+        doc = np.repeat(np.arange(len(texts)), lens)
+        per_field[name] = (doc, ids)
+    vocab = dict(tok.get_vocab_dict())
+    out = {}
+    for name, (doc, ids) in per_field.items():
+        keep = ids != vocab.get("", -1)
+        m = sp.csr_matrix(
+            (np.ones(int(keep.sum()), np.float32), (doc[keep], ids[keep])),
+            shape=(len(fields[name]), len(vocab)),
+        )
+        m.sum_duplicates()
+        out[name] = m
+    return out, vocab
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["apple pie", "", None, "Pie of apples", "the", "x y x", "Zed"]),
+        max_size=12,
+    ),
+    st.lists(st.sampled_from(["", None, "apple", "running runs", "zed ZED"]), max_size=12),
+    st.sampled_from([None, "english"]),
+)
+def test_field_tokens_equal_tokenising_every_text(title, body, stemmer):
+    """``tokenize_fields`` tokenises each distinct non-empty text once (found by polars); its
+    matrices and vocabulary (order too) are those of tokenising every text, repeats, empty texts
+    and nulls included (without any word, the vocabulary may lack bm25s's empty token)."""
+    n = max(len(title), len(body))
+    fields = {"title": (title + [""] * n)[:n], "body": (body + [None] * n)[:n]}
+    got = lexical.tokenize_fields(lexical.make_tokenizer("en", stemmer), fields)
+    want, vocab = _every_text_counts(lexical.make_tokenizer("en", stemmer), fields)
+    words = lambda v: [(w, i) for w, i in v.items() if w]  # noqa: E731 ("" is no term)
+    assert words(got.vocab) == words(vocab)
+    for name in fields:
+        g, w = got.fields[name].tocoo(), want[name].tocoo()
+        assert g.shape[0] == w.shape[0] == n
+        assert sorted(zip(g.row, g.col, g.data)) == sorted(zip(w.row, w.col, w.data))

@@ -163,11 +163,18 @@ def _field_ids(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.
     """(document, position, term) of every token of ``texts``, the vocabulary growing in order of
     first appearance. Each distinct non-empty text is tokenised once, in order of first occurrence
     (a repeat adds no term, so the ids are those of tokenising every text); empty texts (most
-    nodes' tags and code) hold none."""
-    first = {t: i for i, t in enumerate(dict.fromkeys(t for t in texts if t))}
-    lens_u, term_u = term_ids(tokenizer, list(first)) if first else (np.zeros(0, np.int64),) * 2
-    which = np.fromiter((first.get(t, -1) if t else -1 for t in texts), np.int64, len(texts))
-    lens = np.where(which >= 0, lens_u[np.maximum(which, 0)] if len(lens_u) else 0, 0)
+    nodes' tags and code) hold none. The distinct texts and each text's place among them are found
+    by polars (a hash of each text), not by a Python walk over the texts."""
+    col = pl.Series(texts, dtype=pl.String).fill_null("")
+    distinct = col.filter(col != "").unique(maintain_order=True)
+    if not len(distinct):
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    lens_u, term_u = term_ids(tokenizer, distinct.to_list())
+    which = col.replace_strict(
+        distinct, np.arange(len(distinct), dtype=np.int64), default=-1, return_dtype=pl.Int64
+    ).to_numpy()
+    lens = np.where(which >= 0, lens_u[np.maximum(which, 0)], 0)
     doc, pos = _doc_pos(lens)
     start_u = np.cumsum(lens_u) - lens_u
     return doc, pos, term_u[start_u[which[doc]] + pos]
