@@ -38,6 +38,7 @@ from pathlib import Path
 
 import faiss
 import numpy as np
+import polars as pl
 from hydra import compose, initialize_config_dir
 
 from pipeline import backend, querypath
@@ -57,19 +58,38 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def rows_of(ids: pl.Series, given: pl.Series) -> np.ndarray:
+    """The row of each of ``ids`` among the generator's ``given`` ids: one join, not a Python walk
+    over a million ids."""
+    got = (
+        pl.DataFrame({"id": ids})
+        .join(
+            pl.DataFrame({"id": given, "row": np.arange(len(given), dtype=np.int64)}),
+            on="id",
+            how="left",
+            maintain_order="left",
+        )
+        .get_column("row")
+    )
+    if got.null_count():
+        raise SystemExit(f"{got.null_count()} ids have no generated vector")
+    return got.to_numpy()
+
+
 @contextmanager
-def given_vectors(xb_by_id: dict, xq_by_id: dict):
+def given_vectors(xb: np.ndarray, node_ids: pl.Series, xq: np.ndarray, query_ids: pl.Series):
     """``querypath.embed_run`` replaced by one that puts the generator's vectors where the embed
-    stage puts the encoder's (node vectors in the ingested node order, one vector per query part)."""
+    stage puts the encoder's (node vectors in the ingested node order, one vector per query part),
+    each array by one gather (as a run reads them from its embedding cache)."""
     real = querypath.embed_run
 
     def embed_run(state, nodes, queries) -> int:
         cfg = state.cfg
         with state.log.stage("embed"):
-            state.xb = np.stack([xb_by_id[i] for i in nodes["node_id"].to_list()])
+            state.xb = xb[rows_of(nodes["node_id"], node_ids)]
             plan = query.plan_for(cfg, queries)
-            qids = queries["query_id"].to_list()
-            state.xparts = np.stack([xq_by_id[qids[q]] for q in plan["query_idx"].to_list()])
+            part = rows_of(queries["query_id"], query_ids)[plan["query_idx"].to_numpy()]
+            state.xparts = xq[part]
             state.part_q, state.part_w = plan["query_idx"].to_numpy(), plan["weight"].to_numpy()
         return 0
 
@@ -116,9 +136,8 @@ def run(
     del flat  # its copy of the vectors (1.5 GB at 1M nodes) is not held through the query path
     nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))
     log = StageLog()
-    xb_by_id = dict(zip(ds.nodes["node_id"].to_list(), xb))
-    xq_by_id = dict(zip(ds.queries["query_id"].to_list(), xq))
-    with given_vectors(xb_by_id, xq_by_id):
+    given = (xb, ds.nodes["node_id"], xq, ds.queries["query_id"])
+    with given_vectors(*given):
         start, c0 = time.perf_counter(), time.process_time()
         got = querypath.recall_queries(cfg, ds, nodes, queries, device, log)
         end_to_end = time.perf_counter() - start
@@ -127,7 +146,7 @@ def run(
     t["end-to-end"] = end_to_end
     stats = []
     if overlap:
-        with given_vectors(xb_by_id, xq_by_id), ppr_overlap.recording(stats):
+        with given_vectors(*given), ppr_overlap.recording(stats):
             querypath.recall_queries(cfg, ds, nodes, queries[:overlap], device, StageLog())
     cache.cleanup()
     if got.recall["query_id"].n_unique() != nq:
