@@ -43,6 +43,7 @@ THRESHOLDS = (
     Threshold("pipeline.ops.scope", "JOIN_ABOVE", "scopes × nodes of a membership lookup (join or match)", "data"),
     Threshold("pipeline.packs", "SMALL", "nodes of a group that may share a pack", "data"),
     Threshold("pipeline.packs", "TARGET", "nodes at which a pack closes", "patched"),
+    Threshold("pipeline.channels.token_cache", "MIN_NODES", "nodes of a group from which its field tokens are cached on disk", "patched"),
     Threshold("pipeline.channels.blocked", "search.max_scores", "scores per query chunk of the blocked scan", "patched"),
     Threshold("pipeline.channels.dense_torch", "QUERY_BLOCK", "query rows per block of the torch dense scan", "patched"),
     Threshold("pipeline.ops.pairdot", "HOST_BLOCK", "pairs per block of a CPU rescore, numpy or torch (same bits either side)", "data"),

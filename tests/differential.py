@@ -214,6 +214,35 @@ def faiss_blas(recipe, data, root):
         faiss.cvar.distance_compute_blas_threshold = old
 
 
+TOKENS_MIN = 100  # token_cache.MIN_NODES in tokens_cached: some groups above it, some below
+
+
+def tokens_cached(recipe, data, root):
+    """The nodes' field tokens read back from disk (``channels.token_cache``, ``MIN_NODES``
+    100): a run over every other query fills one cache, then the run over all queries, with that
+    cache, tokenises only the groups the first run did not see (other queries: no candidate of
+    the first run is reused). Fails unless the second run read tokens back."""
+    from pipeline import runner
+    from pipeline.channels import token_cache
+
+    cfg = fresh_cfg(config(recipe), root, name("tokens"))
+    half = {**data, "queries": data["queries"][::2]}
+    read = []
+    real = token_cache._read
+
+    def counted(*a):
+        got = real(*a)
+        read.append(got is not None)
+        return got
+
+    with _patched(token_cache, "MIN_NODES", TOKENS_MIN):
+        runner.run(cfg, Path(cfg.out_dir) / "half", dataset=corpus.dataset(half))
+        with _patched(token_cache, "_read", counted):
+            runner.run(cfg, Path(cfg.out_dir) / "all", dataset=corpus.dataset(data))
+    assert any(read), "the run over all queries read no tokens back from the first run's cache"
+    return sorted_recall(pl.read_parquet(Path(cfg.out_dir) / "all" / "recall.parquet"))
+
+
 def ray_path(shards: int, workers: int):
     """``executor=ray`` with ``shards`` query shards on ``workers`` actors (a started Ray)."""
 
@@ -450,6 +479,14 @@ def probes():
 
         return probe
 
+    def tokens(fn):
+        def probe(tokenizer, fields, settings, root):
+            n = len(next(iter(fields.values()), []))
+            seen["MIN_NODES"].add(side(n >= token_cache.MIN_NODES))
+            return fn(tokenizer, fields, settings, root)
+
+        return probe
+
     def spans(fn):
         def probe(b, workers):
             seen["INNER_MIN"].add(side(b >= progress.INNER_MIN))
@@ -460,7 +497,14 @@ def probes():
 
     from pipeline import progress
     from pipeline.channels import blocked as blocked_mod
-    from pipeline.channels import bm25_device, candidates, dense_torch, lexical, segvocab
+    from pipeline.channels import (
+        bm25_device,
+        candidates,
+        dense_torch,
+        lexical,
+        segvocab,
+        token_cache,
+    )
     from pipeline.ops import pairdot, ppr_push
     from pipeline.ops import scope as scope_mod
     from pipeline.stages import diffuse, novelty, select
@@ -484,6 +528,7 @@ def probes():
         wrap(bm25_device, "blocks", bm25_blocks)
         wrap(candidates, "_searched", searched)
         wrap(ppr_push, "_spans", spans)
+        wrap(token_cache, "tokenised", tokens)
         wrap(segvocab, "_earliest", earliest)
         wrap(lexical, "top_scores", top_scores)
         wrap(lexical, "pair_scores", lexical_pairs)

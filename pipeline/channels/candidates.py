@@ -8,13 +8,14 @@ channel's list rank is kept for rank-based fusion. Output: one row per (query, n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from pipeline.channels import bm25_device, dense, lexical, segvocab
+from pipeline.channels import bm25_device, dense, lexical, segvocab, token_cache
 from pipeline.errors import ConfigError
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import int_order, topk_long
@@ -207,13 +208,18 @@ class LexicalChannel:
 
     @classmethod
     def tokenise(
-        cls, nodes: pl.DataFrame, queries: pl.DataFrame, p, device: str = "cpu"
+        cls,
+        nodes: pl.DataFrame,
+        queries: pl.DataFrame,
+        p,
+        device: str = "cpu",
+        cache: Path | None = None,
     ) -> LexicalChannel:
-        """Tokenise the nodes' fields (``node_fields``) and the query texts with ``p``'s tokenizer."""
-        tok = lexical.make_tokenizer(
-            p.stopwords, p.stemmer, p.tokenizer, p.cjk_bigrams, p.cjk_min_len
-        )
-        tokens = lexical.tokenize_fields(tok, node_fields(nodes), p.cjk_set)
+        """Tokenise the nodes' fields (``node_fields``) and the query texts with ``p``'s tokenizer;
+        the nodes' tokens read from or written to ``cache`` (``channels.token_cache``) when given."""
+        settings = (p.stopwords, p.stemmer, p.tokenizer, p.cjk_bigrams, p.cjk_min_len, p.cjk_set)
+        tok = lexical.make_tokenizer(*settings[:-1])
+        tokens = token_cache.tokenised(tok, node_fields(nodes), settings, cache)
         q_terms = lexical.tokenize_queries(
             tok, queries["text"].to_list(), tokens.vocab, p.dedupe_query_terms, p.cjk_set
         )
@@ -386,6 +392,7 @@ def generate(
     collab_p=None,
     log: pl.DataFrame | None = None,
     resident=None,
+    tokens_cache: Path | None = None,
 ) -> pl.DataFrame:
     """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel;
     ``dense_p`` and ``lex_p`` are the ``channels`` stage's ``DenseParams`` and ``LexicalParams``.
@@ -396,7 +403,8 @@ def generate(
     of the tables); each query's candidates come from its group's nodes only. ``collab_p`` and
     ``log`` (the injection log) serve the ``collab`` channel, which needs another channel.
     ``resident``: ``xb`` on the device (``dense.resident``), where the dense channel then scans,
-    rescores and scores pairs.
+    rescores and scores pairs. ``tokens_cache``: the folder of the nodes' cached field tokens
+    (``channels.token_cache``; None: tokenised afresh).
     """
     if xq is not None and part_q is None:
         part_q, part_w = np.arange(len(xq)), np.ones(len(xq))
@@ -406,7 +414,11 @@ def generate(
         if "dense" in enabled
         else None
     )
-    lch = LexicalChannel.tokenise(nodes, queries, lex_p, device) if "lexical" in enabled else None
+    lch = (
+        LexicalChannel.tokenise(nodes, queries, lex_p, device, tokens_cache)
+        if "lexical" in enabled
+        else None
+    )
     if parts is None:
         parts = scope_groups(nodes, queries, include_archived)
     parts = [(k, r, q) for k, r, q in parts if len(r) and len(q)]
@@ -415,6 +427,14 @@ def generate(
         cols |= {f"{ch}_rank": pl.Int32, ch: pl.Float32}
     if not parts:
         return pl.DataFrame(schema=cols)
+    seconds = _seconds(enabled, plugins, nodes, queries, parts, log, collab_p)
+    cand = _candidates(Segments.of(parts), dch, lch, seconds)
+    return cand.select(list(cols)).cast(cols).sort(["query_idx", "node_idx"])
+
+
+def _seconds(enabled, plugins: dict, nodes, queries, parts: list, log, collab_p) -> list:
+    """The channels that read the first ones' candidates: ``collab``, then installed channels,
+    as (name, candidates of the first channels → theirs)."""
     seconds = []
     if "collab" in enabled:
         from pipeline.channels import collab
@@ -425,6 +445,4 @@ def generate(
     for name, load in plugins.items():  # installed channels
         fn = load()
         seconds.append((name, lambda first, fn=fn: fn(first, nodes, queries, parts)))
-
-    cand = _candidates(Segments.of(parts), dch, lch, seconds)
-    return cand.select(list(cols)).cast(cols).sort(["query_idx", "node_idx"])
+    return seconds

@@ -114,6 +114,7 @@ def run_stage(ctx, p: tuple) -> object:
             *p[2:],
             log,
             dense.resident(ctx),
+            Path(cfg.cache_dir) / "tokens",
         )
         io.write_parquet(path, ctx.cand)
     state.log.add("candidates", ctx.cand.height)
