@@ -78,6 +78,7 @@ NOT_SIZES = {
     "pipeline.writeback.bme.MAX_RECALL_NODES": "BME's per-query recall cap (recallMaxNodes)",
     "pipeline.synth.corpus.CHUNK": "rows of synthetic noise drawn at a time: the same draws, bits",
     "pipeline.progress.STEPS": "log lines per piece of work, not a size the computation reads",
+    "pipeline.channels.token_cache.KEEP_FILES": "token files a cache folder keeps: disk use, not a size the computation reads",
     "pipeline.stages.inject_oks.MINLEN": "OKS's hook skips prompts shorter than this, per prompt",
     "pipeline.stages.inject_oks.PER_PAGE_CHARS": "characters of a page's preview (OKS's hook)",
     "pipeline.stages.inject_oks.PREVIEW_CHARS": "characters of a page's preview line (OKS's hook)",

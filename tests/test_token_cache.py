@@ -127,3 +127,26 @@ def test_strings_pack_and_unpack_by_hand():
     assert token_cache._unpack(data, lens) == ["ab", "", "ü中"]
     assert token_cache._unpack(*token_cache._pack([])) == []
     assert np.array_equal(token_cache._pack(["x"])[0], np.frombuffer(b"x", np.uint8))
+
+
+def test_the_folder_keeps_the_most_recently_used_files(tmp_path, monkeypatch):
+    """With room for two files: A and B written, A read again, C written: B (the least recently
+    used) is removed, A and C stay; and what is left still reads back."""
+    import time
+
+    monkeypatch.setattr(token_cache, "MIN_NODES", 1)
+    monkeypatch.setattr(token_cache, "KEEP_FILES", 2)
+    p = _params()
+    corpora = {c: NODES.with_columns(pl.col("text") + f" {c}") for c in "ABC"}
+    names = {}
+    for step in ("A", "B", "A", "C"):
+        before = set(tmp_path.glob("*.npz"))
+        LexicalChannel.tokenise(corpora[step], QUERIES, p, cache=tmp_path)
+        if step not in names:
+            (names[step],) = set(tmp_path.glob("*.npz")) - before
+        time.sleep(0.02)  # past the filesystem's timestamp tick
+    assert set(tmp_path.glob("*.npz")) == {names["A"], names["C"]}
+    _same(
+        LexicalChannel.tokenise(corpora["A"], QUERIES, p, cache=tmp_path),
+        LexicalChannel.tokenise(corpora["A"], QUERIES, p),
+    )

@@ -12,8 +12,9 @@ The key is SHA-256 over the exact ordered bytes the tokens depend on: the format
 polars …), the Python version (its ``re`` splits non-ASCII text), the tokenizer settings and its
 resolved stopword list, and every field's name and texts in row order (each text's UTF-8 length,
 then all their bytes). One file per key, ``<cache_dir>/tokens/<key>.npz``: numpy arrays only
-(``allow_pickle=False``; strings as UTF-8 bytes and lengths), written atomically. A file that does
-not read back whole (truncated, another layout) is recomputed and written again.
+(``allow_pickle=False``; strings as UTF-8 bytes and lengths), written atomically; the folder keeps
+the ``KEEP_FILES`` most recently used. A file that does not read back whole (truncated, another
+layout) is recomputed and written again.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from pipeline import io, version
 from pipeline.channels.lexical import Tokens, tokenize_fields
 
 MIN_NODES = 50_000  # nodes of a group from which its field tokens are cached on disk
+KEEP_FILES = (
+    8  # token files kept in a cache folder, the most recently used (1M nodes: ~330 MB each)
+)
 FORMAT = "tokens/1"
 STATE = ("word_to_id", "stem_to_sid")  # the tokenizer's str → id dicts, in insertion order
 
@@ -67,7 +71,17 @@ def tokenised(
         return got
     tokens = tokenize_fields(tokenizer, fields, cjk_set)
     io.atomic_write(path, lambda fh: np.savez(fh, **_arrays(tokens, tokenizer)))
+    _evict(path.parent)
     return tokens
+
+
+def _evict(root: Path) -> None:
+    """All but the ``KEEP_FILES`` most recently used token files of ``root`` removed (a nightly
+    run over an edited corpus writes a new one each night). A run reading one that goes meanwhile
+    keeps what it opened, or finds none and tokenises."""
+    files = sorted(root.glob("*.npz"), key=lambda p: (p.stat().st_mtime_ns, p.name), reverse=True)
+    for p in files[KEEP_FILES:]:
+        p.unlink(missing_ok=True)
 
 
 def _pack(words) -> tuple[np.ndarray, np.ndarray]:
@@ -130,4 +144,5 @@ def _read(path: Path, tokenizer, names: list[str], n: int) -> Tokens | None:
     for name, d in state.items():
         setattr(tokenizer, name, d)
     tokenizer.word_to_stem = stems
+    path.touch()  # used now: the last file :func:`_evict` removes
     return Tokens(fields, vocab, places)
