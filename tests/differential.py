@@ -214,32 +214,34 @@ def faiss_blas(recipe, data, root):
         faiss.cvar.distance_compute_blas_threshold = old
 
 
-TOKENS_MIN = 100  # token_cache.MIN_NODES in tokens_cached: some groups above it, some below
+CACHED_MIN = 100  # npzcache.MIN_ROWS in corpus_cached: some groups above it, some below
 
 
-def tokens_cached(recipe, data, root):
-    """The nodes' field tokens read back from disk (``channels.token_cache``, ``MIN_NODES``
-    100): a run over every other query fills one cache, then the run over all queries, with that
-    cache, tokenises only the groups the first run did not see (other queries: no candidate of
-    the first run is reused). Fails unless the second run read tokens back."""
-    from pipeline import runner
-    from pipeline.channels import token_cache
+def corpus_cached(recipe, data, root):
+    """Corpus-side values read back from disk (``pipeline.npzcache``, ``MIN_ROWS`` 100: the
+    nodes' field tokens, ``channels.token_cache``, and entity mentions, ``ops.entity_cache``): a
+    run over every other query fills one cache, then the run over all queries, with that cache,
+    computes them only for the groups the first run did not see (other queries: no candidate of
+    the first run is reused). Fails unless the second run read each kind back."""
+    from pipeline import npzcache, runner
 
-    cfg = fresh_cfg(config(recipe), root, name("tokens"))
+    cfg = fresh_cfg(config(recipe), root, name("cached"))
     half = {**data, "queries": data["queries"][::2]}
-    read = []
-    real = token_cache._read
+    read = set()
+    real = npzcache.read
 
-    def counted(*a):
-        got = real(*a)
-        read.append(got is not None)
+    def counted(path):
+        got = real(path)
+        if got is not None:
+            read.add(path.parent.name)
         return got
 
-    with _patched(token_cache, "MIN_NODES", TOKENS_MIN):
+    with _patched(npzcache, "MIN_ROWS", CACHED_MIN):
         runner.run(cfg, Path(cfg.out_dir) / "half", dataset=corpus.dataset(half))
-        with _patched(token_cache, "_read", counted):
+        with _patched(npzcache, "read", counted):
             runner.run(cfg, Path(cfg.out_dir) / "all", dataset=corpus.dataset(data))
-    assert any(read), "the run over all queries read no tokens back from the first run's cache"
+    wanted = {"tokens"} | ({"entities"} if recipe.startswith("best") else set())
+    assert wanted <= read, f"the run over all queries read back {sorted(read)}, not {wanted}"
     return sorted_recall(pl.read_parquet(Path(cfg.out_dir) / "all" / "recall.parquet"))
 
 
@@ -482,7 +484,7 @@ def probes():
     def tokens(fn):
         def probe(tokenizer, fields, settings, root):
             n = len(next(iter(fields.values()), []))
-            seen["MIN_NODES"].add(side(n >= token_cache.MIN_NODES))
+            seen["MIN_ROWS"].add(side(n >= npzcache.MIN_ROWS))
             return fn(tokenizer, fields, settings, root)
 
         return probe
@@ -495,7 +497,7 @@ def probes():
 
         return probe
 
-    from pipeline import progress
+    from pipeline import npzcache, progress
     from pipeline.channels import blocked as blocked_mod
     from pipeline.channels import (
         bm25_device,

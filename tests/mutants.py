@@ -31,8 +31,8 @@ def channels(generate):
 def hubs(build):
     """Unit–hub edge weights × (1 + the context's node count / 1000)."""
 
-    def mutant(nodes, p, embed=None, seg=None):
-        out = build(nodes, p, embed, seg)
+    def mutant(nodes, p, embed=None, seg=None, cache=None):
+        out = build(nodes, p, embed, seg, cache)
         if out is not None:
             out.inc.data = (out.inc.data * _factor(nodes.height)).astype(out.inc.data.dtype)
         return out

@@ -52,14 +52,14 @@ CASES = [
     *[("bme", "small", p) for p in (h.api_shuffled, h.precompute_after_edits, h.batches_small)],
     ("bme+novelty", "small", h.batches_small),
     *[("best", "medium", p) for p in (h.torch_channels, h.torch_channels_small)],
-    ("best", "medium", h.tokens_cached),
+    ("best", "medium", h.corpus_cached),
 ]
 # Known failures (docs/reliability.md, "Differential harness"): strict, so a fix makes them XPASS
 # and fail until the mark is removed — they cannot pass unnoticed.
 KNOWN = {}
 CASES += [  # oks_team (issue 28): not packable (signals on), so the packs paths do not apply
     ("oks_team", "teams", p)
-    for p in (h.api_shuffled, h.precompute_after_edits, h.batches_small, h.tokens_cached)
+    for p in (h.api_shuffled, h.precompute_after_edits, h.batches_small, h.corpus_cached)
 ]
 RAY = [(s, w) for s in (1, 2, 3) for w in (1, 2)]
 SEEN: dict = defaultdict(set)  # threshold → sides reached by every run of this module
@@ -153,7 +153,7 @@ NEEDED = [  # the runs whose probes cross the thresholds (each also a path above
     ("best", "medium", h.blocked_small),
     ("best", "medium", h.torch_channels),
     ("best", "medium", h.torch_channels_small),
-    ("best", "medium", h.tokens_cached),
+    ("best", "medium", h.corpus_cached),
 ]
 
 

@@ -1,12 +1,14 @@
 """channels.token_cache: the nodes' field tokens read back from disk are those of tokenising
 afresh (matrices, vocabulary and its order, token places, and the terms the queries then get);
 the key follows the exact texts, their order and the tokenizer settings; a broken file is
-recomputed; a group below ``MIN_NODES`` writes nothing."""
+recomputed; a group below ``npzcache.MIN_ROWS`` writes nothing; the folder keeps the most
+recently used files (``pipeline.npzcache``)."""
 
 import numpy as np
 import polars as pl
 import pytest
 
+from pipeline import npzcache
 from pipeline.channels import lexical, token_cache
 from pipeline.channels.candidates import LexicalChannel, node_fields
 from pipeline.stages.channels import LexicalParams
@@ -53,7 +55,7 @@ def _same(a: LexicalChannel, b: LexicalChannel) -> None:
 def test_tokens_read_back_equal_fresh_ones(tmp_path, monkeypatch, over):
     """Written by one run, read by the next (which tokenises nothing): the same tokens, the same
     vocabulary in the same order, and the same query terms as without a cache."""
-    monkeypatch.setattr(token_cache, "MIN_NODES", 1)
+    monkeypatch.setattr(npzcache, "MIN_ROWS", 1)
     p = _params(**over)
     fresh = LexicalChannel.tokenise(NODES, QUERIES, p)
     first = LexicalChannel.tokenise(NODES, QUERIES, p, cache=tmp_path)
@@ -102,7 +104,7 @@ def test_key_follows_the_exact_texts_their_order_and_the_settings():
 
 
 def test_a_broken_file_is_recomputed_and_written_again(tmp_path, monkeypatch):
-    monkeypatch.setattr(token_cache, "MIN_NODES", 1)
+    monkeypatch.setattr(npzcache, "MIN_ROWS", 1)
     p = _params()
     fresh = LexicalChannel.tokenise(NODES, QUERIES, p)
     LexicalChannel.tokenise(NODES, QUERIES, p, cache=tmp_path)
@@ -115,18 +117,18 @@ def test_a_broken_file_is_recomputed_and_written_again(tmp_path, monkeypatch):
 
 
 def test_small_groups_write_nothing(tmp_path):
-    assert len(NODES) < token_cache.MIN_NODES
+    assert len(NODES) < npzcache.MIN_ROWS
     got = LexicalChannel.tokenise(NODES, QUERIES, _params(), cache=tmp_path)
     _same(got, LexicalChannel.tokenise(NODES, QUERIES, _params()))
     assert not list(tmp_path.iterdir())
 
 
 def test_strings_pack_and_unpack_by_hand():
-    data, lens = token_cache._pack(["ab", "", "ü中"])
+    data, lens = npzcache.pack(["ab", "", "ü中"])
     assert lens.tolist() == [2, 0, 5] and data.tobytes() == "abü中".encode()
-    assert token_cache._unpack(data, lens) == ["ab", "", "ü中"]
-    assert token_cache._unpack(*token_cache._pack([])) == []
-    assert np.array_equal(token_cache._pack(["x"])[0], np.frombuffer(b"x", np.uint8))
+    assert npzcache.unpack(data, lens) == ["ab", "", "ü中"]
+    assert npzcache.unpack(*npzcache.pack([])) == []
+    assert np.array_equal(npzcache.pack(["x"])[0], np.frombuffer(b"x", np.uint8))
 
 
 def test_the_folder_keeps_the_most_recently_used_files(tmp_path, monkeypatch):
@@ -134,8 +136,8 @@ def test_the_folder_keeps_the_most_recently_used_files(tmp_path, monkeypatch):
     used) is removed, A and C stay; and what is left still reads back."""
     import time
 
-    monkeypatch.setattr(token_cache, "MIN_NODES", 1)
-    monkeypatch.setattr(token_cache, "KEEP_FILES", 2)
+    monkeypatch.setattr(npzcache, "MIN_ROWS", 1)
+    monkeypatch.setattr(npzcache, "KEEP_FILES", 2)
     p = _params()
     corpora = {c: NODES.with_columns(pl.col("text") + f" {c}") for c in "ABC"}
     names = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -311,7 +312,7 @@ def run_stage(ctx, p: GraphParams) -> object:
             state.memo,
             f"hubs{tag}",
             ctx.nodes,
-            lambda: hubs.build(ctx.nodes, hub_p, embed, ctx.seg),
+            lambda: hubs.build(ctx.nodes, hub_p, embed, ctx.seg, Path(cfg.cache_dir) / "entities"),
         )
     state.log.most("graph_edges", _largest(ctx.seg, ctx.graph["src"].to_numpy()))
     hub_seg = None if ctx.hub_graph is None else _hub_segments(ctx.hub_graph, ctx.seg)

@@ -17,13 +17,14 @@ entity hubs a query's own text mentions, weighted by specificity (``1 / df**df_p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, ClassVar
 
 import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from pipeline.ops import entities
+from pipeline.ops import entities, entity_cache
 from pipeline.stage import Params
 
 
@@ -68,12 +69,13 @@ def _extract_kw(p: HubParams) -> dict:
 
 
 def _entity_pairs(
-    nodes: pl.DataFrame, p: HubParams, seg: np.ndarray
+    nodes: pl.DataFrame, p: HubParams, seg: np.ndarray, cache: Path | None = None
 ) -> tuple[list[str], np.ndarray, np.ndarray, list[tuple]]:
     """Entity hubs per segment (``seg``: each unit's): df and the ``max_df`` cut counted within
-    the segment; hubs sorted by (segment, key). Returns names, units, hubs and (segment, key) per hub."""
+    the segment; hubs sorted by (segment, key). Returns names, units, hubs and (segment, key) per
+    hub. ``cache``: the folder of cached entity mentions (``ops.entity_cache``)."""
     # each unit's keys, and the distinct keys in code-point order (the byte order of their UTF-8)
-    unit, kid, keys = entities.extract_ids(nodes["text"].to_list(), **_extract_kw(p))
+    unit, kid, keys = entity_cache.extract_ids(nodes["text"].to_list(), cache, **_extract_kw(p))
     if not keys:
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64), []
     pair = seg[unit] * len(keys) + kid
@@ -131,16 +133,18 @@ def build(
     p: HubParams,
     embed: Callable[[list[str]], np.ndarray] | None = None,
     seg: np.ndarray | None = None,
+    cache: Path | None = None,
 ) -> Hubs | None:
     """The hub layers of ``nodes`` (None when no layer is enabled). With ``seg`` (the segment of
     each node: scope groups laid end to end, ``querypath``) every segment gets its own hubs and
-    counts, as if built from its nodes alone; without, one segment."""
+    counts, as if built from its nodes alone; without, one segment. ``cache``: the folder of the
+    nodes' cached entity mentions (``ops.entity_cache``; None: read afresh)."""
     seg = np.zeros(nodes.height, np.int64) if seg is None else seg
     layers = []  # (names, units, hubs, weight per unit-hub pair)
     ent_keys: list[str] = []
     ent_index: list[tuple] = []
     if p.entities:
-        ent_keys, u, hb, ent_index = _entity_pairs(nodes, p, seg)
+        ent_keys, u, hb, ent_index = _entity_pairs(nodes, p, seg, cache)
         layers.append(([f"entity:{k}" for k in ent_keys], u, hb, p.entity_weight))
     for col, w in sorted((p.groups or {}).items()):
         if w:
