@@ -18,8 +18,9 @@ import scipy.sparse as sp
 
 from pipeline import npzcache
 from pipeline.channels.lexical import Tokens, tokenize_fields
+from pipeline.channels.segvocab import POS_BITS
 
-FORMAT = "tokens/1"
+FORMAT = "tokens/2"
 STATE = ("word_to_id", "stem_to_sid")  # the tokenizer's str → id dicts, in insertion order
 
 
@@ -59,8 +60,12 @@ def _arrays(tokens: Tokens, tokenizer) -> dict[str, np.ndarray]:
         out |= {f"f{i}_data": m.data, f"f{i}_indices": m.indices, f"f{i}_indptr": m.indptr}
         out[f"f{i}_name"] = npzcache.pack([name])[0]
     out["shape"] = np.array(next(iter(tokens.fields.values())).shape, np.int64)
-    for i, a in enumerate(tokens.places or ()):
-        out[f"place{i}"] = a
+    if tokens.places is not None:  # (doc, term, key): 13 bytes a token instead of 24
+        doc, term, key = tokens.places
+        out["place_doc"], out["place_term"] = _narrow(doc), _narrow(term)
+        field = key >> POS_BITS  # the field's index: one of a few
+        out["place_field"] = field.astype(np.uint8) if field.max(initial=0) < 256 else field
+        out["place_pos"] = (key & ((1 << POS_BITS) - 1)).astype(np.uint32)
     for name, d in (("vocab", tokens.vocab), *((s, getattr(tokenizer, s)) for s in STATE)):
         out[f"{name}_words"], out[f"{name}_lens"] = npzcache.pack(d)
         out[f"{name}_ids"] = np.fromiter(d.values(), np.int64, len(d))
@@ -68,6 +73,11 @@ def _arrays(tokens: Tokens, tokenizer) -> dict[str, np.ndarray]:
     out["stem_words"], out["stem_lens"] = npzcache.pack(stems)
     out["stem_of"], out["stem_of_lens"] = npzcache.pack(stems.values())
     return out
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """An int64 array of non-negative values as int32 when they fit (read back as int64)."""
+    return a.astype(np.int32) if not len(a) or (a.min() >= 0 and a.max() < 1 << 31) else a
 
 
 def _ids(z: dict, name: str) -> dict[str, int]:
@@ -91,7 +101,10 @@ def _tokens(z: dict | None, tokenizer, names: list[str], n: int) -> Tokens | Non
                 return None
             parts = (z[f"f{i}_data"], z[f"f{i}_indices"], z[f"f{i}_indptr"])
             fields[name] = sp.csr_matrix(parts, shape=shape)
-        places = tuple(z[f"place{i}"] for i in range(3)) if "place0" in z else None
+        places = None
+        if "place_doc" in z:
+            key = (z["place_field"].astype(np.int64) << POS_BITS) | z["place_pos"]
+            places = (z["place_doc"].astype(np.int64), z["place_term"].astype(np.int64), key)
         vocab, state = _ids(z, "vocab"), {s: _ids(z, s) for s in STATE}
         stem_of = npzcache.unpack(z["stem_of"], z["stem_of_lens"])
         stems = dict(zip(npzcache.unpack(z["stem_words"], z["stem_lens"]), stem_of))
