@@ -18,10 +18,10 @@ per cluster (a unit's text two, a query's one), so the entity layer and its seed
 ``--edges-per-node K`` draws K·n explicit edges (``make(avg_degree=2K)``; self-loops dropped, so
 a few fewer): 4 by default (100k nodes: 399,993 edges), 5 for issue 29's 1M nodes / 5M edges.
 ``--warm N`` first runs the query path untimed on the last N queries, then removes every cache
-folder it wrote but ``--keep`` (default ``tokens``: the nodes' field tokens,
-``pipeline/channels/token_cache.py``, cached for groups of ``MIN_NODES`` nodes or more), so the
-timed run reads them back as a later run over the same nodes does; ``--keep none`` keeps nothing
-(the same warm-up, e.g. memory this process has touched once, without the tokens).
+folder it wrote but ``--keep`` (default ``tokens,entities``: the nodes' field tokens and entity
+mentions, ``pipeline/npzcache.py``, cached for groups of ``MIN_ROWS`` nodes or more), so the timed
+run reads them back as a later run over the same nodes does; ``--keep none`` keeps nothing (the
+same warm-up, e.g. memory this process has touched once, without the cached values).
 ``--overlap M`` then reruns the first M queries, untimed, with every PPR solve checked against
 the exact solver (``scripts/ppr_overlap.py``). The floor is ``IndexFlatIP.search(xq, 100)`` over
 the same embeddings in the same process. Prints a table of the stage times the run's own
@@ -107,12 +107,12 @@ def given_vectors(xb: np.ndarray, node_ids: pl.Series, xq: np.ndarray, query_ids
         querypath.embed_run = real
 
 
-def keep_only(root: Path, name: str) -> None:
-    """Every file and folder under ``root`` removed but ``root/name``."""
+def keep_only(root: Path, names: str) -> None:
+    """Every file and folder under ``root`` removed but those ``names`` (comma-separated) names."""
     import shutil
 
     for p in root.iterdir():
-        if p.name != name:
+        if p.name not in names.split(","):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
@@ -135,7 +135,7 @@ def run(
     overlap: int = 0,
     edges_per_node: int = 4,
     warm: int = 0,
-    keep: str = "tokens",
+    keep: str = "tokens,entities",
 ) -> dict:
     """One size: the flat-scan floor, then the preset's query path; stage seconds and counts.
     ``overlap`` > 0: then, untimed, the first ``overlap`` queries again with each PPR solve
@@ -214,8 +214,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--keep",
-        default="tokens",
-        help="the cache folder a --warm run leaves (tokens: the nodes' field tokens; none: nothing)",
+        default="tokens,entities",
+        help="the cache folders a --warm run leaves (comma-separated; tokens: the nodes' field "
+        "tokens, entities: their entity mentions; none: nothing)",
     )
     ap.add_argument("overrides", nargs="*", help="config overrides on top of the preset")
     a = ap.parse_args()
