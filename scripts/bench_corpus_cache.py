@@ -16,10 +16,8 @@ file's size.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -36,15 +34,7 @@ from pipeline.synth.corpus import make  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_pipeline  # noqa: E402
-
-
-def median_time(fn, repeat: int):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return out, statistics.median(times)
+from bench_pair_scores import timed  # noqa: E402  (median seconds of repeats)
 
 
 def same_tokens(a: lexical.Tokens, b: lexical.Tokens) -> bool:
@@ -77,13 +67,11 @@ def main() -> None:
         "| same | file MB |\n|---|---|---|---|---|---|---|"
     )
     with tempfile.TemporaryDirectory(prefix="bench_corpus_cache-") as root:
-        tokens, cold = median_time(
-            lambda: lexical.tokenize_fields(tok(), fields, p.cjk_set), a.repeat
-        )
-        _, first = median_time(  # computed, keyed and written once: a cold run's cost
+        tokens, cold = timed(lambda: lexical.tokenize_fields(tok(), fields, p.cjk_set), a.repeat)
+        _, first = timed(  # computed, keyed and written once: a cold run's cost
             lambda: token_cache.tokenised(tok(), fields, settings, Path(root) / "tokens"), 1
         )
-        got, warm = median_time(
+        got, warm = timed(
             lambda: token_cache.tokenised(tok(), fields, settings, Path(root) / "tokens"), a.repeat
         )
         size = sum(f.stat().st_size for f in (Path(root) / "tokens").glob("*.npz")) / 1e6
@@ -91,11 +79,9 @@ def main() -> None:
             f"| field tokens | {cold:.2f} | {first:.2f} | {warm:.2f} | {cold / warm:.1f}x | "
             f"{same_tokens(tokens, got)} | {size:,.0f} |"
         )
-        ref, cold = median_time(lambda: entities.extract_ids(texts, **kw), a.repeat)
-        _, first = median_time(
-            lambda: entity_cache.extract_ids(texts, Path(root) / "entities", **kw), 1
-        )
-        got, warm = median_time(
+        ref, cold = timed(lambda: entities.extract_ids(texts, **kw), a.repeat)
+        _, first = timed(lambda: entity_cache.extract_ids(texts, Path(root) / "entities", **kw), 1)
+        got, warm = timed(
             lambda: entity_cache.extract_ids(texts, Path(root) / "entities", **kw), a.repeat
         )
         size = sum(f.stat().st_size for f in (Path(root) / "entities").glob("*.npz")) / 1e6
