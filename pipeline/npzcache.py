@@ -28,10 +28,10 @@ import polars as pl
 from pipeline import io, version
 
 MIN_ROWS = 50_000  # rows (nodes) of a table from which its corpus-side values are cached on disk
-KEEP_FILES = 8  # files a cache folder keeps, the most recently used (1M nodes' tokens: ~330 MB)
+KEEP_FILES = 8  # files a cache folder keeps, the most recently used (1M nodes' tokens: ~220 MB)
 
 
-def start(fmt: str, settings) -> hashlib._Hash:
+def start(fmt: str, settings):
     """A SHA-256 fed the format tag, the code and Python versions and ``repr(settings)``."""
     return hashlib.sha256(repr((fmt, version.code_version(), sys.version, settings)).encode())
 

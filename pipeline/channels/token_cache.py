@@ -2,7 +2,7 @@
 vocabulary it leaves in its tokenizer, read back by a later run over the same texts.
 
 Tokenising is corpus-side work that does not depend on the queries (1M synthetic nodes: ~5 s, the
-largest corpus-side step; reading the file back: ~0.4 s), so a run with other queries over the
+largest corpus-side step; reading the file back, its key included: ~0.6 s), so a run with other queries over the
 same nodes (another query file, held-out halves, a sweep whose candidates change) need not redo
 it. Keys, files and the folder's bound are ``pipeline.npzcache``'s: the key covers the tokenizer
 settings and its resolved stopword list, and every field's name and texts in row order; a group

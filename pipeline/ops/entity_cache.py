@@ -32,7 +32,7 @@ def extract_ids(texts: list[str | None], root: Path | None, **kw):
         unit, kid = z["unit"], z["kid"]
         if len(unit) == len(kid) and (not len(kid) or int(kid.max()) < len(keys)):
             return unit, kid, keys
-    except (TypeError, KeyError, ValueError, UnicodeDecodeError):  # none, or another layout
+    except (TypeError, KeyError, ValueError, UnicodeDecodeError):  # no file (z None), or not whole
         pass
     unit, kid, keys = entities.extract_ids(texts, **kw)
     key_bytes, key_lens = npzcache.pack(keys)
