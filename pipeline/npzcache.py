@@ -1,5 +1,6 @@
 """Corpus-side values on disk as numpy arrays: what ``channels.token_cache`` (the nodes' field
-tokens) and ``ops.entity_cache`` (their entity mentions) share.
+tokens) and ``ops.entity_cache`` (their entity mentions) share; :func:`digest` also keys the
+memmapped node vectors (``channels.blocked.memmap_cached``).
 
 - **Keys** are SHA-256 over the exact ordered bytes a value depends on: the caller's format tag
   and settings, ``version.code_version()`` (every pipeline source file and the versions of the

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline import io
+from pipeline import io, npzcache
 from pipeline.ops.topk import topk_by_row
 
 
@@ -72,8 +72,9 @@ def memmap_cached(
     """(read-only memmap of the texts' embeddings, number encoded): ``compute`` runs only when the
     ``.npy`` for this model and these texts is not in the cache yet; it is written atomically."""
     h = hashlib.sha256(model_id.encode())
-    for t in texts:
-        h.update(hashlib.sha256(t.encode()).digest())
+    npzcache.digest(
+        h, "text", texts
+    )  # the texts' exact bytes in order, as every corpus cache keys them
     path = Path(cache_dir) / "memmap" / f"{model_id.replace('/', '_')}-{h.hexdigest()[:20]}.npy"
     n = 0
     if not path.is_file():

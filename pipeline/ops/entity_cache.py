@@ -27,13 +27,14 @@ def extract_ids(texts: list[str | None], root: Path | None, **kw):
     npzcache.digest(h, "text", texts)
     path = Path(root) / f"{h.hexdigest()}.npz"
     z = npzcache.read(path)
-    try:
-        keys = npzcache.unpack(z["key_bytes"], z["key_lens"])
-        unit, kid = z["unit"], z["kid"]
-        if len(unit) == len(kid) and (not len(kid) or int(kid.max()) < len(keys)):
-            return unit, kid, keys
-    except (TypeError, KeyError, ValueError, UnicodeDecodeError):  # no file (z None), or not whole
-        pass
+    if z is not None:
+        try:
+            keys = npzcache.unpack(z["key_bytes"], z["key_lens"])
+            unit, kid = z["unit"], z["kid"]
+            if len(unit) == len(kid) and (not len(kid) or int(kid.max()) < len(keys)):
+                return unit, kid, keys
+        except (KeyError, ValueError, UnicodeDecodeError):  # another layout: recomputed
+            pass
     unit, kid, keys = entities.extract_ids(texts, **kw)
     key_bytes, key_lens = npzcache.pack(keys)
     arrays = {"unit": unit, "kid": kid, "key_bytes": key_bytes, "key_lens": key_lens}
