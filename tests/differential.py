@@ -245,6 +245,19 @@ def corpus_cached(recipe, data, root):
     return sorted_recall(pl.read_parquet(Path(cfg.out_dir) / "all" / "recall.parquet"))
 
 
+def precompute_cached(recipe, data, root):
+    """:func:`precompute_after_edits` with the corpus-side values cached from 100 nodes on
+    (``npzcache.MIN_ROWS``): an edited group's texts are a new key, so no value cached before an
+    edit is served after it. Fails unless the precomputes wrote cache files."""
+    from pipeline import npzcache
+
+    before = set(Path(root).glob("*/cache/tokens/*.npz"))
+    with _patched(npzcache, "MIN_ROWS", CACHED_MIN):
+        got = precompute_after_edits(recipe, data, root)
+    assert set(Path(root).glob("*/cache/tokens/*.npz")) - before, "no field tokens were cached"
+    return got
+
+
 def ray_path(shards: int, workers: int):
     """``executor=ray`` with ``shards`` query shards on ``workers`` actors (a started Ray)."""
 

@@ -53,6 +53,7 @@ CASES = [
     ("bme+novelty", "small", h.batches_small),
     *[("best", "medium", p) for p in (h.torch_channels, h.torch_channels_small)],
     ("best", "medium", h.corpus_cached),
+    ("best", "medium", h.precompute_cached),
 ]
 # Known failures (docs/reliability.md, "Differential harness"): strict, so a fix makes them XPASS
 # and fail until the mark is removed — they cannot pass unnoticed.
@@ -69,7 +70,10 @@ def _final(recipe, data, root):
     return h.full(recipe, h.final_data(data), root)
 
 
-REFERENCE = {h.precompute_after_edits: _final}  # the path a path is compared with (default: full)
+REFERENCE = {
+    h.precompute_after_edits: _final,
+    h.precompute_cached: _final,
+}  # the path a path is compared with (default: full)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +98,9 @@ def runs(tmp_path_factory):
 def _check(runs, recipe, data, path):
     ref = runs(recipe, data, REFERENCE.get(path, h.full))
     got = runs(recipe, data, path)
-    if path is h.precompute_after_edits and set(got.columns) == set(ref.columns):
+    if path in (h.precompute_after_edits, h.precompute_cached) and set(got.columns) == set(
+        ref.columns
+    ):
         got = got.select(ref.columns)  # the cache's partitions keep their own column order
     assert h.same(got, ref), (
         f"{path.__name__} vs {REFERENCE.get(path, h.full).__name__} ({recipe}, {data}): "
