@@ -163,6 +163,26 @@ def namespaces(x):
     return numpy, scipy.sparse
 
 
+def to_device(device: str, fallback_to: str, *arrays) -> list:
+    """``arrays`` (scipy.sparse or numpy) on ``device``: cupyx/cupy on cuda with CuPy, else as
+    given (on cuda without CuPy, a fallback note "CuPy is not installed; <fallback_to>")."""
+    if device == "cuda" and has_cupy():
+        import cupy
+        import cupyx.scipy.sparse as cusp
+
+        return [cusp.csr_matrix(a) if hasattr(a, "tocsr") else cupy.asarray(a) for a in arrays]
+    if device == "cuda":
+        fallback(f"CuPy is not installed; {fallback_to}")
+    return list(arrays)
+
+
+def to_host(a):
+    """A numpy array of ``a`` (a CuPy array is copied to the host; numpy is returned as is)."""
+    import numpy
+
+    return numpy.asarray(a.get() if hasattr(a, "get") else a)
+
+
 def bincount(x, weights=None, minlength: int = 0):
     """``xp.bincount`` that also takes an empty ``x`` (CuPy raises on it, and on ``minlength=0``):
     zeros of length ``minlength`` (int64 counts, or float64 sums with ``weights``)."""

@@ -74,6 +74,7 @@ class RunContext:
         None  # exact-name anchors (diffusion seeds, co-occurrence anchors)
     )
     policy: object = None  # score: the scope policy applied (stages.scope_policy.Applied)
+    scored: object = None  # score: each candidate's score on the run's device (stages.score.Scored)
     recall: pl.DataFrame | None = None  # select: the group's recall rows
     reused: list = field(default_factory=list)  # stages served from the stage cache
     # several small groups laid end to end (querypath.packs): [(key, node rows, query rows)] in

@@ -57,6 +57,8 @@ THRESHOLDS = (
     Threshold("pipeline.channels.lexical", "SCORE_ENTRIES", "bounded scores per block of the BM25 top-k", "patched"),
     Threshold("pipeline.channels.segvocab", "DENSE_SPAN", "(segment, term) codes per entry of a BM25 layout (dense minimum or sort)", "patched"),
     Threshold("pipeline.channels.candidates", "SEARCH_BLOCK", "query rows per dense search of one scope", "patched"),
+    Threshold("pipeline.ops.scoring", "HEAD_CELLS", "queries × widest query of one padded block of the head cut", "patched"),
+    Threshold("pipeline.ops.scoring", "COMBINE_ROWS", "rows per block of the final score", "patched"),
     Threshold("pipeline.progress", "INNER_MIN", "queries of a push solve cut into more parts than workers", "patched"),
     Threshold("pipeline.ops.ppr_push", "PUSH_COLS", "queries per part of a host push solve", "patched"),
     Threshold("conf", "select.batch", "queries per torch batch of DPP/MMR", "config"),

@@ -175,6 +175,22 @@ def blocked_small(recipe, data, root):
         return run(recipe, data, root, "blocked-small", ["dense=blocked", "dense.block=300"])
 
 
+def device_tail(recipe, data, root):
+    """The score stage's device branch on the host: the score left out of the frame
+    (``stages.score.on_host`` false), so the select stage cuts each query's head from the score
+    array (``stages.select.scored_rows``) and only those rows get their score; in head blocks of
+    at most 40 cells and score blocks of 7 rows (``ops.scoring``)."""
+    from pipeline.ops import scoring
+    from pipeline.stages import score
+
+    with (
+        _patched(score, "on_host", lambda _s: False),
+        _patched(scoring, "HEAD_CELLS", 40),
+        _patched(scoring, "COMBINE_ROWS", 7),
+    ):
+        return run(recipe, data, root, "device-tail")
+
+
 TORCH = ["dense.index=torch", "lexical.scorer=torch"]
 
 
@@ -502,6 +518,23 @@ def probes():
 
         return probe
 
+    def head(fn):
+        def probe(query, score, depth, cells=None):
+            if len(query):
+                widest = int(np.bincount(np.asarray(query) - int(np.min(query))).max())
+                cells_ = scoring.HEAD_CELLS if cells is None else cells
+                seen["HEAD_CELLS"].add(side(widest * len(np.unique(query)) > cells_))
+            return fn(query, score, depth, cells)
+
+        return probe
+
+    def combined(fn):
+        def probe(terms, total, factors):
+            seen["COMBINE_ROWS"].add(side(len(terms[0][1]) > scoring.COMBINE_ROWS))
+            return fn(terms, total, factors)
+
+        return probe
+
     def spans(fn):
         def probe(b, workers):
             seen["INNER_MIN"].add(side(b >= progress.INNER_MIN))
@@ -520,7 +553,7 @@ def probes():
         segvocab,
         token_cache,
     )
-    from pipeline.ops import pairdot, ppr_push
+    from pipeline.ops import pairdot, ppr_push, scoring
     from pipeline.ops import scope as scope_mod
     from pipeline.stages import diffuse, novelty, select
     from pipeline.stages import fuse as fuse_mod
@@ -549,4 +582,6 @@ def probes():
         wrap(lexical, "pair_scores", lexical_pairs)
         wrap(fuse_mod, "join_component", joined)
         wrap(pairdot, "pair_dots", dots)
+        wrap(scoring, "head", head)
+        wrap(scoring, "combine", combined)
         yield seen

@@ -10,6 +10,7 @@ every team's log rows, which ``differential.team_seal`` must catch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import polars as pl
 
@@ -49,12 +50,13 @@ def diffusion(scope):
     return mutant
 
 
-def score(compute):
+def score(scores):
     """Final score × (1 + the batch's query count / 1000)."""
 
     def mutant(cand, *a):
-        out = compute(cand, *a)
-        return out.with_columns(pl.col("score") * _factor(out["query_idx"].n_unique()))
+        out, s = scores(cand, *a)
+        scaled = s.score * _factor(out["query_idx"].n_unique())
+        return out, dataclasses.replace(s, score=scaled)
 
     return mutant
 
@@ -99,7 +101,7 @@ def targets():
         "channels": (ch, "generate", channels),
         "hubs": (hub_mod, "build", hubs),
         "diffusion": (diffuse, "_scope", diffusion),
-        "score": (sc, "compute", score),
+        "score": (sc, "scores", score),
         "select": (dpp, "dpp_greedy", select),
         "collab": (collab_mod, "similarity", collab),
     }

@@ -54,6 +54,10 @@ CASES = [
     *[("best", "medium", p) for p in (h.torch_channels, h.torch_channels_small)],
     ("best", "medium", h.corpus_cached),
     ("best", "medium", h.precompute_cached),
+    *[
+        (r, d, h.device_tail)
+        for r, d in (("best", "full"), ("dpp-wide", "medium"), ("bme", "small"))
+    ],
 ]
 # Known failures (docs/reliability.md, "Differential harness"): strict, so a fix makes them XPASS
 # and fail until the mark is removed — they cannot pass unnoticed.
@@ -160,6 +164,7 @@ NEEDED = [  # the runs whose probes cross the thresholds (each also a path above
     ("best", "medium", h.torch_channels),
     ("best", "medium", h.torch_channels_small),
     ("best", "medium", h.corpus_cached),
+    ("best", "full", h.device_tail),
 ]
 
 

@@ -150,3 +150,38 @@ def test_diffusion_hits_on_device_match_host():
             np.testing.assert_array_equal(a, b)
         if keep:
             assert np.bincount(host[1]).max() <= keep
+
+
+@pytest.mark.skipif(not backend.has_cupy(), reason="needs CuPy with a CUDA GPU")
+def test_score_and_head_on_device_match_host():
+    """``stages.score.scores`` on cuda keeps the score on the GPU (CuPy), and
+    ``stages.select.scored_rows`` cuts the head there: the same rows, the same score bits, as the
+    host's numpy twin, in one and in many head blocks."""
+    from pipeline.ops import scoring
+    from pipeline.stages import score as score_stage
+    from pipeline.stages import select as select_stage
+
+    rng = np.random.default_rng(12)
+    n = 50_000
+    cand = pl.DataFrame(
+        {
+            "query_idx": rng.integers(0, 300, n),
+            "node_idx": rng.permutation(n),
+            "fused": rng.integers(0, 50, n) / 50.0,
+            "graph": rng.random(n) * 1e-2,
+        }
+    )
+    terms = {"fused": 1.0, "graph": 100.0}
+    hf, hs = score_stage.scores(cand, terms, [], True)
+    df, ds = score_stage.scores(cand, terms, [], True, device="cuda")
+    assert type(ds.score).__module__.startswith("cupy") and not score_stage.on_host(ds)
+    np.testing.assert_array_equal(hs.score.view(np.int64), ds.score.get().view(np.int64))
+    p = select_stage.SelectParams.defaults()
+    for cells in (scoring.HEAD_CELLS, 500):
+        old, scoring.HEAD_CELLS = scoring.HEAD_CELLS, cells
+        try:
+            host = select_stage.scored_rows(hf, hs, 10, p)
+            dev = select_stage.scored_rows(df, ds, 10, p)
+        finally:
+            scoring.HEAD_CELLS = old
+        assert dev.equals(host) and host.height < n

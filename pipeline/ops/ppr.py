@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline import backend
-from pipeline.backend import bincount, namespaces
+from pipeline.backend import bincount, namespaces, to_host
 from pipeline.ops.sparse_entries import is_sparse, segment_ids, triplets
 from pipeline.ops.topk import int_order, topk_abs_mask, topk_long
 from pipeline.progress import inner
@@ -128,9 +128,8 @@ def ppr_top(adj, personalization, rows: int, keep: int, *, damping=0.5, max_iter
             node.append(r[ok])
             col.append(c[ok])
             val.append(v[ok])
-    host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
     cat = lambda xs, dt: (  # noqa: E731
-        np.concatenate([host(x) for x in xs]).astype(dt) if xs else np.zeros(0, dt)
+        np.concatenate([to_host(x) for x in xs]).astype(dt) if xs else np.zeros(0, dt)
     )
     node, col, val = cat(node, np.int64), cat(col, np.int64), cat(val, np.float32)
     if keep:

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import numpy as np
 
 from pipeline import progress
-from pipeline.backend import bincount, namespaces
+from pipeline.backend import bincount, namespaces, to_host
 from pipeline.ops.ppr import SolverInfo, _transition
 from pipeline.ops.sparse_entries import segment_ids, spans
 from pipeline.ops.topk import KEY_BITS, bit_width, int_order
@@ -212,8 +212,7 @@ def _push_top(
         col, node, val = col[ok], node[ok], val[ok]
     if keep:
         col, node, val = _cut(xp, col, node, val, keep, x.shape[0])
-    host = lambda a: np.asarray(a.get() if hasattr(a, "get") else a)  # noqa: E731
-    node, col, val = host(node), host(col), host(val)
+    node, col, val = to_host(node), to_host(col), to_host(val)
     if not ordered:
         return node, col, val, info
     return (*_by_node(node, col, val), info)

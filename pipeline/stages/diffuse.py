@@ -70,15 +70,8 @@ class DiffusionParams(Params):
 
 
 def _to_device(device: str, *arrays) -> list:
-    """``arrays`` (scipy.sparse or numpy) on ``device``: cupyx/cupy on cuda with CuPy, else as given."""
-    if device == "cuda" and backend.has_cupy():
-        import cupy
-        import cupyx.scipy.sparse as cusp
-
-        return [cusp.csr_matrix(a) if hasattr(a, "tocsr") else cupy.asarray(a) for a in arrays]
-    if device == "cuda":
-        backend.fallback("CuPy is not installed; graph diffusion on cpu (scipy.sparse)")
-    return list(arrays)
+    """``arrays`` (scipy.sparse or numpy) on ``device`` (``backend.to_device``)."""
+    return backend.to_device(device, "graph diffusion on cpu (scipy.sparse)", *arrays)
 
 
 def seed_matrix(cand: pl.DataFrame, p: DiffusionParams) -> pl.DataFrame:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import polars as pl
 
+from pipeline import backend
 from pipeline.errors import ConfigError
-from pipeline.ops import speakers
+from pipeline.ops import scoring, speakers
 from pipeline.stage import Stage
 
 TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
@@ -23,6 +26,7 @@ FACTORS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
 NEEDS: dict[str, tuple[str, ...]] = {}  # node / signal columns a term or factor reads
 QUERY_TEXT = "query_text"  # in NEEDS: the term or factor reads its query's text (joined by query)
 DAY_US = 86_400 * 1_000_000
+SCORE_ON_HOST = "the score and the head cut on cpu (numpy)"  # the fallback note without CuPy
 
 
 def term(name: str, needs: tuple[str, ...] = ()):
@@ -231,14 +235,43 @@ def attach(
     return out
 
 
+@dataclass
+class Scored:
+    """The ``score`` of every row of a candidate frame, on the run's device (numpy or CuPy):
+    ``valid`` False where a null factor left the score null (None: every score defined)."""
+
+    score: object
+    valid: object = None
+
+    def column(self, rows=None) -> pl.Series:
+        """The host ``score`` column (Float64, nulls where not valid) of all rows or of ``rows``
+        (indices in the score's own namespace): one transfer of just those values."""
+        take = (lambda a: a) if rows is None else (lambda a: a[rows])  # noqa: E731
+        out = pl.Series("score", backend.to_host(take(self.score)), dtype=pl.Float64)
+        if self.valid is None:
+            return out
+        ok = backend.to_host(take(self.valid))
+        return out if ok.all() else pl.select(pl.when(pl.Series(ok)).then(out)).to_series()
+
+
 def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool) -> pl.DataFrame:
-    """Adds each registered term/factor as a column, and ``score``. Components a registered term reads
-    but this run did not produce (``graph`` with ``diffuse=none``) count as 0."""
+    """Adds each registered term/factor as a column, and ``score`` (:func:`scores` on the host)."""
+    frame, scored = scores(cand, terms, factors, normalize)
+    return frame.with_columns(scored.column())
+
+
+def scores(
+    cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool, device: str = "cpu"
+) -> tuple[pl.DataFrame, Scored]:
+    """The candidates with each registered term/factor as a column (rows a filtering factor
+    drops left out), and their score on ``device`` (``ops.scoring.combine``: the columns go
+    there, the score stays there). Components a registered term reads but this run did not
+    produce (``graph`` with ``diffuse=none``) count as 0."""
     missing = [
         c for c in ("dense", "lexical", "graph", "residual", "fused") if c not in cand.columns
     ]
     cand = cand.with_columns([pl.lit(0.0).alias(c) for c in missing])
-    parts, total = [], 0.0
+    used, total = [], 0.0
     for name, w in terms.items():
         if not w:
             continue
@@ -246,26 +279,32 @@ def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool
             cand = cand.with_columns(TERMS[name](cand).alias(name))
         elif name not in cand.columns or name in missing:
             continue  # a component this run did not produce (e.g. graph with diffuse=none)
-        parts.append(float(w) * pl.col(name).fill_null(0.0).cast(pl.Float64))
+        used.append((float(w), name))
         total += float(w)
-    if not parts:
+    if not used:
         raise ConfigError(
             f"score.terms={dict(terms)} selects no component; choose from the candidate columns "
             f"or {sorted(TERMS)}"
         )
-    score = pl.sum_horizontal(parts)
-    if normalize:
-        score = score / max(total, 1e-6)
     for f in factors:
         if f in FACTORS:
             cand = cand.with_columns(FACTORS[f](cand).alias(f))
         elif f not in cand.columns:  # else a precomputed factor column (e.g. from the scope policy)
             raise ConfigError(f"score.factors: unknown factor {f!r}; choose from {sorted(FACTORS)}")
-        score = score * pl.col(f)
-    out = cand.with_columns(score=score).drop(missing)
+    out = cand.drop(missing)
     for f in FILTERS & set(factors):
         out = out.filter(pl.col(f) > 0)
-    return out
+    up = lambda s: backend.to_device(device, SCORE_ON_HOST, s.to_numpy())[0]  # noqa: E731
+    xs = [(w, up(out[n].fill_null(0.0).cast(pl.Float64))) for w, n in used]
+    fs = [
+        (
+            up(out[f].cast(pl.Float64).fill_null(0.0)),
+            up(out[f].is_not_null()) if out[f].null_count() else None,
+        )
+        for f in factors
+    ]
+    score, valid = scoring.combine(xs, max(total, 1e-6) if normalize else None, fs)
+    return out, Scored(score, valid)
 
 
 def run_stage(ctx, p: tuple) -> object:
@@ -277,8 +316,18 @@ def run_stage(ctx, p: tuple) -> object:
     names = [n for n, w in terms.items() if w] + factors
     cand = attach(ctx.cand, nodes, ctx.queries, ctx.signals, names, ctx.now)
     ctx.policy = scope_policy.apply(cand, nodes, ctx.queries, scope_p)
-    ctx.cand = compute(ctx.policy.cand, terms, factors + ctx.policy.factors, normalize)
+    frame, ctx.scored = scores(
+        ctx.policy.cand, terms, factors + ctx.policy.factors, normalize, ctx.run.device
+    )
+    # on the host the score is a column at once; from a device only the rows select keeps come
+    # back (``stages.select.run_stage``)
+    ctx.cand = frame.with_columns(ctx.scored.column()) if on_host(ctx.scored) else frame
     return ctx
+
+
+def on_host(scored: Scored) -> bool:
+    """Whether ``scored`` lives in host memory (numpy)."""
+    return isinstance(scored.score, np.ndarray)
 
 
 def term_columns(terms: dict, factors: list[str]) -> list[str]:

@@ -20,6 +20,7 @@ import polars as pl
 
 from pipeline.channels import dense
 from pipeline.errors import ConfigError, require_one_of
+from pipeline.ops import scoring
 from pipeline.stage import Params, Stage
 from pipeline.stages.spread import spread
 
@@ -144,26 +145,45 @@ def select(
 
 def _head(cand: pl.DataFrame, k: int, p: SelectParams) -> pl.DataFrame:
     """The candidates that can reach the selection: each query's rows whose score reaches its
-    ``depth``-th largest (``k``, or the dpp/mmr pool when deeper), ties at the cut included, so
+    ``depth``-th largest (:func:`_depth`), ties at the cut included (``ops.scoring.head``), so
     every row :func:`ranked` ranks within ``depth`` keeps its rank. The whole frame when the order
-    is not the score's alone (priority columns, per-document grouping or spreading) or a score is
-    NaN or null."""
-    if (
-        not cand.height
-        or any(c in cand.columns for c in p.sort_by)
-        or p.top_chunks_per_doc
-        or p.spread_gap
-        or cand["score"].null_count()
-        or (cand.schema["score"].is_float() and cand["score"].is_nan().any())
-    ):
+    is not the score's alone (:func:`_cuttable`) or a score is NaN or null."""
+    if not cand.height or not _cuttable(cand.columns, p) or cand["score"].null_count():
         return cand
-    depth = k if p.method == "topk" else max(k, p.pool_mult * int(p.target or k))
-    cut = cand.group_by("query_idx").agg(pl.col("score").top_k(max(depth, 1)).min())
-    qs = cut["query_idx"].to_numpy()
-    at = np.full(int(qs.max()) + 1, np.inf)  # a query with no row here has none in cand either
-    at[qs] = cut["score"].to_numpy()
-    keep = cand["score"].to_numpy() >= at[cand["query_idx"].to_numpy()]
-    return cand.filter(pl.Series(keep))
+    keep = scoring.head(cand["query_idx"].to_numpy(), cand["score"].to_numpy(), _depth(k, p))
+    return cand if keep is None or len(keep) == cand.height else cand[keep]
+
+
+def _cuttable(columns: list[str], p: SelectParams) -> bool:
+    """Whether a query's selection depends on its highest scores alone: no priority column
+    (``sort_by``), no per-document grouping, no spreading."""
+    return not (any(c in columns for c in p.sort_by) or p.top_chunks_per_doc or p.spread_gap)
+
+
+def _depth(k: int, p: SelectParams) -> int:
+    """How many of a query's best rows the selection can reach: ``k``, or the dpp/mmr pool."""
+    return max(1, k if p.method == "topk" else max(k, p.pool_mult * int(p.target or k)))
+
+
+def scored_rows(cand: pl.DataFrame, scored, k: int, p: SelectParams) -> pl.DataFrame:
+    """``cand`` (scored on a device: ``stages.score.Scored``, no ``score`` column yet) with the
+    score of the rows that can reach the selection: the head is cut on the device
+    (``ops.scoring.head``) and only its rows' indices and scores come back; every row when the
+    head cannot be cut (:func:`_head`'s conditions)."""
+    from pipeline import backend
+
+    keep = None
+    if (
+        cand.height
+        and _cuttable(cand.columns, p)
+        and (scored.valid is None or bool(scored.valid.all()))
+    ):
+        xp, _ = backend.namespaces(scored.score)
+        query = xp.asarray(cand["query_idx"].to_numpy())
+        keep = scoring.head(query, scored.score, _depth(k, p))
+    if keep is None:
+        return cand.with_columns(scored.column())
+    return cand[backend.to_host(keep)].with_columns(scored.column(keep))
 
 
 def _gain_dtype(p: SelectParams) -> str:
@@ -301,7 +321,9 @@ def run_stage(ctx, p: SelectParams) -> object:
         if "doc_id" in nodes.columns
         else None
     )
-    cand = ctx.cand
+    cand, p = ctx.cand, dataclasses.replace(p, sort_by=tuple(ctx.policy.sort_by))
+    if "score" not in cand.columns:  # scored on a device: its head comes back
+        cand = scored_rows(cand, ctx.scored, int(cfg.k), p)
     if ctx.policy.factors and cand.height:  # BME's DPP quality is finalScore: before scope weights
         cand = cand.with_columns(
             quality=pl.col("score")
@@ -310,7 +332,7 @@ def run_stage(ctx, p: SelectParams) -> object:
     sel = select(
         cand,
         int(cfg.k),
-        dataclasses.replace(p, sort_by=tuple(ctx.policy.sort_by)),
+        p,
         dense.resident(ctx),
         ctx.run.device,
         doc_idx,
