@@ -183,6 +183,20 @@ def to_host(a):
     return numpy.asarray(a.get() if hasattr(a, "get") else a)
 
 
+def scatter_extreme(out, index, values, how: str) -> None:
+    """``out[index[j]] = max(out[index[j]], values[j])`` for every j (``how="max"``; ``"min"``
+    alike), repeated indices included: ``numpy.maximum.at`` on the host, ``cupyx.scatter_max``
+    on CuPy (``.at`` for ufuncs is not in every CuPy release)."""
+    if type(out).__module__.startswith("cupy"):
+        import cupyx
+
+        (cupyx.scatter_max if how == "max" else cupyx.scatter_min)(out, index, values)
+        return
+    import numpy
+
+    (numpy.maximum if how == "max" else numpy.minimum).at(out, index, values)
+
+
 def bincount(x, weights=None, minlength: int = 0):
     """``xp.bincount`` that also takes an empty ``x`` (CuPy raises on it, and on ``minlength=0``):
     zeros of length ``minlength`` (int64 counts, or float64 sums with ``weights``)."""

@@ -185,3 +185,24 @@ def test_score_and_head_on_device_match_host():
         finally:
             scoring.HEAD_CELLS = old
         assert dev.equals(host) and host.height < n
+
+
+@pytest.mark.skipif(not backend.has_cupy(), reason="needs CuPy with a CUDA GPU")
+@pytest.mark.parametrize(
+    "method,kw",
+    [
+        ("wsum", {"norm": {"dense": "none", "lexical": "max", "collab": "minmax"}}),
+        ("rrf", {"single_branch_raw": True}),
+        ("snake", {"top_n": 5}),
+    ],
+)
+def test_fusion_on_device_matches_host(method, kw):
+    """``stages.fuse.fuse`` with ``device="cuda"`` (``ops.fusion`` on CuPy) gives the host's
+    rows and ``fused`` bits, nulls included."""
+    from pipeline.stages.fuse import fuse
+    from test_fusion import CHANNELS, WEIGHTS, candidates
+
+    cand = candidates(3)
+    host = fuse(cand, CHANNELS, method, weights=WEIGHTS, **kw)
+    dev = fuse(cand, CHANNELS, method, "cuda", weights=WEIGHTS, **kw)
+    assert dev.equals(host)

@@ -9,39 +9,30 @@
   backends' order is ``order`` (default: the ``channels`` list). ``fused = 1 / (1 + place)``, the
   place counted over the interleaved sequence before dedupe (the order is the same); nodes in
   no backend's top ``top_n`` are dropped.
+
+The arithmetic is ``pipeline.ops.fusion`` (array code on the run's device); this module reads the
+columns out of the candidate frame, sends them there, and puts ``fused`` back.
 """
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 from omegaconf import OmegaConf
 
+from pipeline import backend
 from pipeline.backend import fallback
 from pipeline.errors import ConfigError, require_one_of
+from pipeline.ops import fusion
 from pipeline.ops.topk import int_order
 from pipeline.stage import Stage
 
 NORMS = ("max", "minmax", "none")
 PAIR_KEY = "_pair_key"  # the packed (query, node) join key of join_component
-
-
-def _norm(col: str, how: str) -> pl.Expr:
-    require_one_of(f"fuse.norm.{col}", how, NORMS)
-    x = pl.col(col).fill_null(0.0).cast(pl.Float64)
-    if how == "none":
-        return x
-    mx = x.max().over("query_idx")
-    if how == "max":
-        return pl.when(mx > 0).then(x / mx).otherwise(0.0)
-    mn = x.min().over("query_idx")
-    return (
-        pl.when(mx > mn)
-        .then((x - mn) / (mx - mn))
-        .otherwise(pl.when(mx > 0).then(1.0).otherwise(0.0))
-    )
+FUSE_ON_HOST = "fusion on cpu (numpy)"  # the fallback note on cuda without CuPy
 
 
 def _weights(weights: dict, channels: list[str]) -> dict[str, float]:
@@ -54,15 +45,53 @@ def _weights(weights: dict, channels: list[str]) -> dict[str, float]:
     return {c: float(weights[c]) for c in channels}
 
 
-def _scaled(w: dict[str, float], channel_scale: dict | None) -> dict[str, pl.Expr]:
-    """Each channel's weight as an expression: × its per-query scale (indexed by query_idx) if given."""
-    scale = channel_scale or {}
-    return {
-        c: pl.lit(v) * pl.lit(pl.Series(scale[c], dtype=pl.Float64)).gather(pl.col("query_idx"))
-        if c in scale
-        else pl.lit(v)
-        for c, v in w.items()
-    }
+@dataclass
+class _Arrays:
+    """A candidate frame's columns on the fusing device (``ops.fusion``'s inputs)."""
+
+    query: object
+    n: int  # query indices run 0..n-1
+    chans: dict
+    up: object  # host array → device array
+
+    @classmethod
+    def of(cls, cand: pl.DataFrame, channels: list[str], device: str, values: bool, ranks: bool):
+        up = lambda a: backend.to_device(device, FUSE_ON_HOST, a)[0]  # noqa: E731
+        col = lambda s: up(s.fill_null(0).cast(pl.Float64).to_numpy())  # noqa: E731
+        known = lambda s: up(s.is_not_null().to_numpy())  # noqa: E731
+        chans = {}
+        for c in channels:
+            v, r = (cand[c] if values else None), (cand[f"{c}_rank"] if ranks else None)
+            chans[c] = fusion.Channel(
+                col(v) if values else None,
+                known(v) if values else None,
+                col(r) if ranks else None,
+                known(r) if ranks else None,
+            )
+        n = int(cand["query_idx"].max()) + 1
+        return cls(up(cand["query_idx"].cast(pl.Int64).to_numpy()), n, chans, up)
+
+    def weights(self, w: dict[str, float], channel_scale: dict | None) -> dict:
+        """Each channel's weight: a float, or × its per-query scale (indexed by query) if given."""
+        scale = channel_scale or {}
+        return {
+            c: self.up(v * np.asarray(scale[c], np.float64)) if c in scale else v
+            for c, v in w.items()
+        }
+
+
+def _fused(cand: pl.DataFrame, fused, valid=None) -> pl.DataFrame:
+    """``cand`` with the host column ``fused`` (Float64; null where ``valid`` is False)."""
+    out = pl.Series("fused", backend.to_host(fused), dtype=pl.Float64)
+    if valid is not None:
+        ok = backend.to_host(valid)
+        if not ok.all():
+            out = pl.select(pl.when(pl.Series(ok)).then(out)).to_series()
+    return cand.with_columns(out)
+
+
+def _empty(cand: pl.DataFrame) -> pl.DataFrame:
+    return cand.with_columns(pl.Series("fused", [], dtype=pl.Float64))
 
 
 def rrf(
@@ -72,23 +101,18 @@ def rrf(
     k: int = 60,
     single_branch_raw: bool = False,
     channel_scale: dict | None = None,
+    device: str = "cpu",
 ) -> pl.DataFrame:
-    """Candidates with ``fused`` = weighted reciprocal-rank fusion of the channel ranks."""
-    w = _scaled(_weights(weights, channels), channel_scale)
-    terms = [w[c] / (k + pl.col(f"{c}_rank").cast(pl.Float64)) for c in channels]
-    fused = pl.sum_horizontal([t.fill_null(0.0) for t in terms])
-    out = cand.with_columns(fused=fused)
-    if (
-        single_branch_raw
-    ):  # one channel enabled (ReMe's BM25-only default config) counts as one branch
-        n_lists = {c: pl.col(f"{c}_rank").is_not_null().any().over("query_idx") for c in channels}
-        expr = pl.col("fused")
-        for c in channels:
-            others = [n_lists[o] for o in channels if o != c]
-            only_c = n_lists[c] & ~pl.any_horizontal(others) if others else n_lists[c]
-            expr = pl.when(only_c).then(pl.col(c).cast(pl.Float64)).otherwise(expr)
-        out = out.with_columns(fused=expr)
-    return out
+    """Candidates with ``fused`` = weighted reciprocal-rank fusion of the channel ranks
+    (``ops.fusion.rrf`` on ``device``)."""
+    w = _weights(weights, channels)
+    if not cand.height:
+        return _empty(cand)
+    a = _Arrays.of(cand, channels, device, values=single_branch_raw, ranks=True)
+    fused, valid = fusion.rrf(
+        a.query, a.chans, a.weights(w, channel_scale), k, a.n, single_branch_raw
+    )
+    return _fused(cand, fused, valid)
 
 
 def wsum(
@@ -97,11 +121,18 @@ def wsum(
     weights: dict,
     norm: dict | str = "max",
     channel_scale: dict | None = None,
+    device: str = "cpu",
 ) -> pl.DataFrame:
-    """Candidates with ``fused`` = weighted sum of the normalised channel scores."""
-    w = _scaled(_weights(weights, channels), channel_scale)
+    """Candidates with ``fused`` = weighted sum of the normalised channel scores
+    (``ops.fusion.wsum`` on ``device``)."""
+    w = _weights(weights, channels)
     how = {c: (norm if isinstance(norm, str) else norm.get(c, "max")) for c in channels}
-    return cand.with_columns(fused=pl.sum_horizontal([w[c] * _norm(c, how[c]) for c in channels]))
+    for c in channels:
+        require_one_of(f"fuse.norm.{c}", how[c], NORMS)
+    if not cand.height:
+        return _empty(cand)
+    a = _Arrays.of(cand, channels, device, values=True, ranks=False)
+    return _fused(cand, fusion.wsum(a.query, a.chans, a.weights(w, channel_scale), how, a.n))
 
 
 def snake(
@@ -109,39 +140,36 @@ def snake(
     channels: list[str],
     top_n: int = 10,
     order: list | None = None,
+    device: str = "cpu",
 ) -> pl.DataFrame:
-    """Candidates in Snake Merge order (module docstring), ``fused`` = 1 / (1 + snake place)."""
+    """Candidates in Snake Merge order (module docstring), ``fused`` = 1 / (1 + snake place)
+    (``ops.fusion.snake`` on ``device``); rows in no backend's top ``top_n`` dropped."""
     seq = list(order) if order else list(channels)
     bad = [c for c in seq if c not in channels]
     if bad or len(set(seq)) != len(seq):
         raise ConfigError(
             f"fuse.order={seq} must name each enabled channel at most once; channels: {channels}"
         )
-    n = len(seq)
-    places = []
-    for pos, c in enumerate(seq):
-        rnd = pl.col(f"{c}_rank").cast(pl.Int64) - 1  # round = rank − 1
-        slot = pl.when(rnd % 2 == 0).then(pl.lit(pos)).otherwise(pl.lit(n - 1 - pos))
-        places.append(pl.when(rnd < top_n).then(rnd * n + slot))
-    place = pl.min_horizontal(places)
-    return (
-        cand.with_columns(_place=place)
-        .filter(pl.col("_place").is_not_null())
-        .with_columns(fused=1.0 / (1.0 + pl.col("_place").cast(pl.Float64)))
-        .drop("_place")
-    )
+    if not cand.height:
+        return _empty(cand)
+    a = _Arrays.of(cand, seq, device, values=False, ranks=True)
+    fused, kept = fusion.snake(a.chans, seq, top_n)
+    return _fused(cand, fused).filter(pl.Series(backend.to_host(kept)))
 
 
 METHODS = {"rrf": rrf, "wsum": wsum, "snake": snake}
 
 
 def _options(fn) -> set[str]:
-    return set(inspect.signature(fn).parameters) - {"cand", "channels"}
+    return set(inspect.signature(fn).parameters) - {"cand", "channels", "device"}
 
 
-def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.DataFrame:
-    """Adds a ``fused`` column (float64) to the candidates. Options of the other method (a preset's
-    ``norm`` under ``fuse=rrf``, say) are ignored; unknown options are an error."""
+def fuse(
+    cand: pl.DataFrame, channels: list[str], method: str, device: str = "cpu", **params
+) -> pl.DataFrame:
+    """Adds a ``fused`` column (float64) to the candidates, computed on ``device``. Options of the
+    other method (a preset's ``norm`` under ``fuse=rrf``, say) are ignored; unknown options are an
+    error."""
     require_one_of("fuse.method", method, METHODS)
     mine = _options(METHODS[method])
     other = set().union(*(_options(f) for f in METHODS.values())) - mine
@@ -150,7 +178,8 @@ def fuse(cand: pl.DataFrame, channels: list[str], method: str, **params) -> pl.D
         raise ConfigError(
             f"fuse.{unknown[0]} is not an option of fuse={method}; its options: {sorted(mine)}"
         )
-    return METHODS[method](cand, channels, **{k: v for k, v in params.items() if k in mine})
+    kw = {k: v for k, v in params.items() if k in mine}
+    return METHODS[method](cand, channels, device=device, **kw)
 
 
 def script_scaled(
@@ -199,6 +228,7 @@ def run_stage(ctx, p: dict) -> object:
         ctx.cand,
         list(cfg.channels),
         ctx.fusion["method"],
+        ctx.run.device,
         **{k: v for k, v in ctx.fusion.items() if k != "method"},
     )
     return ctx
@@ -248,12 +278,13 @@ def _join_block(ctx, cand: pl.DataFrame, hits: pl.DataFrame, column: str) -> pl.
             d = out["dense"].to_numpy().copy()
             d[new] = dense_pairs(*ctx.vectors, dense.resident(ctx), qi, ni)
             out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
-    fusion = ctx.fusion
+    settings = ctx.fusion
     out = fuse(
         out.drop("fused"),
         enabled,
-        fusion["method"],
-        **{k: v for k, v in fusion.items() if k != "method"},
+        settings["method"],
+        ctx.run.device,
+        **{k: v for k, v in settings.items() if k != "method"},
     )
     return out.with_columns(pl.col(column).fill_null(0.0))
 

@@ -4,6 +4,8 @@ column of ``recall.parquet``.
 A term is a candidate column (``fused``, ``graph``, ``residual``, ``dense``…) or a registered term
 function; factors are registered functions. New ones are added with ``@term``/``@factor``, not by
 editing an if-chain. Node attributes (importance, created_at, …) and signals are joined by node.
+The columns are built here (polars); the arithmetic is ``pipeline.ops.scoring.combine`` on the run's
+device, whose bits it defines.
 """
 
 from __future__ import annotations
