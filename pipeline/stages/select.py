@@ -269,13 +269,10 @@ def recall_rows(
             found.append(pl.when(pl.col(comp) > 0).then(pl.lit(comp)))
     if "probabilistic" in sel.columns:
         found.append(pl.when(pl.col("probabilistic")).then(pl.lit("probabilistic")))
+    ids = lambda col, idx: col.cast(pl.String).gather(sel[idx])  # noqa: E731
     out = sel.with_columns(
-        query_id=pl.Series(
-            queries["query_id"].to_numpy()[sel["query_idx"].to_numpy()], dtype=pl.String
-        ),
-        node_id=pl.Series(
-            ds_nodes["node_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String
-        ),
+        query_id=ids(queries["query_id"], "query_idx"),
+        node_id=ids(ds_nodes["node_id"], "node_idx"),
         channel=pl.concat_str(found, separator="+", ignore_nulls=True),
     )
     cols = [
@@ -291,11 +288,7 @@ def recall_rows(
         *(["dpp_gain"] if "dpp_gain" in sel.columns else []),
     ]
     if "doc_id" in ds_nodes.columns:
-        out = out.with_columns(
-            doc_id=pl.Series(
-                ds_nodes["doc_id"].to_numpy()[sel["node_idx"].to_numpy()], dtype=pl.String
-            )
-        )
+        out = out.with_columns(doc_id=ids(ds_nodes["doc_id"], "node_idx"))
         cols.insert(3, "doc_id")
         if group_docs:  # ReMe node-level surface: the document's front-matter name and description
             for src, dst in (("title", "doc_title"), ("description", "doc_summary")):
