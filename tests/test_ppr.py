@@ -206,7 +206,7 @@ def test_ppr_top_is_the_dense_result_cut_to_its_top_entries(monkeypatch, paths, 
     out = dense[:rows]
     if keep and rows > keep:
         out = np.where(topk_abs_mask(np.ascontiguousarray(out), keep), out, 0)
-    r, c = np.nonzero(out > 0)
+    c, r = np.nonzero(out.T > 0)  # by column, then node
     node, col, val, _info = ppr_top(adj, sp.csc_matrix(pers), rows, keep)
     np.testing.assert_array_equal(node, r)
     np.testing.assert_array_equal(col, c)

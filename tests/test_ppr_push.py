@@ -103,14 +103,14 @@ def test_top_keep_equal_where_the_bound_decides(seed):
 
 def test_push_top_is_the_push_result_cut():
     """ppr_push_top = the dense push result's top-keep per column (positive, rows < ``rows``),
-    as (node, column) sorted by node then column."""
+    as (node, column) sorted by column then node."""
     rng = np.random.default_rng(6)
     n, b, keep, rows = 120, 6, 7, 100
     adj, pers = _graph(rng, n, 300), _seeds(rng, n, b)
     dense = ppr_push(adj, pers, eps=1e-4)[0].toarray()
     node, col, val, _ = ppr_push_top(adj, pers, rows, keep, eps=1e-4)
-    want = sorted((i, q) for q in range(b) for i in topk_reference(dense[:rows, q], keep))
-    assert list(zip(node.tolist(), col.tolist())) == want
+    want = sorted((q, i) for q in range(b) for i in topk_reference(dense[:rows, q], keep))
+    assert list(zip(col.tolist(), node.tolist())) == want
     assert val == pytest.approx(dense[node, col].astype(np.float32))
 
 
@@ -220,8 +220,8 @@ def test_cut_keeps_each_columns_largest_ties_lower_node(monkeypatch, packed):
 
 
 @pytest.mark.parametrize("packed", [True, False])
-def test_by_node_is_the_pair_order_sort_of_the_triples(monkeypatch, packed):
-    """``_by_node`` (one sort of packed (node, column, score bits) keys, decoded) gives the triples
+def test_by_column_is_the_pair_order_sort_of_the_triples(monkeypatch, packed):
+    """``_by_column`` (one sort of packed (column, node, score bits) keys, decoded) gives the triples
     of ``int_order`` with gathers, bit for bit, on distinct pairs with tied and extreme scores."""
     import pipeline.ops.ppr_push as pp
     from pipeline.ops.topk import int_order
@@ -233,11 +233,11 @@ def test_by_node_is_the_pair_order_sort_of_the_triples(monkeypatch, packed):
     node, col = (pairs // 40).astype(np.int64), (pairs % 40).astype(np.int64)
     val = rng.choice(np.array([1e-30, 0.25, 0.5, 1.0, 3e38, np.inf], np.float32), 2000)
     val[::3] = rng.random(len(val[::3])).astype(np.float32) + np.float32(1e-6)
-    order = int_order(node, col)
-    got = pp._by_node(node, col, val)
+    order = int_order(col, node)
+    got = pp._by_column(node, col, val)
     for a, b in zip(got, (node[order], col[order], val[order])):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    empty = pp._by_node(node[:0], col[:0], val[:0])
+    empty = pp._by_column(node[:0], col[:0], val[:0])
     assert [len(a) for a in empty] == [0, 0, 0]
 
 
@@ -276,6 +276,6 @@ def test_query_major_parts_give_the_node_major_bits(monkeypatch, seed, dtype):
     assert len(pp._spans(b, 2)) == 6
     node, c, val, _ = ppr_push_top(adj, pers, n - 1, 9, eps=1e-4, workers=2)
     dense = want.toarray()
-    keep = sorted((i, q) for q in range(b) for i in topk_reference(dense[: n - 1, q], 9))
-    assert list(zip(node.tolist(), c.tolist())) == keep
+    keep = sorted((q, i) for q in range(b) for i in topk_reference(dense[: n - 1, q], 9))
+    assert list(zip(c.tolist(), node.tolist())) == keep
     assert val.tobytes() == dense[node, c].astype(np.float32).tobytes()

@@ -123,7 +123,7 @@ def ppr_push_top(
 ):
     """:func:`ppr_push`'s positive scores of the first ``rows`` nodes, each column cut to its
     ``keep`` largest (ties: lower node first; 0 keeps all), as host (node, column, score) sorted by
-    (node, column): the contract of ``ops.ppr.ppr_top``.
+    (column, node): the contract of ``ops.ppr.ppr_top``.
 
     On the host the columns are cut into contiguous parts of at most ``PUSH_COLS`` (:func:`_spans`)
     solved on ``workers`` threads (default: the CPU cores this process may use; scipy's sparse
@@ -157,19 +157,20 @@ def ppr_push_top(
         max(i.residual for i in infos),
         all(i.converged for i in infos),
     )
-    return (*_by_node(node, col, val), info)
+    return (*_by_column(node, col, val), info)
 
 
-def _by_node(node: np.ndarray, col: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The host (node, column, score) triples sorted by (node, column): one plain sort of the
-    packed (node, column, score bits) key when it fits in 63 bits (the scores are positive
-    float32, so 31 bits; the pairs are distinct), decoded; else :func:`int_order`."""
-    bc = bit_width(col)
-    if node.size and bit_width(node) + bc + 31 <= KEY_BITS:
-        key = np.sort((((node << bc) | col) << 31) | val.view(np.uint32).astype(np.int64))
+def _by_column(node: np.ndarray, col: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The host (node, column, score) triples sorted by (column, node), the order the component
+    join merges in: one plain sort of the packed (column, node, score bits) key when it fits in 63
+    bits (the scores are positive float32, so 31 bits; the pairs are distinct), decoded; else
+    :func:`int_order`."""
+    bn = bit_width(node)
+    if node.size and bit_width(col) + bn + 31 <= KEY_BITS:
+        key = np.sort((((col << bn) | node) << 31) | val.view(np.uint32).astype(np.int64))
         bits = (key & 0x7FFFFFFF).astype(np.uint32)
-        return key >> (31 + bc), (key >> 31) & ((1 << bc) - 1), bits.view(np.float32)
-    order = int_order(node, col)
+        return (key >> 31) & ((1 << bn) - 1), key >> (31 + bn), bits.view(np.float32)
+    order = int_order(col, node)
     return node[order], col[order], val[order]
 
 
@@ -215,7 +216,7 @@ def _push_top(
     node, col, val = to_host(node), to_host(col), to_host(val)
     if not ordered:
         return node, col, val, info
-    return (*_by_node(node, col, val), info)
+    return (*_by_column(node, col, val), info)
 
 
 def _cut(xp, col, node, val, keep: int, b: int):

@@ -249,8 +249,9 @@ def join_component(ctx, hits: pl.DataFrame, column: str) -> pl.DataFrame:
     h = hits["query_idx"].to_numpy()
     lo = min(int(q[0]), int(h.min()))
     hb = (h - lo) // JOIN_QUERIES
-    order = int_order(hb)  # few blocks: a radix sort
-    hits, hb = hits[order], hb[order]
+    if len(hb) > 1 and bool((hb[1:] < hb[:-1]).any()):  # the solvers give them in query order
+        order = int_order(hb)  # few blocks: a radix sort
+        hits, hb = hits[order], hb[order]
     top = max(int(q[-1]), int(h.max())) - lo
     starts = lo + np.arange(0, top + 1, JOIN_QUERIES)
     cq = np.searchsorted(q, np.r_[starts, lo + top + 1])
@@ -323,8 +324,10 @@ def _merge_pairs(cand: pl.DataFrame, extra: pl.DataFrame, kc: np.ndarray, kh: np
     if not extra.width:
         return None
     distinct = lambda k: len(k) < 2 or bool((k[1:] != k[:-1]).all())  # noqa: E731
-    oc = None if len(kc) < 2 or (kc[1:] > kc[:-1]).all() else np.argsort(kc)
-    oh = np.argsort(kh)  # sorted needles: the binary searches walk the candidates in order
+    ordered = lambda k: len(k) < 2 or bool((k[1:] > k[:-1]).all())  # noqa: E731
+    oc = None if ordered(kc) else np.argsort(kc)
+    # sorted needles: the binary searches walk the candidates in order
+    oh = np.arange(len(kh)) if ordered(kh) else np.argsort(kh)
     sc, sh = (kc if oc is None else kc[oc]), kh[oh]
     if not (distinct(sc) and distinct(sh)):
         return None
