@@ -479,7 +479,8 @@ def test_entity_pairs_equal_a_count_by_hand(rows, max_df):
 
 def _ppr_with_dense_seeds(cand, nodes, queries, edges, p, h, qseeds):
     """The PPR diffusion as first written: a dense (units + hubs) × queries seed block, each column
-    scaled to sum 1, the dense PPR result, each column's `keep` best units, row-major nonzeros."""
+    scaled to sum 1, the dense PPR result, each column's `keep` best units, its nonzeros in
+    (query, node) order (the solvers' order)."""
     rows, qs = np.arange(nodes.height), np.arange(queries.height)
     adj, inhib = graph.adjacency(edges, nodes.height, rows)
     adj, inhib, cols = hubs.augment(adj, inhib, h, rows)
@@ -490,7 +491,8 @@ def _ppr_with_dense_seeds(cand, nodes, queries, edges, p, h, qseeds):
     e0 = (e0 / np.where(mass > 0, mass, 1.0)).astype(np.float32)
     out, _ = ppr_dense(adj, e0, damping=p.damping, max_iter=p.max_iter)
     r, c, g = diffuse._hits(out[: len(rows)], p.keep)
-    return pl.DataFrame({"query_idx": qs[c], "node_idx": rows[r], "graph": g})
+    hits = pl.DataFrame({"query_idx": qs[c], "node_idx": rows[r], "graph": g})
+    return hits.sort(["query_idx", "node_idx"])
 
 
 @pytest.mark.parametrize("keep", [0, 3])
