@@ -40,6 +40,16 @@ def call_target(spec: DictConfig | dict, where: str | None = None, **extra):
     return registry.call(spec, where, **extra)
 
 
+def host_column(name: str, values, valid=None) -> pl.Series:
+    """A Float64 column of ``values`` (numpy, or CuPy brought to the host in one transfer), null
+    where ``valid`` (the same namespace, or None: every value defined) is False."""
+    out = pl.Series(name, backend.to_host(values), dtype=pl.Float64)
+    if valid is None:
+        return out
+    ok = backend.to_host(valid)
+    return out if ok.all() else pl.select(pl.when(pl.Series(ok)).then(out)).to_series()
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (MiB; Linux reports ru_maxrss in KiB)."""
     import resource

@@ -72,9 +72,7 @@ def memmap_cached(
     """(read-only memmap of the texts' embeddings, number encoded): ``compute`` runs only when the
     ``.npy`` for this model and these texts is not in the cache yet; it is written atomically."""
     h = hashlib.sha256(model_id.encode())
-    npzcache.digest(
-        h, "text", texts
-    )  # the texts' exact bytes in order, as every corpus cache keys them
+    npzcache.digest(h, "text", texts)  # the texts' exact bytes in order, as every corpus cache
     path = Path(cache_dir) / "memmap" / f"{model_id.replace('/', '_')}-{h.hexdigest()[:20]}.npy"
     n = 0
     if not path.is_file():

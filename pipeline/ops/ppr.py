@@ -107,8 +107,9 @@ def ppr(adj, personalization, *, damping: float = 0.5, max_iter: int = 100, tol:
 def ppr_top(adj, personalization, rows: int, keep: int, *, damping=0.5, max_iter=100, tol=1e-8):
     """:func:`ppr`'s positive scores of the first ``rows`` nodes, each column cut to its ``keep``
     largest (ties: lower node first; 0 keeps all), as host (node, column, score) sorted by (column,
-    node), the order the component join merges in: the entries ``nonzero`` finds in ``topk_abs_mask`` of the dense result, without
-    the dense (N, B) result. Each score is the dense result's, bit for bit."""
+    node), the order the component join merges in: the entries ``nonzero`` finds in
+    ``topk_abs_mask`` of the dense result (taken column by column), without the dense (N, B)
+    result. Each score is the dense result's, bit for bit."""
     xp, parts, scale, _shape, info = _solve_parts(adj, personalization, damping, max_iter, tol)
     node, col, val = [], [], []
     for r, c, y in parts:

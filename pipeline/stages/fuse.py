@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 
 from pipeline import backend
 from pipeline.backend import fallback
+from pipeline.common import host_column
 from pipeline.errors import ConfigError, require_one_of
 from pipeline.ops import fusion
 from pipeline.ops.topk import int_order
@@ -82,12 +83,7 @@ class _Arrays:
 
 def _fused(cand: pl.DataFrame, fused, valid=None) -> pl.DataFrame:
     """``cand`` with the host column ``fused`` (Float64; null where ``valid`` is False)."""
-    out = pl.Series("fused", backend.to_host(fused), dtype=pl.Float64)
-    if valid is not None:
-        ok = backend.to_host(valid)
-        if not ok.all():
-            out = pl.select(pl.when(pl.Series(ok)).then(out)).to_series()
-    return cand.with_columns(out)
+    return cand.with_columns(host_column("fused", fused, valid))
 
 
 def _empty(cand: pl.DataFrame) -> pl.DataFrame:

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from pipeline import backend
+from pipeline.common import host_column
 from pipeline.errors import ConfigError
 from pipeline.ops import scoring, speakers
 from pipeline.stage import Stage
@@ -249,11 +250,9 @@ class Scored:
         """The host ``score`` column (Float64, nulls where not valid) of all rows or of ``rows``
         (indices in the score's own namespace): one transfer of just those values."""
         take = (lambda a: a) if rows is None else (lambda a: a[rows])  # noqa: E731
-        out = pl.Series("score", backend.to_host(take(self.score)), dtype=pl.Float64)
-        if self.valid is None:
-            return out
-        ok = backend.to_host(take(self.valid))
-        return out if ok.all() else pl.select(pl.when(pl.Series(ok)).then(out)).to_series()
+        return host_column(
+            "score", take(self.score), None if self.valid is None else take(self.valid)
+        )
 
 
 def compute(cand: pl.DataFrame, terms: dict, factors: list[str], normalize: bool) -> pl.DataFrame:

@@ -18,6 +18,7 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
+from pipeline import backend
 from pipeline.channels import dense
 from pipeline.errors import ConfigError, require_one_of
 from pipeline.ops import scoring
@@ -170,8 +171,6 @@ def scored_rows(cand: pl.DataFrame, scored, k: int, p: SelectParams) -> pl.DataF
     score of the rows that can reach the selection: the head is cut on the device
     (``ops.scoring.head``) and only its rows' indices and scores come back; every row when the
     head cannot be cut (:func:`_head`'s conditions)."""
-    from pipeline import backend
-
     keep = None
     if (
         cand.height
