@@ -36,6 +36,7 @@ NOT_RECIPE = (
     "inject",
     "analyze",
     "namespace",
+    "serve",
 )
 
 

@@ -140,13 +140,17 @@ def compute_missing(
     return keyed.select(*rows.columns, *KEY_COLUMNS, "text"), seconds
 
 
+def keys_log(cfg: DictConfig, ds: Dataset) -> pl.DataFrame | None:
+    """The injection log a scope version covers (read by the collab channel and the CF boosts),
+    else None."""
+    uses = "collab" in cfg.channels or cfg.inject.get("beta_item") or cfg.inject.get("beta_user")
+    return ds.use_log() if uses else None
+
+
 def entry_keys(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame):
     """One row per query: query_id, scope, scope_version, recipe (``cachekeys.query_keys``), its
     text and text key (``pipeline.serve.keys.query_key``)."""
-    uses_log = (
-        "collab" in cfg.channels or cfg.inject.get("beta_item") or cfg.inject.get("beta_user")
-    )
-    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges, ds.use_log() if uses_log else None)
+    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges, keys_log(cfg, ds))
     fields = [c for c in queries.columns if c in serve_keys.RESULT_FIELDS]
     rows = queries.select("text", *fields).to_dicts()
     text_keys = [serve_keys.query_key(r["text"], r) for r in rows]

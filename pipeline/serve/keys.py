@@ -46,7 +46,7 @@ from pipeline.cachekeys import recipe_hash, scope_id, scope_of
 from pipeline.errors import ConfigError
 from pipeline.schema import SCENE_QUERY_COLUMNS
 
-__all__ = ["normalise", "text_key", "query_key", "scope_id", "scope_of", "namespace"]
+__all__ = ["normalise", "text_key", "query_key", "scope_id", "scope_of", "scope_tuple", "namespace"]
 
 RESULT_FIELDS = (
     "context",
@@ -114,3 +114,22 @@ def namespace(cfg: DictConfig, dataset_name: str) -> str:
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset_name).strip("._-")[:48] or "data"
     return f"{slug}-{digest[:12]}"
+
+
+def scope_tuple(scope) -> tuple[str, ...] | None:
+    """A request's scope as ``cachekeys.scope_of`` has it: None (the whole corpus), a doc_scope
+    string, or a list of them. A ConfigError for anything else, an empty or control character
+    entry, an absolute path or a ``.``/``..`` segment."""
+    if scope is None:
+        return None
+    items = [scope] if isinstance(scope, str) else scope
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ConfigError(f"scope={scope!r}: give a doc_scope string or a non-empty list of them")
+    for s in items:
+        if not isinstance(s, str) or not s or len(s) > 1024:
+            raise ConfigError(f"scope entry {s!r}: give a non-empty string (at most 1024 chars)")
+        if any(ord(c) < 32 for c in s) or s.startswith("/") or "\\" in s:
+            raise ConfigError(f"scope entry {s!r}: no control characters, '\\' or leading '/'")
+        if any(part in (".", "..") for part in s.split("/")):
+            raise ConfigError(f"scope entry {s!r}: '.' and '..' segments are not allowed")
+    return scope_of(list(items))
