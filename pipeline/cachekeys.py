@@ -47,12 +47,15 @@ def _sha(*chunks: bytes) -> str:
     return h.hexdigest()[:16]
 
 
-def recipe_hash(cfg: DictConfig) -> str:
-    """Hash of the resolved config less the keys that do not change recall (NOT_RECIPE, signals.path), with versions."""
+def recipe_hash(cfg: DictConfig, versions: bool = True) -> str:
+    """Hash of the resolved config less the keys that do not change recall (NOT_RECIPE,
+    signals.path), with the code and polars versions (``versions=False``: the settings alone, what
+    names a cache namespace across code upgrades)."""
     conf = OmegaConf.to_container(cfg, resolve=True)
     conf = {k: v for k, v in conf.items() if k not in NOT_RECIPE}
     conf["signals"] = {k: v for k, v in conf.get("signals", {}).items() if k != "path"}
-    conf["_versions"] = [version.code_version(), pl.__version__]
+    if versions:
+        conf["_versions"] = [version.code_version(), pl.__version__]
     return _sha(json.dumps(conf, sort_keys=True, default=str).encode())
 
 

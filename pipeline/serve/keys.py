@@ -29,8 +29,9 @@ was built against is stored with it (``recall serve`` treats a different version
   and, for the collab channel, the team's log rows).
 
 A **namespace** (:func:`namespace`) is ``<dataset name>-<12 hex>``: the hex digits hash the dataset
-identity (its name and its resolved ``data`` config: adapter, path, options) and the recipe; the
-``namespace=`` option overrides it. One ``cache_dir`` holds any number of namespaces side by side.
+identity (its name and its resolved ``data`` config: adapter, path, options) and the recipe's
+settings (``recipe_hash(cfg, versions=False)``: a code upgrade keeps the namespace, and its entries
+miss by their recipe key); the ``namespace=`` option overrides it. One ``cache_dir`` holds any number of namespaces side by side.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def namespace(cfg: DictConfig, dataset_name: str) -> str:
                 "starting with a letter or digit"
             )
         return str(given)
-    ident = {**dataset_identity(cfg, dataset_name), "recipe": recipe_hash(cfg)}
+    ident = {**dataset_identity(cfg, dataset_name), "recipe": recipe_hash(cfg, versions=False)}
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset_name).strip("._-")[:48] or "data"
     return f"{slug}-{digest[:12]}"

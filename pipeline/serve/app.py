@@ -1,0 +1,102 @@
+"""The HTTP routes of ``recall serve`` (Starlette): ``GET /health`` and ``POST /recall``.
+
+``POST /recall`` takes ``{"text": str, "scope"?: str | [str], "k"?: int > 0, "format"?: "rows" |
+"reme" | "oks" | "bme"}`` and answers ``{"rows": [...], "injection": str | null, "cache": "hit" |
+"miss", "scope_version": str}`` (``Service.recall``). A bad request gets a 4xx and one line of
+JSON, ``{"error": "..."}``: invalid JSON or fields 400, an unknown scope 404, a body over
+:data:`MAX_BODY` bytes 413; never a 500. ``build_app(service)`` returns the app; more routes can
+be added to ``app.router`` (``read_json`` and ``error`` are for them too).
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pipeline.errors import UserError
+from pipeline.serve.service import BadRequest
+
+MAX_BODY = 1 << 20  # 1 MiB: a query text is far shorter
+FIELDS = ("text", "scope", "k", "format")
+
+
+class JSON(Response):
+    """Compact JSON (non-ASCII kept as is)."""
+
+    media_type = "application/json"
+
+    def render(self, content) -> bytes:
+        """The body bytes."""
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def error(status: int, message: str) -> JSON:
+    """A one-line JSON error response."""
+    return JSON({"error": " ".join(str(message).split())}, status_code=status)
+
+
+async def read_json(request: Request, max_body: int = MAX_BODY) -> dict:
+    """The request's JSON object; a BadRequest (400, or 413 over ``max_body`` bytes)."""
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > max_body):
+        raise BadRequest(f"request body over {max_body} bytes; send a shorter body", 413)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_body:
+            raise BadRequest(f"request body over {max_body} bytes; send a shorter body", 413)
+    try:
+        got = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"invalid JSON body ({exc}); send a JSON object") from None
+    if not isinstance(got, dict):
+        raise BadRequest("the body must be a JSON object with a 'text' field")
+    return got
+
+
+async def recall(request: Request) -> Response:
+    """``POST /recall``: a hit is answered on the event loop, a miss in a worker thread."""
+    service = request.app.state.service
+    try:
+        req = await read_json(request)
+        unknown = sorted(set(req) - set(FIELDS))
+        if unknown:
+            raise BadRequest(f"unknown field(s) {unknown}; fields are {list(FIELDS)}")
+        args = {"text": req.get("text"), "scope": req.get("scope"), "k": req.get("k")}
+        args["format"] = req.get("format", "rows")
+        out = service.recall(**args, compute=False)
+        if out is None:
+            out = await run_in_threadpool(service.recall, **args)
+    except BadRequest as exc:
+        return error(exc.status, str(exc))
+    except UserError as exc:
+        return error(400, str(exc))
+    return JSON(out)
+
+
+async def health(request: Request) -> Response:
+    """``GET /health``: the service's status."""
+    return JSON(await run_in_threadpool(request.app.state.service.health))
+
+
+async def _http_error(request: Request, exc: HTTPException) -> Response:
+    return error(exc.status_code, exc.detail)
+
+
+def build_app(service) -> Starlette:
+    """The Starlette app serving ``service`` (a ``pipeline.serve.Service``)."""
+    app = Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/recall", recall, methods=["POST"]),
+        ],
+        exception_handlers={HTTPException: _http_error},
+    )
+    app.state.service = service
+    return app
