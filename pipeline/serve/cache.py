@@ -88,9 +88,12 @@ class RecallCache:
         self._refresh()
         return len(self._live[1])
 
-    def get(self, text: str, scope=None) -> dict | None:
-        """The entry of ``text`` in ``scope`` (None, a doc_scope string or a list of them), or None."""
-        return self.get_key(keys.scope_id(keys.scope_tuple(scope)), keys.text_key(text))
+    def get(self, text: str, scope=None, fields: dict | None = None) -> dict | None:
+        """The entry of ``text`` in ``scope`` (None, a doc_scope string or a list of them), or
+        None; ``fields``: the query's other columns (context, viewer, now, …) when it has any
+        (``keys.query_key``)."""
+        key = keys.query_key(text, fields) if fields else keys.text_key(text)
+        return self.get_key(keys.scope_id(keys.scope_tuple(scope)), key)
 
     def get_key(self, scope_id: str, text_key: str) -> dict | None:
         """The entry under (scope id, text key) in the live generation, or None."""
