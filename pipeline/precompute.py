@@ -22,7 +22,7 @@ sha256 the manifest records (else it reads the keys back from the partitions): k
 previous generation's file.
 
 With ``signals.enabled`` it also writes the memory-curve tiers of every scope under
-``<cache_dir>/tiers/`` (``pipeline.precompute_tiers``) and their counts per scope id in this
+``<cache_dir>/tiers/<namespace>/`` (``pipeline.precompute_tiers``) and their counts per scope id in this
 manifest (``tiers``, ``tiers_rewritten``).
 
 A query with no recall keeps one row with a null ``rank`` (still a cache hit). With
@@ -189,7 +189,7 @@ def _build(cfg: DictConfig, ds: Dataset, namespace: str, ns_dir: Path) -> dict:
     inj = precompute_write.injection_blocks(cfg, ds, nodes, queries, old, hit, new)
     changed = precompute_write.write_partitions(tmp, old, keys, hit, new, cached, inj)
     precompute_write.write_key_index(tmp, keys)
-    summary = _summary(cfg, ds, nodes, queries, keys, changed, hit, miss)
+    summary = _summary(cfg, ds, nodes, queries, keys, changed, hit, miss, namespace)
     summary |= {"namespace": namespace, "generation": name, "root": str(ns_dir / name)}
     summary["timings_s"] = {
         "keys": round(t_keys, 4),
@@ -202,7 +202,7 @@ def _build(cfg: DictConfig, ds: Dataset, namespace: str, ns_dir: Path) -> dict:
     return summary
 
 
-def _summary(cfg, ds, nodes, queries, keys, changed: dict, hit, miss) -> dict:
+def _summary(cfg, ds, nodes, queries, keys, changed: dict, hit, miss, namespace: str) -> dict:
     """The manifest's body: hits, misses, recipe, partitions (with their files' bytes and sha256),
     rewritten/removed scope ids, tiers."""
     per_scope = keys.group_by("scope", maintain_order=True).agg(
@@ -220,7 +220,12 @@ def _summary(cfg, ds, nodes, queries, keys, changed: dict, hit, miss) -> dict:
     for scope in dict.fromkeys(cachekeys.scope_of(s) for s in scopes):
         parts[cachekeys.scope_id(scope)]["doc_scope"] = scope
     tiers = precompute_tiers.manifest_entries(  # before the recall manifest, written last
-        cfg, nodes, ds.edges, [cachekeys.scope_of(s) for s in scopes], querypath.config_now(cfg)
+        cfg,
+        nodes,
+        ds.edges,
+        [cachekeys.scope_of(s) for s in scopes],
+        querypath.config_now(cfg),
+        namespace,
     )
     return {
         "hits": hit.height,
