@@ -11,6 +11,7 @@ be added to ``app.router`` (``read_json`` and ``error`` are for them too).
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -26,6 +27,11 @@ MAX_BODY = 1 << 20  # 1 MiB: a query text is far shorter
 FIELDS = ("text", "scope", "k", "format")
 
 
+def dumps(obj) -> bytes:
+    """Compact JSON bytes (non-ASCII kept as is)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 class JSON(Response):
     """Compact JSON (non-ASCII kept as is)."""
 
@@ -33,7 +39,34 @@ class JSON(Response):
 
     def render(self, content) -> bytes:
         """The body bytes."""
-        return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return dumps(content)
+
+
+class Encoded:
+    """The JSON bytes of the rows lists and injection texts last answered, by object identity (a
+    cached entry's lists are shared by every hit): a hit is encoded once, then copied. Each value
+    keeps a reference to its object, so an id is never reused while it is cached."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size, self._by_id = size, OrderedDict()
+
+    def __call__(self, obj) -> bytes:
+        """``dumps(obj)``, from the cache when ``obj`` was encoded before."""
+        got = self._by_id.get(id(obj))
+        if got is not None and got[0] is obj:
+            return got[1]
+        data = dumps(obj)
+        self._by_id[id(obj)] = (obj, data)
+        if len(self._by_id) > self.size:
+            self._by_id.popitem(last=False)
+        return data
+
+    def body(self, out: dict) -> Response:
+        """The response of a ``Service.recall`` body."""
+        parts = [b'{"rows":', self(out["rows"]), b',"injection":', self(out["injection"])]
+        parts += [b',"cache":', dumps(out["cache"]), b',"scope_version":']
+        parts += [dumps(out["scope_version"]), b"}"]
+        return Response(b"".join(parts), media_type="application/json")
 
 
 def error(status: int, message: str) -> JSON:
@@ -77,7 +110,7 @@ async def recall(request: Request) -> Response:
         return error(exc.status, str(exc))
     except UserError as exc:
         return error(400, str(exc))
-    return JSON(out)
+    return request.app.state.encoded.body(out)
 
 
 async def health(request: Request) -> Response:
@@ -99,4 +132,5 @@ def build_app(service) -> Starlette:
         exception_handlers={HTTPException: _http_error},
     )
     app.state.service = service
+    app.state.encoded = Encoded()
     return app
