@@ -126,3 +126,27 @@ def test_two_precomputes_into_one_namespace_are_serialised_by_its_lock(store):
     assert lasts == ["cache: 4 hits, 4 misses", "cache: 8 hits, 0 misses"]
     assert layout.current(ns_dir) == "g-000005"
     assert sorted(p.name for p in ns_dir.iterdir()) == ["CURRENT", "LOCK", "g-000004", "g-000005"]
+
+
+def test_a_store_caught_mid_write_is_a_503_never_the_old_answer(store, tmp_path):
+    from pipeline.serve.service import BadRequest
+
+    data, cfg = store
+    precompute.precompute(cfg)
+    service = Service(cfg)
+    q = _queries(data)[0]
+    try:
+        assert service.recall(q["text"], _scope(q))["cache"] == "hit"
+        good = (data / "nodes.parquet").read_bytes()
+        (data / "nodes.parquet").write_bytes(good[: len(good) // 2])  # half written
+        for _ in range(2):  # every request until the store reads again: 503, not stale rows
+            with pytest.raises(BadRequest) as err:
+                service.recall(q["text"], _scope(q))
+            assert err.value.status == 503
+        make_data(data, changed="c1-00")
+        ref, _inj = reference(cfg, tmp_path, "after-write")
+        got = service.recall(q["text"], _scope(q))
+        assert got["cache"] == "miss"  # q-c1-0: its scope c1 holds the edited note
+        same_bits(got["rows"], rows_of(ref, q["query_id"]))
+    finally:
+        service.close()

@@ -4,7 +4,8 @@
 "reme" | "oks" | "bme"}`` and answers ``{"rows": [...], "injection": str | null, "cache": "hit" |
 "miss", "scope_version": str}`` (``Service.recall``). A bad request gets a 4xx and one line of
 JSON, ``{"error": "..."}``: invalid JSON or fields 400, an unknown scope 404, a body over
-:data:`MAX_BODY` bytes 413; never a 500. ``build_app(service)`` returns the app; more routes can
+:data:`MAX_BODY` bytes 413, a store caught mid-write 503; never a 500 (that is kept for bugs, as
+one line of JSON too). ``build_app(service)`` returns the app; more routes can
 be added to ``app.router`` (``read_json`` and ``error`` are for them too).
 """
 
@@ -122,6 +123,10 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
     return error(exc.status_code, exc.detail)
 
 
+async def _internal(request: Request, exc: Exception) -> Response:
+    return error(500, f"internal error ({type(exc).__name__}); see the server log")
+
+
 def build_app(service) -> Starlette:
     """The Starlette app serving ``service`` (a ``pipeline.serve.Service``)."""
     app = Starlette(
@@ -129,7 +134,7 @@ def build_app(service) -> Starlette:
             Route("/health", health, methods=["GET"]),
             Route("/recall", recall, methods=["POST"]),
         ],
-        exception_handlers={HTTPException: _http_error},
+        exception_handlers={HTTPException: _http_error, Exception: _internal},
     )
     app.state.service = service
     app.state.encoded = Encoded()

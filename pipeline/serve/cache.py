@@ -101,19 +101,28 @@ class RecallCache:
         return self._live[1].get((scope_id, text_key))
 
     def _refresh(self) -> None:
-        now = time.monotonic()
-        if now - self._checked < self.check_interval:
+        """Re-read ``CURRENT`` when ``check_interval`` has passed; while one thread loads a new
+        generation the others keep answering from the one held (the first load is waited for)."""
+        if time.monotonic() - self._checked < self.check_interval:
             return
-        with self._lock:
-            ns = self.namespace
-            ns_dir = layout.namespace_dir(self.cache_dir, ns) if ns else None
-            for _ in range(RETRIES):  # the generation read may be pruned by a newer build
-                gen = layout.current(ns_dir) if ns_dir else None
-                if gen == self._live[0]:
-                    break
-                try:
-                    self._live = (gen, load_generation(ns_dir / gen, ns))
-                    break
-                except FileNotFoundError:
-                    continue
-            self._checked = time.monotonic()
+        if not self._lock.acquire(blocking=self._checked == -float("inf")):
+            return
+        try:
+            self._load_current()
+        finally:
+            self._lock.release()
+
+    def _load_current(self) -> None:
+        """Swap in the generation ``CURRENT`` names, if it is not the one held."""
+        ns = self.namespace
+        ns_dir = layout.namespace_dir(self.cache_dir, ns) if ns else None
+        for _ in range(RETRIES):  # the generation read may be pruned by a newer build
+            gen = layout.current(ns_dir) if ns_dir else None
+            if gen == self._live[0]:
+                break
+            try:
+                self._live = (gen, load_generation(ns_dir / gen, ns))
+                break
+            except FileNotFoundError:
+                continue
+        self._checked = time.monotonic()

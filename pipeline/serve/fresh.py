@@ -58,6 +58,10 @@ class DataWatch:
             self._checked = time.monotonic()
             return now if now != self._seen else None
 
+    def recheck(self) -> None:
+        """Make the next :meth:`changed` look at the files whatever the interval."""
+        self._checked = -float("inf")
+
     def mark(self, digest: str) -> None:
         """Record ``digest`` as the state the service has loaded."""
         self._seen = digest

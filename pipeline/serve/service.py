@@ -100,7 +100,13 @@ class Service:
         with self._lock:
             digest = self.watch.changed()
             if digest is not None:
-                self.state = self._load(digest)
+                try:
+                    self.state = self._load(digest)
+                except UserError as exc:  # caught mid-write: the next request reads it again
+                    self.watch.recheck()
+                    raise BadRequest(
+                        f"the store changed and cannot be read yet ({exc})", 503
+                    ) from None
                 self.watch.mark(digest)
                 self.counts["reloads"] += 1
             return self.state
