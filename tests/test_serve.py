@@ -160,3 +160,22 @@ def test_two_datasets_share_one_cache_dir_side_by_side(sample, tmp_path):
     assert RecallCache(cfg.cache_dir, res["namespace"]).get(q["text"], q["doc_scope"]) is None
     with pytest.raises(Exception, match="several namespaces"):
         RecallCache(cfg.cache_dir).get("x")
+
+
+def test_another_format_on_demand_equals_a_run_with_that_inject_format(sample):
+    """The recipe injects ReMe blocks; asking a hit for ``format=bme`` renders BME's block from the
+    entry's rows, which equals the block a run with ``inject.format=bme`` writes for that query."""
+    cfg, _res, _recall, _inj, tmp = sample
+    bme_cfg = OmegaConf.merge(cfg, {"inject": {"format": "bme"}})
+    _ref, ref_inj = reference(bme_cfg, tmp, "bme-reference")
+    queries = call_target(cfg.data).queries.filter(
+        pl.col("context").list.len().fill_null(0).eq(0) & pl.col("viewer").is_null()
+    )
+    service = Service(cfg)
+    try:
+        for qid, text in zip(queries["query_id"], queries["text"], strict=True):
+            got = service.recall(text, format="bme")
+            want = ref_inj.filter(pl.col("query_id") == qid)["text"].to_list()
+            assert got["cache"] == "hit" and got["injection"] == (want[0] if want else None), qid
+    finally:
+        service.close()
