@@ -10,7 +10,7 @@ In a generation (hive-partitioned Parquet, e.g.
 
     scope=<scope id>/data.parquet   one row per (query, rank): query_id, text, the key columns
                                     (text_key, scope_version, recipe), injection, the recall row
-    _keys.arrow                     every entry's key (read on the next run instead of the partitions)
+    _keys.arrow                     every entry's key (the next run reads it, not the partitions)
     _manifest.json                  recipe, partitions (queries, bytes, sha256), hits/misses, tier
                                     counts (written last)
 
@@ -22,8 +22,8 @@ sha256 the manifest records (else it reads the keys back from the partitions): k
 previous generation's file.
 
 With ``signals.enabled`` it also writes the memory-curve tiers of every scope under
-``<cache_dir>/tiers/<namespace>/`` (``pipeline.precompute_tiers``) and their counts per scope id in this
-manifest (``tiers``, ``tiers_rewritten``).
+``<cache_dir>/tiers/<namespace>/`` (``pipeline.precompute_tiers``) and their counts per scope id
+in this manifest (``tiers``, ``tiers_rewritten``).
 
 A query with no recall keeps one row with a null ``rank`` (still a cache hit). With
 ``inject.format`` set, ``injection`` holds the query's injection block (the text of a run's

@@ -131,7 +131,7 @@ def test_misses_equal_a_fresh_run_of_their_texts_and_are_micro_batched(sample):
         again = service.recall(*TEXTS[0])
         assert again["cache"] == "hit" and again["rows"] == got[0]["rows"]  # kept in memory
         oks = service.recall(TEXTS[0][0], format="oks")["injection"]
-        assert oks.splitlines()[0] == "## 相关记忆"  # the OKS hook's section, rendered on demand
+        assert oks.splitlines()[0] == "## 相关记忆"  # OKS's hook section, rendered on demand
     finally:
         service.close()
 

@@ -2,9 +2,10 @@
 
 ``recall serve <run overrides> cache_dir=D [host=127.0.0.1 port=8765]`` loads a ``Service`` and
 runs the HTTP app (``pipeline.serve.app``) on uvicorn; ``host``/``port`` are ``serve.host`` and
-``serve.port`` (loopback unless told). ``recall lookup <run overrides> cache_dir=D text=... [scope=...]``
-prints the cached entry of that text as one line of JSON (no server, nothing computed; exit 1 and
-``{"error": ...}`` on stderr when there is none). ``text=`` and ``scope=`` are taken verbatim (any
+``serve.port`` (loopback unless told).
+``recall lookup <run overrides> cache_dir=D text=... [scope=...]`` prints the cached entry of
+that text as one line of JSON (no server, nothing computed; exit 1 and ``{"error": ...}`` on
+stderr when there is none). ``text=`` and ``scope=`` are taken verbatim (any
 characters); ``scope`` may be given more than once for a list.
 """
 

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 
 def data_paths(cfg: DictConfig) -> list[Path]:
-    """Every existing file or folder that a value of the ``data`` config names (path, queries, …)."""
+    """Every existing file or folder a value of the ``data`` config names (path, queries, …)."""
     conf = OmegaConf.to_container(cfg.data, resolve=True)
     found = []
     for v in conf.values():

@@ -3,13 +3,15 @@
 An entry of the recall cache is found by **(scope id, text key, recipe)**; the scope version it
 was built against is stored with it (``recall serve`` treats a different version as a miss).
 
-- **normalised text** (:func:`normalise`): the query text with every CRLF (``\\r\\n``) and then every
-  lone CR (``\\r``) replaced by LF (``\\n``), then leading and trailing whitespace stripped (Python's
-  ``str.strip()``: Unicode whitespace). Nothing else changes (case, inner spaces, Unicode form).
+- **normalised text** (:func:`normalise`): the query text with every CRLF (``\\r\\n``) and then
+  every lone CR (``\\r``) replaced by LF (``\\n``), then leading and trailing whitespace stripped
+  (Python's ``str.strip()``: Unicode whitespace). Nothing else changes (case, inner spaces,
+  Unicode form).
 - **text key** (:func:`text_key`): ``sha256(normalised.encode("utf-8")).hexdigest()``, 64 lowercase
   hex digits. This is the key of every plain query (text and scope only). In Python::
 
-      hashlib.sha256(text.replace("\\r\\n", "\\n").replace("\\r", "\\n").strip().encode()).hexdigest()
+      norm = text.replace("\\r\\n", "\\n").replace("\\r", "\\n").strip()
+      hashlib.sha256(norm.encode("utf-8")).hexdigest()
 
 - **query fields** (:func:`query_key`): a query row that also carries a field that changes its
   recall (:data:`RESULT_FIELDS`: ``context``, ``viewer``, ``now``, ``query_rewrite``, BME's scene
@@ -18,8 +20,8 @@ was built against is stored with it (``recall serve`` treats a different version
   is ``json.dumps({name: value}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` of
   those non-null fields, timestamps as ISO 8601 in UTC (``2026-01-02T03:04:05+00:00``, microseconds
   only when non-zero). ``query_id``, ``doc_scope`` (it is the scope) and ``group`` (it orders the
-  OKS injection history, never the rows) are not part of it; other columns (``category``, …) change
-  nothing and are ignored.
+  OKS injection history, never the rows) are not part of it; other columns (``category``, …)
+  change nothing and are ignored.
 - **scope id** (:func:`scope_id`): ``all`` for a query without ``doc_scope``; else the first 12 hex
   digits of ``sha256(json.dumps(sorted(set(doc_scope))).encode())`` (``json.dumps`` defaults:
   ``", "`` between items, ASCII escapes), e.g. doc_scope ``["c1"]`` → ``sha256(b'["c1"]')[:12]``.
@@ -31,7 +33,8 @@ was built against is stored with it (``recall serve`` treats a different version
 A **namespace** (:func:`namespace`) is ``<dataset name>-<12 hex>``: the hex digits hash the dataset
 identity (its name and its resolved ``data`` config: adapter, path, options) and the recipe's
 settings (``recipe_hash(cfg, versions=False)``: a code upgrade keeps the namespace, and its entries
-miss by their recipe key); the ``namespace=`` option overrides it. One ``cache_dir`` holds any number of namespaces side by side.
+miss by their recipe key); the ``namespace=`` option overrides it. One ``cache_dir`` holds any
+number of namespaces side by side.
 """
 
 from __future__ import annotations

@@ -8,13 +8,14 @@
         g-000007/               one finished build (never changed once published)
             scope=<scope id>/data.parquet   entries of one scope: key columns, text, injection, rows
             _keys.arrow                     every entry's key (what the next build compares)
-            _manifest.json                  recipe, partitions (bytes and sha256), hits/misses (last)
+            _manifest.json                  recipe, partitions (bytes, sha256), hits (last)
 
 A precompute takes ``LOCK`` (a second one waits), builds ``g-<n+1>.tmp-<pid>`` beside the live
 generation (a partition whose entries did not change is a hard link to the live one's file),
 renames it to ``g-<n+1>`` and then replaces ``CURRENT``: a reader sees the old build or the new
 one, never half of one nor a mix. The two newest generations are kept (a reader still loading
-the previous one finishes); older ones and unfinished ``*.tmp-*`` folders are removed under the lock.
+the previous one finishes); older ones and unfinished ``*.tmp-*`` folders are removed under the
+lock.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ on a miss, by the batch's query path.
 
 - A **hit** (an entry under the request's scope id and text key whose scope version is the scope's
   version in the loaded data) is read, never recomputed.
-- A **miss** runs ``precompute.recall_rows`` (``querypath.recall_queries``, the path of ``recall run``
-  and ``recall precompute``) on the request's text and scope, so its rows equal those of a run of
-  that text. Misses that arrive together are micro-batched (``pipeline.serve.batcher``: up to
+- A **miss** runs ``precompute.recall_rows`` (``querypath.recall_queries``, the path of
+  ``recall run`` and ``recall precompute``) on the request's text and scope, so its rows equal
+  those of a run of that text. Misses that arrive together are micro-batched (``pipeline.serve.batcher``: up to
   ``serve.max_batch`` collected for ``serve.batch_window_ms``); a query's result does not depend
   on its batch (sealed scopes). A computed entry is kept in memory for this scope version
   (``serve.memory_entries`` of them, then the oldest go), so asking again is a hit; the disk cache
