@@ -5,9 +5,9 @@ on a miss, by the batch's query path.
   version in the loaded data) is read, never recomputed.
 - A **miss** runs ``precompute.recall_rows`` (``querypath.recall_queries``, the path of
   ``recall run`` and ``recall precompute``) on the request's text and scope, so its rows equal
-  those of a run of that text. Misses that arrive together are micro-batched (``pipeline.serve.batcher``: up to
-  ``serve.max_batch`` collected for ``serve.batch_window_ms``); a query's result does not depend
-  on its batch (sealed scopes). A computed entry is kept in memory for this scope version
+  those of a run of that text. Misses that arrive together are micro-batched
+  (``pipeline.serve.batcher``: up to ``serve.max_batch`` collected for ``serve.batch_window_ms``);
+  a query's result does not depend on its batch (sealed scopes). A computed entry is kept in memory for this scope version
   (``serve.memory_entries`` of them, then the oldest go), so asking again is a hit; the disk cache
   is only written by ``recall precompute``.
 - **Freshness**: at most every ``serve.check_interval`` seconds (0: every request) the size and
