@@ -7,9 +7,9 @@ on a miss, by the batch's query path.
   ``recall run`` and ``recall precompute``) on the request's text and scope, so its rows equal
   those of a run of that text. Misses that arrive together are micro-batched
   (``pipeline.serve.batcher``: up to ``serve.max_batch`` collected for ``serve.batch_window_ms``);
-  a query's result does not depend on its batch (sealed scopes). A computed entry is kept in memory for this scope version
-  (``serve.memory_entries`` of them, then the oldest go), so asking again is a hit; the disk cache
-  is only written by ``recall precompute``.
+  a query's result does not depend on its batch (sealed scopes). A computed entry is kept in
+  memory for this scope version (``serve.memory_entries`` of them, then the oldest go), so asking
+  again is a hit; the disk cache is only written by ``recall precompute``.
 - **Freshness**: at most every ``serve.check_interval`` seconds (0: every request) the size and
   mtime of every file under the ``data`` paths are digested (``pipeline.serve.fresh``); a change
   reloads the dataset before the request is answered, and entries built against another scope
