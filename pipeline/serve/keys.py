@@ -31,9 +31,10 @@ was built against is stored with it (``recall serve`` treats a different version
   and, for the collab channel, the team's log rows).
 
 A **namespace** (:func:`namespace`) is ``<dataset name>-<12 hex>``: the hex digits hash the dataset
-identity (its name and its resolved ``data`` config: adapter, path, options) and the recipe's
+identity (its name and its resolved ``data`` config: adapter, path, options), the recipe's
 settings (``recipe_hash(cfg, versions=False)``: a code upgrade keeps the namespace, and its entries
-miss by their recipe key); the ``namespace=`` option overrides it. One ``cache_dir`` holds any
+miss by their recipe key) and the ``inject`` settings (the blocks it stores); the ``namespace=``
+option overrides it. One ``cache_dir`` holds any
 number of namespaces side by side.
 """
 
@@ -115,6 +116,7 @@ def namespace(cfg: DictConfig, dataset_name: str) -> str:
             )
         return str(given)
     ident = {**dataset_identity(cfg, dataset_name), "recipe": recipe_hash(cfg, versions=False)}
+    ident["inject"] = OmegaConf.to_container(cfg.inject, resolve=True)  # what the blocks hold
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset_name).strip("._-")[:48] or "data"
     return f"{slug}-{digest[:12]}"
