@@ -130,6 +130,11 @@ def test_misses_equal_a_fresh_run_of_their_texts_and_are_micro_batched(sample):
             assert got[i]["injection"] == (block[0] if block else None)
         again = service.recall(*TEXTS[0])
         assert again["cache"] == "hit" and again["rows"] == got[0]["rows"]  # kept in memory
+        assert service.prefetch(*TEXTS[0]) is None  # nothing to do for a hit
+        ahead = service.prefetch("the next turn: who approves a new PII source?")
+        entry = ahead.result(timeout=60)
+        nxt = service.recall("the next turn: who approves a new PII source?")
+        assert nxt["cache"] == "hit" and nxt["rows"] == entry["rows"] and entry["rows"]
         oks = service.recall(TEXTS[0][0], format="oks")["injection"]
         assert oks.splitlines()[0] == "## 相关记忆"  # OKS's hook section, rendered on demand
     finally:

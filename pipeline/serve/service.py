@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -123,18 +124,23 @@ class Service:
             state.versions[scope] = got["scope_version"][0]
         return state.versions[scope]
 
+    def lookup(self, state: Loaded, text: str, scope: tuple | None) -> dict | None:
+        """The entry of ``text`` in ``scope`` that is fresh in ``state``: the disk cache's when
+        its scope version and recipe match, else one computed in memory; None (a miss)."""
+        version = self.version(state, scope)
+        sid, tk = keys.scope_id(scope), keys.text_key(text)
+        entry = self.cache.get_key(sid, tk)
+        if entry is None or entry["scope_version"] != version or entry["recipe"] != self.recipe:
+            entry = state.computed.get((sid, tk))
+        return entry
+
     def recall(self, text: str, scope=None, k: int | None = None, format: str = "rows", *,
                compute: bool = True) -> dict | None:  # fmt: skip
         """The response body {rows, injection, cache, scope_version} of one lookup; with
         ``compute=False``, None instead of computing a miss."""
         text, scope_t, k, fmt = check_request(text, scope, k, format)
         state = self.current()
-        version = self.version(state, scope_t)
-        sid, tk = keys.scope_id(scope_t), keys.text_key(text)
-        entry = self.cache.get_key(sid, tk)
-        if entry is None or entry["scope_version"] != version or entry["recipe"] != self.recipe:
-            entry = state.computed.get((sid, tk))
-        cache = "hit"
+        entry, cache = self.lookup(state, text, scope_t), "hit"
         if entry is None:
             if not compute:
                 return None
@@ -142,6 +148,16 @@ class Service:
         self.counts[cache] += 1
         inj = render.injection(self.cfg, state.ds, state.nodes, entry, fmt)
         return render.body(entry, k, inj, cache)
+
+    def prefetch(self, text: str, scope=None) -> Future | None:
+        """Start computing ``text``'s entry in the background (Hermes' ``queue_prefetch``): a
+        future of the entry, kept in memory so the next :meth:`recall` of it is a hit; None when
+        it is a hit already."""
+        text, scope_t, _k, _fmt = check_request(text, scope, None, "rows")
+        state = self.current()
+        if self.lookup(state, text, scope_t) is not None:
+            return None
+        return self.batcher.submit((state, text, scope_t))
 
     def _compute(self, items: list) -> list[dict]:
         """Entries of (state, text, scope) items, one query-path batch per loaded state."""
