@@ -10,6 +10,11 @@ An entry is a dict: ``text`` (as the batch had it), ``scope`` (scope id), ``text
 column but ``query_id``: node_id, doc_id, rank, score, every score component, channel; [] when
 the query recalled nothing), ``injection`` (the block of the recipe's ``inject.format``, or None),
 ``scope_version``, ``recipe``, ``namespace`` and ``generation``. Treat it as read-only.
+
+A namespace keeps its name across code upgrades; its entries are those of the last precompute,
+whose code version is in ``recipe`` (``cachekeys.recipe_hash``). ``Service`` and ``recall lookup``
+treat an entry of another recipe, or of another scope version than the store's, as absent;
+``RecallCache`` alone reads what is there.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ runs the HTTP app (``pipeline.serve.app``) on uvicorn; ``host``/``port`` are ``s
 ``serve.port`` (loopback unless told).
 ``recall lookup <run overrides> cache_dir=D text=... [scope=...]`` prints the cached entry of
 that text as one line of JSON (no server, nothing computed; exit 1 and ``{"error": ...}`` on
-stderr when there is none). ``text=`` and ``scope=`` are taken verbatim (any
+stderr when there is none, or when it was built by another code version). ``text=`` and ``scope=`` are taken verbatim (any
 characters); ``scope`` may be given more than once for a list.
 """
 
@@ -56,6 +56,7 @@ def serve(cfg: DictConfig) -> None:
 
 def lookup(cfg: DictConfig, own: dict) -> int:
     """Print the entry of ``text`` (in ``scope``) of the dataset's namespace as JSON; 1 if none."""
+    from pipeline.cachekeys import recipe_hash
     from pipeline.serve import keys
     from pipeline.serve.cache import RecallCache
 
@@ -71,8 +72,11 @@ def lookup(cfg: DictConfig, own: dict) -> int:
             "run recall precompute with the same overrides, or pass namespace=<one of them>"
         )
     entry = cache.get(own["text"][0], scope)
-    if entry is None:
-        print(json.dumps({"error": "no entry for this text and scope"}), file=sys.stderr)
+    why = None if entry is not None else "no entry for this text and scope"
+    if entry is not None and entry["recipe"] != recipe_hash(cfg):
+        why = "the entry was built by another code version; run recall precompute again"
+    if why:
+        print(json.dumps({"error": why}), file=sys.stderr)
         return 1
     print(json.dumps(entry, ensure_ascii=False, default=str))
     return 0
@@ -87,7 +91,7 @@ def main(cmd: str, args: list[str]) -> int:
     own, rest = split_args(args)
     if cmd == "lookup":  # stdout is the entry: no Hydra logging, no run folder
         rest += ["hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]
-        rest += ["hydra.output_subdir=null"]
+        rest += ["hydra.output_subdir=null", "hydra.run.dir=."]
     status = {"code": 0}
 
     def body(cfg: DictConfig) -> None:
