@@ -171,3 +171,16 @@ def test_recall_serve_binds_127_0_0_1_by_default(served):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_lookup_refuses_an_entry_of_another_code_version(served, monkeypatch, capsys):
+    from pipeline import version
+    from pipeline.serve import cli
+
+    cfg, service, _client = served
+    assert cli.lookup(cfg, {"text": [TEXT]}) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == service.cache.get(TEXT)["rows"]
+    monkeypatch.setattr(version, "code_version", lambda: "0.0.0+another")  # an upgrade, no rerun
+    assert cli.lookup(cfg, {"text": [TEXT]}) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "another code version" in captured.err
