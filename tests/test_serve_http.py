@@ -184,3 +184,17 @@ def test_lookup_refuses_an_entry_of_another_code_version(served, monkeypatch, ca
     assert cli.lookup(cfg, {"text": [TEXT]}) == 1
     captured = capsys.readouterr()
     assert captured.out == "" and "another code version" in captured.err
+
+
+def test_the_service_misses_entries_of_another_code_version(served, monkeypatch):
+    from pipeline import version
+
+    cfg, service, _client = served
+    hit = service.recall(TEXT)
+    monkeypatch.setattr(version, "code_version", lambda: "0.0.0+another")
+    upgraded = Service(cfg)
+    try:
+        got = upgraded.recall(TEXT)
+        assert got["cache"] == "miss" and got["rows"] == hit["rows"]  # recomputed, same answer
+    finally:
+        upgraded.close()
