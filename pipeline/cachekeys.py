@@ -1,6 +1,7 @@
-"""Recall-cache keys: (query content hash, version of the query's scope of the corpus, recipe hash).
+"""Recall-cache keys: (query text key, version of the query's scope of the corpus, recipe hash).
 
-- **query hash**: every column of the query row (text, context, viewer, now, doc_scope, …).
+- **text key**: ``pipeline.serve.keys.query_key`` (a documented hash of the normalised text and the
+  query fields that change its recall; any client can recompute it).
 - **scope**: a query's ``doc_scope`` (sorted, deduplicated) or the whole corpus; ``scope_id`` names
   the partition. Its **version** hashes everything the query's group reads (``pipeline.querypath``):
   the nodes inside the scope (every column, so visibility, archived and timestamps — the reference
@@ -25,7 +26,18 @@ from pipeline import version
 from pipeline.ops.scope import edge_ends, scope_rows
 
 ALL = "all"
-NOT_RECIPE = ("out_dir", "cache_dir", "data_dir", "data", "report", "evaluate", "inject", "analyze")
+NOT_RECIPE = (
+    "out_dir",
+    "cache_dir",
+    "data_dir",
+    "data",
+    "report",
+    "evaluate",
+    "inject",
+    "analyze",
+    "namespace",
+    "serve",
+)
 
 
 def _sha(*chunks: bytes) -> str:
@@ -35,12 +47,15 @@ def _sha(*chunks: bytes) -> str:
     return h.hexdigest()[:16]
 
 
-def recipe_hash(cfg: DictConfig) -> str:
-    """Hash of the resolved config less the keys that do not change recall (NOT_RECIPE, signals.path), with versions."""
+def recipe_hash(cfg: DictConfig, versions: bool = True) -> str:
+    """Hash of the resolved config less the keys that do not change recall (NOT_RECIPE,
+    signals.path), with the code and polars versions (``versions=False``: the settings alone, what
+    names a cache namespace across code upgrades)."""
     conf = OmegaConf.to_container(cfg, resolve=True)
     conf = {k: v for k, v in conf.items() if k not in NOT_RECIPE}
     conf["signals"] = {k: v for k, v in conf.get("signals", {}).items() if k != "path"}
-    conf["_versions"] = [version.code_version(), pl.__version__]
+    if versions:
+        conf["_versions"] = [version.code_version(), pl.__version__]
     return _sha(json.dumps(conf, sort_keys=True, default=str).encode())
 
 
@@ -54,11 +69,6 @@ def scope_of(doc_scope) -> tuple[str, ...] | None:
 def scope_id(scope: tuple[str, ...] | None) -> str:
     """Short stable id of a scope tuple for cache partition names; ``all`` for no scope."""
     return ALL if scope is None else _sha(json.dumps(list(scope)).encode())[:12]
-
-
-def query_hashes(queries: pl.DataFrame) -> list[str]:
-    """One 16-hex-digit hash of each query row (its text and fields), in row order."""
-    return [f"{h:016x}" for h in queries.hash_rows(seed=0).to_list()]
 
 
 def _node_hashes(nodes: pl.DataFrame, signals_path: str | None) -> np.ndarray:
@@ -122,7 +132,8 @@ def query_keys(
     edges: pl.DataFrame | None,
     log: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per query: query_id, scope (partition id), doc_scope, query_hash, scope_version, recipe.
+    """One row per query: query_id, scope (partition id), scope_version, recipe (the text key is
+    ``pipeline.serve.keys.query_key``, added by ``pipeline.precompute``).
     With ``log`` (read by the collab channel), a query's scope version also covers its team's rows
     of the log, so a new log row misses exactly that team's queries."""
     scopes = [
@@ -140,7 +151,6 @@ def query_keys(
         {
             "query_id": queries["query_id"].cast(pl.String),
             "scope": [ids[s] for s in scopes],
-            "query_hash": query_hashes(queries),
             "scope_version": [
                 versions[s] if not t else _sha(versions[s].encode(), t.encode())
                 for s, t in zip(scopes, team_log_versions(log, queries), strict=True)

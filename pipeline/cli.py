@@ -30,6 +30,8 @@ COMMANDS = {
     "feedback": "apply a run's recall (or injection) to the signals as a new table revision, or "
     "(--format reme|...) write it back into the system's store",
     "precompute": "update the recall cache under cache_dir: recompute only queries whose key changed",
+    "serve": "serve the recall cache over HTTP (POST /recall, GET /health); misses computed as a run",
+    "lookup": "print the recall cache entry of one query text as JSON (no server)",
 }
 USAGE = """usage: recall <command> [overrides]
 
@@ -42,7 +44,9 @@ commands:
   analyze      recall analyze <run dir>
   feedback     recall feedback <run dir> [--format signals|reme] [--signals TABLE] [--out PATH]
                [--injected] [--now ISO]
-  precompute   recall precompute [run overrides] cache_dir=<dir>
+  precompute   recall precompute [run overrides] cache_dir=<dir> [namespace=<name>]
+  serve        recall serve [run overrides] cache_dir=<dir> [host=127.0.0.1 port=8765]
+  lookup       recall lookup [run overrides] cache_dir=<dir> text=<query text> [scope=<doc scope>]
   tune         recall tune data=<d> preset=<p> [tune.trials=40 tune.metric=recall@5 tune.seed=13
                  tune.space=<entry of conf/tune_spaces.yaml> tune.name=<new preset>]
 
@@ -133,11 +137,19 @@ def main(argv: list[str] | None = None) -> int:
     if rest and rest[0] in ("-h", "--help") and cmd in COMMANDS:
         print(USAGE)
         return 0
+    hydra_args = rest
+    if cmd in ("serve", "lookup"):
+        from pipeline.serve.cli import main as serve_main
+        from pipeline.serve.cli import split_args
+
+        hydra_args = split_args(rest)[1]
     status = reported(
-        lambda: (require_one_of("command", cmd, COMMANDS), check_overrides(rest)) and None
+        lambda: (require_one_of("command", cmd, COMMANDS), check_overrides(hydra_args)) and None
     )
     if status:
         return status
+    if cmd in ("serve", "lookup"):
+        return serve_main(cmd, rest)
     if cmd == "tune":
         from pipeline.tune import tune
 

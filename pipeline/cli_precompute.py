@@ -2,8 +2,8 @@
 
 Takes the same overrides as ``recall run`` (plus ``cache_dir=<dir>``); it writes the cache only (no
 run directory). With signals on it prints ``tiers: <n> scopes, <k> recomputed; hot …`` (the
-memory-curve tiers under ``<cache_dir>/tiers``). The last line printed is
-``cache: <hits> hits, <misses> misses``.
+memory-curve tiers under ``<cache_dir>/tiers/<namespace>``), then ``namespace: <name>, generation
+<g-…>``. The last line printed is ``cache: <hits> hits, <misses> misses``.
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ def main(cfg: DictConfig) -> None:
             f"partitions rewritten: {len(res['rewritten'])}, removed: {len(res['removed'])}; "
             f"{res['timings_s']['total']:.2f} s"
         )
-        if "tiers" in res:  # signals on: <cache_dir>/tiers (pipeline.precompute_tiers)
+        if "tiers" in res:  # signals on: <cache_dir>/tiers/<namespace> (pipeline.precompute_tiers)
             total = {t: sum(c[t] for c in res["tiers"].values()) for t in TIER_NAMES}
             print(
                 f"tiers: {len(res['tiers'])} scopes, {len(res['tiers_rewritten'])} recomputed; "
                 + ", ".join(f"{t} {n}" for t, n in total.items())
             )
+        print(f"namespace: {res['namespace']}, generation {res['generation']}")
         print(f"cache: {res['hits']} hits, {res['misses']} misses")
 
     status = reported(body)

@@ -1,93 +1,109 @@
 """``recall precompute``: the nightly recall cache, recomputing only queries whose key changed.
 
-Layout under ``<cache_dir>/recall/`` (hive-partitioned Parquet, e.g.
-``pl.scan_parquet(f"{cache_dir}/recall/**/*.parquet", hive_partitioning=True)``)::
+The cache of one dataset under one recipe is a namespace under ``<cache_dir>/recall/``
+(``pipeline.serve.keys.namespace``; ``namespace=`` overrides it), so one ``cache_dir`` holds any
+number of datasets and recipes side by side. A run takes the namespace's lock, writes a new
+generation and switches the ``CURRENT`` pointer to it (``pipeline.serve.layout``): a reader
+(``pipeline.serve.RecallCache``, ``recall serve``) sees the old build or the new one, never a mix.
+In a generation (hive-partitioned Parquet, e.g.
+``pl.scan_parquet(f"{generation}/**/*.parquet", hive_partitioning=True)``)::
 
-    scope=<scope id>/data.parquet   recall rows of that scope's queries + their key columns
-    _keys.arrow                     every entry's key (read on the next run instead of the partitions)
-    _manifest.json                  recipe, partitions, hits/misses, tier counts (written last)
+    scope=<scope id>/data.parquet   one row per (query, rank): query_id, text, the key columns
+                                    (text_key, scope_version, recipe), injection, the recall row
+    _keys.arrow                     every entry's key (the next run reads it, not the partitions)
+    _manifest.json                  recipe, partitions (queries, bytes, sha256), hits/misses, tier
+                                    counts (written last)
+
+The keys (``text_key``: a documented hash of the normalised text; the scope id; the recipe) are
+those of ``pipeline.serve.keys``, which any client can recompute. The next run trusts
+``_keys.arrow`` only when the manifest is there and every partition it lists has the bytes and
+sha256 the manifest records (else it reads the keys back from the partitions): keys never say
+"new" over rows that are old. A partition whose entries did not change is a hard link to the
+previous generation's file.
 
 With ``signals.enabled`` it also writes the memory-curve tiers of every scope under
-``<cache_dir>/tiers/`` (``pipeline.precompute_tiers``: one Parquet per scope, recomputed only for
-scopes whose nodes changed) and their counts per scope id in this manifest (``tiers``: {scope id:
-{hot, warm, cold, evictable}}; ``tiers_rewritten``: the scope ids recomputed this run).
+``<cache_dir>/tiers/<namespace>/`` (``pipeline.precompute_tiers``) and their counts per scope id
+in this manifest (``tiers``, ``tiers_rewritten``).
 
-Each row carries its query's key (``query_hash``, ``scope_version``, ``recipe``), so a partition
-is self-describing and written atomically as one file; a query with no recall keeps one row with a
-null ``rank`` (still a cache hit). The missed queries run through the local query path
+A query with no recall keeps one row with a null ``rank`` (still a cache hit). With
+``inject.format`` set, ``injection`` holds the query's injection block (the text of a run's
+``injection.parquet``, rendered over every query's rows as a run does; a partition whose blocks
+changed is rewritten). The missed queries run through the local query path
 (``querypath.recall_queries``) as one subset of the dataset: only those queries and the nodes their
-groups may see. A query's result depends only
-on its own group (``pipeline.querypath``: its visible nodes, the edges among them, its reference
-time), so the rows served equal those of a full run by construction.
+groups may see. A query's result depends only on its own group (``pipeline.querypath``), so the
+rows served equal those of a full run by construction.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
-import shutil
 import time
-from io import BytesIO
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 from omegaconf import DictConfig
 
-from pipeline import backend, cachekeys, io, precompute_tiers, querypath
+from pipeline import backend, cachekeys, io, precompute_tiers, precompute_write, querypath
 from pipeline.common import StageLog, call_target
 from pipeline.dataset import Dataset
+from pipeline.errors import ConfigError
 from pipeline.ingest import drop_empty
 from pipeline.ops.scope import scope_groups
-from pipeline.progress import progress
+from pipeline.precompute_write import ENTRY_COLUMNS, KEY_COLUMNS, KEY_INDEX, read_keys
+from pipeline.serve import keys as serve_keys
+from pipeline.serve import layout
 
-log = logging.getLogger(__name__)
-KEY_COLUMNS = ["query_hash", "scope_version", "recipe"]
-# every entry's key in one file (not *.parquet, so `recall/**/*.parquet` scans see partitions only)
-KEY_INDEX = "_keys.arrow"
-
-
-def partition_path(root: Path, scope: str) -> Path:
-    """The Parquet file of one scope's partition in the recall cache at ``root``."""
-    return root / f"scope={scope}" / "data.parquet"
+__all__ = ["precompute", "served", "injections", "live", "KEY_COLUMNS", "ENTRY_COLUMNS"]
+__all__ += ["KEY_INDEX", "read_keys", "compute_missing", "recall_rows"]
 
 
-def read_keys(root: Path) -> pl.DataFrame:
-    """(query_id, query_hash, scope_version, recipe, scope) of every cached entry: the key index
-    when the last run finished (its manifest is there; the index is written just before it), else
-    read back from every partition (an unfinished run, or a cache from before the index)."""
-    if (root / "_manifest.json").is_file() and (root / KEY_INDEX).is_file():
-        return pl.read_ipc(BytesIO((root / KEY_INDEX).read_bytes()))
-    return scan_keys(root)
+def live(cache_dir: str | Path, namespace: str | None = None) -> Path | None:
+    """The live generation folder of ``namespace`` (None: the only namespace of ``cache_dir``; a
+    ConfigError naming them when there are several); None before its first build."""
+    if namespace is None:
+        names = layout.namespaces(cache_dir)
+        if len(names) > 1:
+            raise ConfigError(
+                f"{layout.recall_root(cache_dir)} holds several namespaces {names}; name one "
+                "(namespace=<name>)"
+            )
+        if not names:
+            return None
+        namespace = names[0]
+    ns_dir = layout.namespace_dir(cache_dir, namespace)
+    gen = layout.current(ns_dir)
+    return ns_dir / gen if gen else None
 
 
-def scan_keys(root: Path) -> pl.DataFrame:
-    """:func:`read_keys` from the partitions themselves (one file read per scope)."""
-    frames = [
-        pl.read_parquet(p, columns=["query_id", *KEY_COLUMNS])
-        .unique()
-        .with_columns(scope=pl.lit(p.parent.name.split("=", 1)[1]))
-        for p in sorted(root.glob("scope=*/data.parquet"))
-    ]
-    schema = {"query_id": pl.String, **{c: pl.String for c in KEY_COLUMNS}, "scope": pl.String}
-    return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+def _partitions(cache_dir: str | Path, namespace: str | None) -> pl.DataFrame | None:
+    gen = live(cache_dir, namespace)
+    paths = sorted(gen.glob("scope=*/data.parquet")) if gen else []
+    if not paths:
+        return None
+    return pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
 
 
-def served(cache_dir: str | Path) -> pl.DataFrame:
-    """The recall rows the cache serves, sorted by query then rank: every partition without the key
-    columns and the null-rank rows that stand for "no recall" (comparable to a run's recall.parquet)."""
-    parts = [
-        pl.read_parquet(p)
-        for p in sorted((Path(cache_dir) / "recall").glob("scope=*/data.parquet"))
-    ]
-    if not parts:
+def served(cache_dir: str | Path, namespace: str | None = None) -> pl.DataFrame:
+    """The recall rows the live generation serves, sorted by query then rank: every partition
+    without the key and entry columns and the null-rank rows that stand for "no recall"
+    (comparable to a run's recall.parquet)."""
+    parts = _partitions(cache_dir, namespace)
+    if parts is None:
         return pl.DataFrame(schema={"query_id": pl.String, "rank": pl.Int32})
-    rows = (
-        pl.concat(parts, how="diagonal_relaxed")
-        .filter(pl.col("rank").is_not_null())
-        .drop(KEY_COLUMNS)
-    )
+    rows = parts.filter(pl.col("rank").is_not_null()).drop(KEY_COLUMNS + ENTRY_COLUMNS)
     return rows.sort(["query_id", "rank"], maintain_order=True)
+
+
+def injections(cache_dir: str | Path, namespace: str | None = None) -> pl.DataFrame:
+    """(query_id, text) of every cached injection block, by query_id (comparable to the
+    ``query_id`` and ``text`` of a run's injection.parquet)."""
+    parts = _partitions(cache_dir, namespace)
+    if parts is None:
+        return pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    one = parts.unique("query_id", keep="first", maintain_order=True)
+    one = one.filter(pl.col("injection").is_not_null())
+    return one.select("query_id", text="injection").sort("query_id")
 
 
 def scope_nodes(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> pl.DataFrame:
@@ -98,97 +114,102 @@ def scope_nodes(cfg: DictConfig, nodes: pl.DataFrame, queries: pl.DataFrame) -> 
     return nodes[rows]
 
 
-def compute_missing(
-    cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame, miss: pl.DataFrame
+def recall_rows(
+    cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame, memo=None
 ) -> tuple[pl.DataFrame, dict]:
-    """Recall rows (with key columns) of the missed queries, by the local query path on that subset;
-    and the stage seconds."""
-    missed = queries.filter(pl.col("query_id").is_in(miss["query_id"].implode()))
-    sub = ds.part(missed, scope_nodes(cfg, nodes, missed))
+    """(recall rows of ``queries``, stage seconds) by the local query path on the subset of the
+    dataset they may see; ``memo`` (``querypath.recall_queries``) keeps per-node-table work."""
+    sub = ds.part(queries, scope_nodes(cfg, nodes, queries))
     log = StageLog()
     backend.reset()
     sub_nodes, sub_queries = drop_empty(sub)
-    rows = querypath.recall_queries(
-        cfg, sub, sub_nodes, sub_queries, backend.resolve_device(cfg.device), log
-    ).recall
-    keyed = miss.drop("scope").join(
-        rows, on="query_id", how="left"
-    )  # no recall → one null-rank row
-    return keyed.select(*rows.columns, *KEY_COLUMNS), log.seconds
+    got = querypath.recall_queries(
+        cfg, sub, sub_nodes, sub_queries, backend.resolve_device(cfg.device), log, memo
+    )
+    return got.recall, log.seconds
 
 
-def _changed_scopes(hit: pl.DataFrame, cached: pl.DataFrame, scopes: set) -> set:
-    """The scopes among ``scopes`` whose cached query set differs from the hits' (queries gone or
-    moved): one symmetric anti-join, not a filter per scope (10,000 scopes took minutes)."""
-    pairs = ["scope", "query_id"]
-    want = hit.select(pairs).filter(pl.col("scope").is_in(list(scopes)))
-    have = cached.select(pairs).filter(pl.col("scope").is_in(list(scopes)))
-    diff = pl.concat([want.join(have, on=pairs, how="anti"), have.join(want, on=pairs, how="anti")])
-    return set(diff["scope"].to_list())
+def compute_missing(
+    cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame, miss: pl.DataFrame
+) -> tuple[pl.DataFrame, dict]:
+    """Recall rows (with key and text columns) of the missed queries, by :func:`recall_rows`;
+    and the stage seconds."""
+    missed = queries.filter(pl.col("query_id").is_in(miss["query_id"].implode()))
+    rows, seconds = recall_rows(cfg, ds, nodes, missed)
+    keyed = miss.drop("scope").join(rows, on="query_id", how="left")  # no recall → null rank
+    return keyed.select(*rows.columns, *KEY_COLUMNS, "text"), seconds
 
 
-def write_partitions(
-    root: Path, keys: pl.DataFrame, hit: pl.DataFrame, new: pl.DataFrame, cached: pl.DataFrame
-) -> dict:
-    """Rewrite each partition whose entries changed (misses, or queries gone); delete emptied ones.
-    ``cached`` is :func:`read_keys` of ``root`` before this run."""
-    old_scopes = {p.parent.name.split("=", 1)[1] for p in root.glob("scope=*/data.parquet")}
-    cur_scopes = set(keys["scope"].to_list())
-    dirty = set(new["scope"].to_list()) if new.height else set()
-    dirty |= _changed_scopes(hit, cached, cur_scopes & old_scopes)
-    kept = hit.filter(pl.col("scope").is_in(list(dirty))).partition_by("scope", as_dict=True)
-    fresh = new.filter(pl.col("scope").is_in(list(dirty))).partition_by("scope", as_dict=True)
-    for s in progress(sorted(dirty), "recall cache partitions", unit="scope"):
-        keep = kept[(s,)]["query_id"].to_list() if (s,) in kept else []
-        parts = [fresh[(s,)].drop("scope") if (s,) in fresh else new.head(0).drop("scope")]
-        path = partition_path(root, s)
-        if path.exists():
-            parts.insert(0, pl.read_parquet(path).filter(pl.col("query_id").is_in(keep)))
-        frame = pl.concat([p for p in parts if p.height or p.width], how="diagonal_relaxed")
-        io.write_parquet(path, frame.sort(["query_id", "rank"], nulls_last=False))
-    for s in sorted(old_scopes - cur_scopes):
-        shutil.rmtree(partition_path(root, s).parent)
-    return {"rewritten": sorted(dirty), "removed": sorted(old_scopes - cur_scopes)}
+def keys_log(cfg: DictConfig, ds: Dataset) -> pl.DataFrame | None:
+    """The injection log a scope version covers (read by the collab channel and the CF boosts),
+    else None."""
+    uses = "collab" in cfg.channels or cfg.inject.get("beta_item") or cfg.inject.get("beta_user")
+    return ds.use_log() if uses else None
 
 
-def write_key_index(root: Path, keys: pl.DataFrame) -> None:
-    """The key index: after :func:`write_partitions` the cache holds exactly this run's ``keys``
-    (every query is a hit or was recomputed; a query without recall keeps a null-rank row)."""
-    cols = ["query_id", *KEY_COLUMNS, "scope"]
-    buf = BytesIO()
-    keys.select(pl.col(c).cast(pl.String) for c in cols).sort("scope", "query_id").write_ipc(buf)
-    io.atomic_write_bytes(root / KEY_INDEX, buf.getvalue())
+def entry_keys(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame):
+    """One row per query: query_id, scope, scope_version, recipe (``cachekeys.query_keys``), its
+    text and text key (``pipeline.serve.keys.query_key``)."""
+    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges, keys_log(cfg, ds))
+    fields = [c for c in queries.columns if c in serve_keys.RESULT_FIELDS]
+    rows = queries.select("text", *fields).to_dicts()
+    text_keys = [serve_keys.query_key(r["text"], r) for r in rows]
+    return keys.with_columns(
+        text_key=pl.Series(text_keys, dtype=pl.String), text=queries["text"].cast(pl.String)
+    )
 
 
 def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
-    """Bring ``<cfg.cache_dir>/recall`` up to date; returns hits, misses, partitions and timings."""
-    t0 = time.perf_counter()
-    root = Path(cfg.cache_dir) / "recall"
-    root.mkdir(parents=True, exist_ok=True)
+    """Bring the dataset's namespace under ``<cfg.cache_dir>/recall`` up to date (under its lock, as
+    a new generation); returns hits, misses, partitions, namespace, generation and timings."""
     ds = dataset if dataset is not None else call_target(cfg.data)
+    namespace = serve_keys.namespace(cfg, ds.name)
+    ns_dir = layout.namespace_dir(cfg.cache_dir, namespace)
+    with layout.locked(ns_dir):
+        return _build(cfg, ds, namespace, ns_dir)
+
+
+def _build(cfg: DictConfig, ds: Dataset, namespace: str, ns_dir: Path) -> dict:
+    """:func:`precompute` once the lock is held."""
+    t0 = time.perf_counter()
     nodes, queries = drop_empty(ds)
-    uses_log = (
-        "collab" in cfg.channels or cfg.inject.get("beta_item") or cfg.inject.get("beta_user")
-    )
-    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges, ds.use_log() if uses_log else None)
-    scope_of_q = keys.select("query_id", "scope")
-    cached = read_keys(root)
+    keys = entry_keys(cfg, ds, nodes, queries)
+    live_gen = layout.current(ns_dir)
+    old = ns_dir / live_gen if live_gen else None
+    cached = read_keys(old)
     hit = keys.join(cached, on=["query_id", "scope", *KEY_COLUMNS], how="semi")
     miss = keys.join(hit, on="query_id", how="anti")
     t_keys = time.perf_counter() - t0
     new, run_timings = pl.DataFrame(schema={"query_id": pl.String, "scope": pl.String}), {}
     if miss.height:
         new, run_timings = compute_missing(cfg, ds, nodes, queries, miss)
-        new = new.join(scope_of_q, on="query_id", how="left")
+        new = new.join(keys.select("query_id", "scope"), on="query_id", how="left")
     t_run = time.perf_counter() - t0 - t_keys
-    (root / "_manifest.json").unlink(missing_ok=True)  # partitions change now; manifest comes last
-    changed = write_partitions(root, keys, hit, new, cached)
-    write_key_index(root, keys)
+    tmp, name = layout.begin(ns_dir)
+    inj = precompute_write.injection_blocks(cfg, ds, nodes, queries, old, hit, new)
+    changed = precompute_write.write_partitions(tmp, old, keys, hit, new, cached, inj)
+    precompute_write.write_key_index(tmp, keys)
+    summary = _summary(cfg, ds, nodes, queries, keys, changed, hit, miss, namespace)
+    summary |= {"namespace": namespace, "generation": name, "root": str(ns_dir / name)}
+    summary["timings_s"] = {
+        "keys": round(t_keys, 4),
+        "run": round(t_run, 4),
+        "total": round(time.perf_counter() - t0, 4),
+    }
+    summary["run_timings_s"] = run_timings
+    io.write_json(tmp / "_manifest.json", summary)  # last: a generation without it is unfinished
+    layout.publish(ns_dir, tmp, name)
+    return summary
+
+
+def _summary(cfg, ds, nodes, queries, keys, changed: dict, hit, miss, namespace: str) -> dict:
+    """The manifest's body: hits, misses, recipe, partitions (with their files' bytes and sha256),
+    rewritten/removed scope ids, tiers."""
     per_scope = keys.group_by("scope", maintain_order=True).agg(
         n=pl.len(), version=pl.col("scope_version").first()
     )
     parts = {
-        s: {"doc_scope": None, "queries": n, "scope_version": v}
+        s: {"doc_scope": None, "queries": n, "scope_version": v, **changed["files"][s]}
         for s, n, v in zip(*(per_scope[c].to_list() for c in ("scope", "n", "version")))
     }
     scopes = (
@@ -199,23 +220,21 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     for scope in dict.fromkeys(cachekeys.scope_of(s) for s in scopes):
         parts[cachekeys.scope_id(scope)]["doc_scope"] = scope
     tiers = precompute_tiers.manifest_entries(  # before the recall manifest, written last
-        cfg, nodes, ds.edges, [cachekeys.scope_of(s) for s in scopes], querypath.config_now(cfg)
+        cfg,
+        nodes,
+        ds.edges,
+        [cachekeys.scope_of(s) for s in scopes],
+        querypath.config_now(cfg),
+        namespace,
     )
-    summary = {
+    return {
         "hits": hit.height,
         "misses": miss.height,
         "recipe": keys["recipe"][0] if keys.height else None,
         "partitions": parts,
-        **changed,
+        "rewritten": changed["rewritten"],
+        "removed": changed["removed"],
         **tiers,
-        "timings_s": {
-            "keys": round(t_keys, 4),
-            "run": round(t_run, 4),
-            "total": round(time.perf_counter() - t0, 4),
-        },
-        "run_timings_s": run_timings,
         "data_notes": dict(ds.notes),
         "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    io.write_json(root / "_manifest.json", summary)
-    return summary

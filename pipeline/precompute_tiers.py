@@ -2,8 +2,10 @@
 0.15, else evictable; ``stages.signals.memory_score`` and ``signals.tier``), when
 ``signals.enabled`` (``preset=oks_team``, or ``signals=default``).
 
-Layout under ``<cache_dir>/tiers/`` (beside ``recall/``, so ``recall/**/*.parquet`` scans never see
-it; hive-partitioned, ``pl.scan_parquet(f"{cache_dir}/tiers/**/*.parquet", hive_partitioning=True)``)::
+Layout under ``<cache_dir>/tiers/<namespace>/`` (beside ``recall/``, so ``recall/**/*.parquet``
+scans never see it; the namespace is the recall cache's, ``pipeline.serve.keys.namespace``, so
+datasets side by side keep their own tiers; hive-partitioned,
+``pl.scan_parquet(f"{cache_dir}/tiers/{namespace}/**/*.parquet", hive_partitioning=True)``)::
 
     scope=<scope id>/data.parquet   node_id, memory_score, tier, now (one row per node of the scope)
     _manifest.json                  {scope id: {doc_scope, key, now, counts}} (written last)
@@ -105,11 +107,12 @@ def write_tiers(
     edges: pl.DataFrame | None,
     scopes: list,
     now: dt.datetime | None,
+    namespace: str = "",
 ) -> dict:
-    """Bring ``<cache_dir>/tiers`` up to date for ``scopes`` (doc_scope tuples or None); returns
-    {scopes: {id: {doc_scope, key, now, counts}}, rewritten, removed}. Partitions first, the
-    manifest last (removed before the partitions change)."""
-    root = Path(cache_dir) / "tiers"
+    """Bring ``<cache_dir>/tiers/<namespace>`` up to date for ``scopes`` (doc_scope tuples or
+    None); returns {scopes: {id: {doc_scope, key, now, counts}}, rewritten, removed}. Partitions
+    first, the manifest last (removed before the partitions change)."""
+    root = Path(cache_dir) / "tiers" / namespace
     root.mkdir(parents=True, exist_ok=True)
     old = _old_manifest(root)
     distinct = list(dict.fromkeys(scopes))
@@ -142,12 +145,13 @@ def manifest_entries(
     edges: pl.DataFrame | None,
     scopes: list,
     now: dt.datetime | None,
+    namespace: str = "",
 ) -> dict:
-    """:func:`write_tiers` under ``cfg.cache_dir`` when ``signals.enabled``; the recall manifest's
+    """:func:`write_tiers` under ``cfg.cache_dir`` (in ``namespace``) when ``signals.enabled``; the recall manifest's
     entries: ``tiers`` {scope id: {hot, warm, cold, evictable}} and ``tiers_rewritten`` (ids
     recomputed this run). {} (nothing written) when signals are off."""
     if not cfg.signals.enabled:
         return {}
-    got = write_tiers(cfg.cache_dir, cfg, nodes, edges, scopes, now)
+    got = write_tiers(cfg.cache_dir, cfg, nodes, edges, scopes, now, namespace)
     counts_ = {k: v["counts"] for k, v in got["scopes"].items()}
     return {"tiers": counts_, "tiers_rewritten": got["rewritten"]}

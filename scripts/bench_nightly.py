@@ -63,7 +63,7 @@ def run_precompute(data: Path, cache: Path, out: Path) -> tuple[dict, float, flo
     subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     peak = int(rss.read_text().split()[-1]) / 1024  # KiB -> MiB
-    return json.loads((cache / "recall" / "_manifest.json").read_text()), wall, peak
+    return json.loads((precompute.live(cache) / "_manifest.json").read_text()), wall, peak
 
 
 def edited(data: Path, dst: Path, changed: float) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -57,13 +58,19 @@ def partition_sha256(path: Path) -> str:
     return hashlib.sha256(buf.getvalue()).hexdigest()
 
 
+def _stable(rel: str) -> str:
+    """A recall-cache path without its generation folder (``…/<namespace>/g-000001/scope=…`` →
+    ``…/<namespace>/scope=…``): two snapshots name the same partition alike."""
+    return re.sub(r"/g-\d{6,}/", "/", rel)
+
+
 def hashes(root: Path) -> dict[str, str]:
     """{relative path: sha256} of the runs' results and the recall-cache partitions under ``root``
     (not manifests: they hold timings; not precompute's own scratch run); a partition is hashed
     without its ``recipe`` key column (:func:`partition_sha256`)."""
     names = ("recall.parquet", "metrics.json", "data.parquet")
     return {
-        p.relative_to(root).as_posix(): partition_sha256(p)
+        _stable(p.relative_to(root).as_posix()): partition_sha256(p)
         if p.name == "data.parquet"
         else sha256(p)
         for sub in ("runs", "precompute")

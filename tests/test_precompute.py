@@ -77,16 +77,24 @@ def setup(tmp_path, compose):
     return data, cfg
 
 
-def _parts(tmp_path):
+def _live(tmp_path, namespace=None):
+    return precompute.live(tmp_path / "cache", namespace)
+
+
+def _parts(tmp_path, namespace=None):
+    """{scope id: partition bytes} of the live generation."""
     return {
-        p: p.read_bytes()
-        for p in sorted((tmp_path / "cache" / "recall").glob("scope=*/data.parquet"))
+        p.parent.name.split("=", 1)[1]: p.read_bytes()
+        for p in sorted(_live(tmp_path, namespace).glob("scope=*/data.parquet"))
     }
 
 
-def _cached(tmp_path):
-    df = pl.read_parquet(tmp_path / "cache" / "recall" / "**" / "*.parquet", hive_partitioning=True)
-    return df.drop("scope", *precompute.KEY_COLUMNS).sort(["query_id", "rank"])
+def _cached(tmp_path, namespace=None):
+    df = pl.read_parquet(_live(tmp_path, namespace) / "**" / "*.parquet", hive_partitioning=True)
+    df = df.filter(pl.col("rank").is_not_null())
+    return df.drop("scope", *precompute.KEY_COLUMNS, *precompute.ENTRY_COLUMNS).sort(
+        ["query_id", "rank"]
+    )
 
 
 def test_first_run_misses_then_all_hits_byte_identical(setup, tmp_path):
@@ -98,7 +106,8 @@ def test_first_run_misses_then_all_hits_byte_identical(setup, tmp_path):
     again = precompute.precompute(cfg())
     assert (again["hits"], again["misses"]) == (8, 0) and again["rewritten"] == []
     assert _parts(tmp_path) == before
-    assert (tmp_path / "cache" / "recall" / "_manifest.json").is_file()
+    assert (_live(tmp_path) / "_manifest.json").is_file()
+    assert again["generation"] == "g-000002" and _live(tmp_path).name == "g-000002"
 
 
 def _plain(cfg, tmp_path, name: str = "plain") -> pl.DataFrame:
@@ -123,19 +132,19 @@ def test_changed_node_invalidates_only_its_scope(setup, tmp_path):
     assert (res["hits"], res["misses"]) == (4, 4)  # c2's 2 queries + the 2 whole-corpus ones
     assert len(res["rewritten"]) == 2 and "all" in res["rewritten"]
     after = _parts(tmp_path)
-    assert [p for p in before if before[p] != after[p]] == sorted(
-        p for p in before if p.parent.name.split("=")[1] in res["rewritten"]
-    )
+    assert sorted(s for s in before if before[s] != after[s]) == res["rewritten"]
     plain = _plain(cfg("report=false"), tmp_path)  # the merged cache equals a run on the new data
     assert _cached(tmp_path).equals(plain)
 
 
 def test_changed_recipe_misses_everything(setup, tmp_path):
     _data, cfg = setup
-    precompute.precompute(cfg())
+    first = precompute.precompute(cfg())
     res = precompute.precompute(cfg("k=3"))
     assert (res["hits"], res["misses"]) == (0, 8)
-    assert _cached(tmp_path).group_by("query_id").len()["len"].max() == 3
+    assert res["namespace"] != first["namespace"]  # another recipe: beside the first, not over it
+    assert _cached(tmp_path, res["namespace"]).group_by("query_id").len()["len"].max() == 3
+    assert _cached(tmp_path, first["namespace"]).group_by("query_id").len()["len"].max() == 5
 
 
 def test_in_run_signals_and_knn_no_longer_invalidate_every_scope(setup, tmp_path):
@@ -152,9 +161,9 @@ def test_in_run_signals_and_knn_no_longer_invalidate_every_scope(setup, tmp_path
 
 def test_config_now_is_part_of_the_recipe(setup, tmp_path):
     _data, cfg = setup
-    precompute.precompute(cfg())
-    assert precompute.precompute(cfg("now=2026-01-01"))["misses"] == 8
-    assert precompute.precompute(cfg("now=2026-01-01"))["misses"] == 0
+    precompute.precompute(cfg("namespace=ns"))
+    assert precompute.precompute(cfg("namespace=ns", "now=2026-01-01"))["misses"] == 8
+    assert precompute.precompute(cfg("namespace=ns", "now=2026-01-01"))["misses"] == 0
 
 
 def test_removed_query_drops_its_entry(setup, tmp_path):
@@ -210,25 +219,39 @@ def _sorted_keys(df):
     return df.select(cols).unique().sort(cols)
 
 
-def test_key_index_equals_partitions_and_is_only_trusted_after_a_finished_run(setup, tmp_path):
+def test_key_index_equals_partitions_and_is_only_trusted_when_it_matches_them(setup, tmp_path):
     """The next run reads its keys from ``_keys.arrow`` instead of every partition; the index
-    must hold exactly what the partitions hold, after a first build and after an edit. Without the
-    manifest (an interrupted run), the index is not read: the partitions are."""
+    must hold exactly what the partitions hold, after a first build and after an edit. An index
+    that disagrees with the partitions it indexes (emptied, a partition's bytes changed, or no
+    manifest) is not read: the partitions are."""
+    from pipeline import precompute_write
+
     data, cfg = setup
-    root = tmp_path / "cache" / "recall"
     precompute.precompute(cfg())
+    root = _live(tmp_path)
     assert _sorted_keys(pl.read_ipc(root / precompute.KEY_INDEX)).equals(
-        _sorted_keys(precompute.scan_keys(root))
+        _sorted_keys(precompute_write.scan_keys(root))
     )
     make_data(data, changed="c2-04")
     res = precompute.precompute(cfg())
     assert (res["hits"], res["misses"]) == (4, 4)
+    root = _live(tmp_path)
     index = pl.read_ipc(root / precompute.KEY_INDEX)
-    assert _sorted_keys(index).equals(_sorted_keys(precompute.scan_keys(root)))
-    assert index.height == 8
-    # an interrupted run leaves no manifest; a stale index (here: emptied) must then be ignored
-    (root / "_manifest.json").unlink()
+    assert _sorted_keys(index).equals(_sorted_keys(precompute_write.scan_keys(root)))
+    assert index.height == 8 and precompute_write.index_is_valid(root)
+    # an index over other rows than the partitions' must be ignored
     index.head(0).write_ipc(root / precompute.KEY_INDEX)
+    assert not precompute_write.index_is_valid(root)
     assert _sorted_keys(precompute.read_keys(root)).equals(_sorted_keys(index))
+    index.write_ipc(root / precompute.KEY_INDEX)
+    assert precompute_write.index_is_valid(root)
+    part = next(root.glob("scope=*/data.parquet"))
+    frame = pl.read_parquet(part)
+    frame.with_columns(scope_version=pl.lit("stale")).write_parquet(part)
+    assert not precompute_write.index_is_valid(root)
+    assert precompute.read_keys(root).filter(pl.col("scope_version") == "stale").height > 0
+    frame.write_parquet(part)
+    (root / "_manifest.json").unlink()
+    assert not precompute_write.index_is_valid(root)
     again = precompute.precompute(cfg())
     assert (again["hits"], again["misses"]) == (8, 0)

@@ -68,7 +68,7 @@ def test_tiers_per_scope_by_hand_and_an_edit_rewrites_only_its_scope(compose, tm
     want2 = {"hot": 0, "warm": 1, "cold": 1, "evictable": 2}
     assert got["tiers"] == {ID1: want1, ID2: want2}
     assert got["tiers_rewritten"] == sorted([ID1, ID2])
-    root = tmp_path / "c" / "tiers"
+    root = tmp_path / "c" / "tiers" / got["namespace"]
     t1 = pl.read_parquet(root / f"scope={ID1}" / "data.parquet")
     assert t1["node_id"].to_list() == ["ws1-a", "ws1-b", "ws1-c", "ws1-d"]
     assert t1["tier"].to_list() == ["hot", "warm", "warm", "cold"]
@@ -97,13 +97,13 @@ def test_tiers_per_scope_by_hand_and_an_edit_rewrites_only_its_scope(compose, tm
 def test_a_scopes_tiers_do_not_depend_on_other_scopes(compose, tmp_path):
     both = _cfg(compose, tmp_path / "both")
     alone = _cfg(compose, tmp_path / "alone")
-    precompute.precompute(both, _dataset(WS1 + WS2))
-    precompute.precompute(alone, _dataset(WS1))
-    part = f"scope={ID1}/data.parquet"
+    ns = precompute.precompute(both, _dataset(WS1 + WS2))["namespace"]
+    assert precompute.precompute(alone, _dataset(WS1))["namespace"] == ns
+    part = f"{ns}/scope={ID1}/data.parquet"
     assert (tmp_path / "both" / "tiers" / part).read_bytes() == (
         tmp_path / "alone" / "tiers" / part
     ).read_bytes()
-    assert not (tmp_path / "alone" / "tiers" / f"scope={ID2}").exists()
+    assert not (tmp_path / "alone" / "tiers" / ns / f"scope={ID2}").exists()
 
 
 def test_no_tiers_without_signals(compose, tmp_path):

@@ -1,0 +1,141 @@
+"""The HTTP routes of ``recall serve`` (Starlette): ``GET /health`` and ``POST /recall``.
+
+``POST /recall`` takes ``{"text": str, "scope"?: str | [str], "k"?: int > 0, "format"?: "rows" |
+"reme" | "oks" | "bme"}`` and answers ``{"rows": [...], "injection": str | null, "cache": "hit" |
+"miss", "scope_version": str}`` (``Service.recall``). A bad request gets a 4xx and one line of
+JSON, ``{"error": "..."}``: invalid JSON or fields 400, an unknown scope 404, a body over
+:data:`MAX_BODY` bytes 413, a store caught mid-write 503; never a 500 (that is kept for bugs, as
+one line of JSON too). ``build_app(service)`` returns the app; more routes can
+be added to ``app.router`` (``read_json`` and ``error`` are for them too).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pipeline.errors import UserError
+from pipeline.serve.service import BadRequest
+
+MAX_BODY = 1 << 20  # 1 MiB: a query text is far shorter
+FIELDS = ("text", "scope", "k", "format")
+
+
+def dumps(obj) -> bytes:
+    """Compact JSON bytes (non-ASCII kept as is)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class JSON(Response):
+    """Compact JSON (non-ASCII kept as is)."""
+
+    media_type = "application/json"
+
+    def render(self, content) -> bytes:
+        """The body bytes."""
+        return dumps(content)
+
+
+class Encoded:
+    """The JSON bytes of the rows lists and injection texts last answered, by object identity (a
+    cached entry's lists are shared by every hit): a hit is encoded once, then copied. Each value
+    keeps a reference to its object, so an id is never reused while it is cached."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size, self._by_id = size, OrderedDict()
+
+    def __call__(self, obj) -> bytes:
+        """``dumps(obj)``, from the cache when ``obj`` was encoded before."""
+        got = self._by_id.get(id(obj))
+        if got is not None and got[0] is obj:
+            return got[1]
+        data = dumps(obj)
+        self._by_id[id(obj)] = (obj, data)
+        if len(self._by_id) > self.size:
+            self._by_id.popitem(last=False)
+        return data
+
+    def body(self, out: dict) -> Response:
+        """The response of a ``Service.recall`` body."""
+        parts = [b'{"rows":', self(out["rows"]), b',"injection":', self(out["injection"])]
+        parts += [b',"cache":', dumps(out["cache"]), b',"scope_version":']
+        parts += [dumps(out["scope_version"]), b"}"]
+        return Response(b"".join(parts), media_type="application/json")
+
+
+def error(status: int, message: str) -> JSON:
+    """A one-line JSON error response."""
+    return JSON({"error": " ".join(str(message).split())}, status_code=status)
+
+
+async def read_json(request: Request, max_body: int = MAX_BODY) -> dict:
+    """The request's JSON object; a BadRequest (400, or 413 over ``max_body`` bytes)."""
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > max_body):
+        raise BadRequest(f"request body over {max_body} bytes; send a shorter body", 413)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_body:
+            raise BadRequest(f"request body over {max_body} bytes; send a shorter body", 413)
+    try:
+        got = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"invalid JSON body ({exc}); send a JSON object") from None
+    if not isinstance(got, dict):
+        raise BadRequest("the body must be a JSON object with a 'text' field")
+    return got
+
+
+async def recall(request: Request) -> Response:
+    """``POST /recall``: a hit is answered on the event loop, a miss in a worker thread."""
+    service = request.app.state.service
+    try:
+        req = await read_json(request)
+        unknown = sorted(set(req) - set(FIELDS))
+        if unknown:
+            raise BadRequest(f"unknown field(s) {unknown}; fields are {list(FIELDS)}")
+        args = {"text": req.get("text"), "scope": req.get("scope"), "k": req.get("k")}
+        args["format"] = req.get("format", "rows")
+        out = service.recall(**args, compute=False)
+        if out is None:
+            out = await run_in_threadpool(service.recall, **args)
+    except BadRequest as exc:
+        return error(exc.status, str(exc))
+    except UserError as exc:
+        return error(400, str(exc))
+    return request.app.state.encoded.body(out)
+
+
+async def health(request: Request) -> Response:
+    """``GET /health``: the service's status."""
+    return JSON(await run_in_threadpool(request.app.state.service.health))
+
+
+async def _http_error(request: Request, exc: HTTPException) -> Response:
+    return error(exc.status_code, exc.detail)
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    return error(500, f"internal error ({type(exc).__name__}); see the server log")
+
+
+def build_app(service) -> Starlette:
+    """The Starlette app serving ``service`` (a ``pipeline.serve.Service``)."""
+    app = Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/recall", recall, methods=["POST"]),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _internal},
+    )
+    app.state.service = service
+    app.state.encoded = Encoded()
+    return app

@@ -1,0 +1,104 @@
+"""``recall serve`` and ``recall lookup``: Hydra-composed like ``recall precompute``.
+
+``recall serve <run overrides> cache_dir=D [host=127.0.0.1 port=8765]`` loads a ``Service`` and
+runs the HTTP app (``pipeline.serve.app``) on uvicorn; ``host``/``port`` are ``serve.host`` and
+``serve.port`` (loopback unless told).
+``recall lookup <run overrides> cache_dir=D text=... [scope=...]`` prints the cached entry of
+that text as one line of JSON (no server, nothing computed; exit 1 and ``{"error": ...}`` on
+stderr when there is none, or when it was built by another code version). ``text=`` and ``scope=`` are taken verbatim (any
+characters); ``scope`` may be given more than once for a list.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from omegaconf import DictConfig
+
+from pipeline.errors import ConfigError, reported
+from pipeline.paths import CONF_DIR
+
+RENAMED = {"host": "serve.host", "port": "serve.port"}
+VERBATIM = ("text", "scope")
+
+
+def split_args(args: list[str]) -> tuple[dict, list[str]]:
+    """({text, scope} taken verbatim, the Hydra overrides with host/port renamed to serve.*)."""
+    own: dict = {}
+    rest = []
+    for a in args:
+        key, _eq, value = a.partition("=")
+        if key in VERBATIM and _eq:
+            own.setdefault(key, []).append(value)
+        elif key in RENAMED and _eq:
+            rest.append(f"{RENAMED[key]}={value}")
+        else:
+            rest.append(a)
+    return own, rest
+
+
+def serve(cfg: DictConfig) -> None:
+    """Load the service and run it on uvicorn at ``serve.host``:``serve.port``."""
+    import uvicorn
+
+    from pipeline.serve.app import build_app
+    from pipeline.serve.service import Service
+
+    service = Service(cfg)
+    host, port = str(cfg.serve.host), int(cfg.serve.port)
+    print(f"recall serve: namespace {service.namespace}, http://{host}:{port}", flush=True)
+    try:
+        uvicorn.run(build_app(service), host=host, port=port, log_level="warning")
+    finally:
+        service.close()
+
+
+def lookup(cfg: DictConfig, own: dict) -> int:
+    """Print the entry of ``text`` (in ``scope``) of the dataset's namespace as JSON; 1 if none."""
+    from pipeline.cachekeys import recipe_hash
+    from pipeline.serve import keys
+    from pipeline.serve.cache import RecallCache
+
+    if not own.get("text"):
+        raise ConfigError("recall lookup needs text=<query text>")
+    scope = own.get("scope")
+    scope = scope[0] if scope and len(scope) == 1 else scope
+    ns = keys.namespace(cfg, str(cfg.data.name))
+    cache = RecallCache(cfg.cache_dir, ns)
+    if ns not in cache.namespaces():
+        raise ConfigError(
+            f"{cfg.cache_dir}: no recall cache namespace {ns!r} (there: {cache.namespaces()}); "
+            "run recall precompute with the same overrides, or pass namespace=<one of them>"
+        )
+    entry = cache.get(own["text"][0], scope)
+    why = None if entry is not None else "no entry for this text and scope"
+    if entry is not None and entry["recipe"] != recipe_hash(cfg):
+        why = "the entry was built by another code version; run recall precompute again"
+    if why:
+        print(json.dumps({"error": why}), file=sys.stderr)
+        return 1
+    print(json.dumps(entry, ensure_ascii=False, default=str))
+    return 0
+
+
+def main(cmd: str, args: list[str]) -> int:
+    """``recall serve|lookup [overrides]``: compose the config (Hydra, guarded) and run ``cmd``."""
+    import hydra
+
+    from pipeline.hydra_guard import guarded
+
+    own, rest = split_args(args)
+    if cmd == "lookup":  # stdout is the entry: no Hydra logging, no run folder
+        rest += ["hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]
+        rest += ["hydra.output_subdir=null", "hydra.run.dir=."]
+    status = {"code": 0}
+
+    def body(cfg: DictConfig) -> None:
+        run = (lambda: serve(cfg)) if cmd == "serve" else (lambda: lookup(cfg, own))
+        status["code"] = reported(run)
+
+    sys.argv = [f"recall {cmd}", *rest]
+    with guarded():
+        hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(body)()
+    return status["code"]

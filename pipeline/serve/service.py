@@ -1,0 +1,227 @@
+"""``Service``: the stores, indexes and model loaded once; each lookup answered from the cache or,
+on a miss, by the batch's query path.
+
+- A **hit** (an entry under the request's scope id and text key whose scope version is the scope's
+  version in the loaded data) is read, never recomputed.
+- A **miss** runs ``precompute.recall_rows`` (``querypath.recall_queries``, the path of
+  ``recall run`` and ``recall precompute``) on the request's text and scope, so its rows equal
+  those of a run of that text. Misses that arrive together are micro-batched
+  (``pipeline.serve.batcher``: up to ``serve.max_batch`` collected for ``serve.batch_window_ms``);
+  a query's result does not depend on its batch (sealed scopes). A computed entry is kept in
+  memory for this scope version (``serve.memory_entries`` of them, then the oldest go), so asking
+  again is a hit; the disk cache is only written by ``recall precompute``.
+- **Freshness**: at most every ``serve.check_interval`` seconds (0: every request) the size and
+  mtime of every file under the ``data`` paths are digested (``pipeline.serve.fresh``); a change
+  reloads the dataset before the request is answered, and entries built against another scope
+  version are misses from then on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import polars as pl
+from omegaconf import DictConfig
+
+from pipeline import cachekeys, precompute
+from pipeline.common import call_target
+from pipeline.errors import ConfigError, UserError, require_one_of
+from pipeline.ingest import drop_empty
+from pipeline.ops.scope import scope_rows
+from pipeline.serve import keys, render
+from pipeline.serve.batcher import MicroBatcher
+from pipeline.serve.cache import RecallCache
+from pipeline.serve.fresh import DataWatch, data_paths
+
+
+class BadRequest(UserError):
+    """A request the service cannot answer; ``status`` is its HTTP status (4xx)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Loaded:
+    """One load of the dataset: its nodes, scope versions and per-node-table memo."""
+
+    ds: object
+    nodes: pl.DataFrame
+    digest: str
+    versions: dict = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)
+    computed: OrderedDict = field(default_factory=OrderedDict)
+
+
+def check_request(text, scope, k, fmt) -> tuple[str, tuple | None, int | None, str]:
+    """(text, scope tuple, k, format) of a request, or a BadRequest naming the field and the fix."""
+    if not isinstance(text, str) or not keys.normalise(text):
+        raise BadRequest("field 'text': give the query text as a non-empty string")
+    try:
+        scope_t = keys.scope_tuple(scope)
+        require_one_of("format", fmt, render.FORMATS)
+    except ConfigError as exc:
+        raise BadRequest(str(exc)) from None
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k <= 0):
+        raise BadRequest(f"field 'k'={k!r}: give a positive integer")
+    return text, scope_t, k, fmt
+
+
+class Service:
+    """Recall lookups for one dataset and recipe (``cfg``: the overrides of ``recall run`` plus
+    ``cache_dir``, and the ``serve`` settings)."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+        opts = cfg.get("serve") or {}
+        self.recipe = cachekeys.recipe_hash(cfg)
+        self.memory_entries = int(opts.get("memory_entries", 10000))
+        self.watch = DataWatch(data_paths(cfg), float(opts.get("check_interval", 0.5)))
+        self._lock = threading.Lock()
+        self.state = self._load(self.watch.seen)
+        self.namespace = keys.namespace(cfg, self.state.ds.name)
+        self.cache = RecallCache(
+            cfg.cache_dir, self.namespace, float(opts.get("cache_check", 0.05))
+        )
+        window = float(opts.get("batch_window_ms", 5)) / 1000
+        self.batcher = MicroBatcher(self._compute, window, int(opts.get("max_batch", 64)))
+        self.counts = {"hit": 0, "miss": 0, "reloads": 0}
+
+    def _load(self, digest: str) -> Loaded:
+        ds = call_target(self.cfg.data)
+        nodes, _queries = drop_empty(ds)
+        return Loaded(ds, nodes, digest)
+
+    def current(self) -> Loaded:
+        """The loaded dataset, reloaded first when its files changed (``serve.check_interval``)."""
+        with self._lock:
+            digest = self.watch.changed()
+            if digest is not None:
+                try:
+                    self.state = self._load(digest)
+                except UserError as exc:  # caught mid-write: the next request reads it again
+                    self.watch.recheck()
+                    raise BadRequest(
+                        f"the store changed and cannot be read yet ({exc})", 503
+                    ) from None
+                self.watch.mark(digest)
+                self.counts["reloads"] += 1
+            return self.state
+
+    def version(self, state: Loaded, scope: tuple | None) -> str:
+        """The scope's version in ``state`` (as ``recall precompute`` keys it); a 404 BadRequest
+        when no node lies in the scope."""
+        if scope not in state.versions:
+            if scope is not None and not len(scope_rows(state.nodes, [scope])[scope]):
+                raise BadRequest(f"scope {list(scope)}: no node's doc_id is in it", 404)
+            q = _queries([("-", scope)])
+            log = precompute.keys_log(self.cfg, state.ds)
+            got = cachekeys.query_keys(self.cfg, state.nodes, q, state.ds.edges, log)
+            state.versions[scope] = got["scope_version"][0]
+        return state.versions[scope]
+
+    def lookup(self, state: Loaded, text: str, scope: tuple | None) -> dict | None:
+        """The entry of ``text`` in ``scope`` that is fresh in ``state``: the disk cache's when
+        its scope version and recipe match, else one computed in memory; None (a miss)."""
+        version = self.version(state, scope)
+        sid, tk = keys.scope_id(scope), keys.text_key(text)
+        entry = self.cache.get_key(sid, tk)
+        if entry is None or entry["scope_version"] != version or entry["recipe"] != self.recipe:
+            entry = state.computed.get((sid, tk))
+        return entry
+
+    def recall(self, text: str, scope=None, k: int | None = None, format: str = "rows", *,
+               compute: bool = True) -> dict | None:  # fmt: skip
+        """The response body {rows, injection, cache, scope_version} of one lookup; with
+        ``compute=False``, None instead of computing a miss."""
+        text, scope_t, k, fmt = check_request(text, scope, k, format)
+        state = self.current()
+        entry, cache = self.lookup(state, text, scope_t), "hit"
+        if entry is None:
+            if not compute:
+                return None
+            entry, cache = self.batcher.submit((state, text, scope_t)).result(), "miss"
+        self.counts[cache] += 1
+        inj = render.injection(self.cfg, state.ds, state.nodes, entry, fmt)
+        return render.body(entry, k, inj, cache)
+
+    def prefetch(self, text: str, scope=None) -> Future | None:
+        """Start computing ``text``'s entry in the background (Hermes' ``queue_prefetch``): a
+        future of the entry, kept in memory so the next :meth:`recall` of it is a hit; None when
+        it is a hit already."""
+        text, scope_t, _k, _fmt = check_request(text, scope, None, "rows")
+        state = self.current()
+        if self.lookup(state, text, scope_t) is not None:
+            return None
+        return self.batcher.submit((state, text, scope_t))
+
+    def _compute(self, items: list) -> list[dict]:
+        """Entries of (state, text, scope) items, one query-path batch per loaded state."""
+        out: list = [None] * len(items)
+        by_state: dict = {}
+        for i, (state, _t, _s) in enumerate(items):
+            by_state.setdefault(id(state), (state, []))[1].append(i)
+        for state, idx in by_state.values():
+            pairs = list(dict.fromkeys((items[i][1], items[i][2]) for i in idx))
+            got = self._entries(state, pairs)
+            for i in idx:
+                out[i] = got[(items[i][1], items[i][2])]
+        return out
+
+    def _entries(self, state: Loaded, pairs: list) -> dict:
+        """{(text, scope): entry} of texts computed together by the batch's query path."""
+        q = _queries(pairs)
+        rows, _sec = precompute.recall_rows(self.cfg, state.ds, state.nodes, q, state.memo)
+        inj = render.blocks(self.cfg, state.ds, state.nodes, rows, q, self.cfg.inject.format)
+        cols = [c for c in rows.columns if c != "query_id"]
+        by_q = {qid: g for (qid,), g in rows.group_by("query_id", maintain_order=True)}
+        out = {}
+        for qid, (text, scope) in zip(q["query_id"].to_list(), pairs, strict=True):
+            sid, tk = keys.scope_id(scope), keys.text_key(text)
+            g = by_q.get(qid)
+            entry = {
+                "query_id": None, "text": text, "text_key": tk, "scope": sid,
+                "rows": g.sort("rank").select(cols).to_dicts() if g is not None else [],
+                "injection": inj.get(qid), "scope_version": self.version(state, scope),
+                "recipe": self.recipe, "namespace": self.namespace, "generation": None,
+            }  # fmt: skip
+            state.computed[(sid, tk)] = out[(text, scope)] = entry
+        while len(state.computed) > self.memory_entries:
+            state.computed.popitem(last=False)
+        if sum(len(v) for v in state.memo.values()) > 64:  # one node subset per scope mix
+            state.memo.clear()
+        return out
+
+    def health(self) -> dict:
+        """Status: namespace, live generation, cached entries, dataset, counts."""
+        state = self.current()
+        return {
+            "status": "ok",
+            "namespace": self.namespace,
+            "generation": self.cache.generation,
+            "entries": len(self.cache),
+            "dataset": state.ds.name,
+            "nodes": state.nodes.height,
+            "recipe": self.recipe,
+            "inject_format": self.cfg.inject.format,
+            "batches": self.batcher.batches,
+            **self.counts,
+        }
+
+    def close(self) -> None:
+        """Stop the miss batcher."""
+        self.batcher.close()
+
+
+def _queries(pairs: list) -> pl.DataFrame:
+    """A queries table of (text, scope tuple) pairs; ``doc_scope`` only when a scope is set."""
+    data = {"query_id": [f"serve-{i}" for i in range(len(pairs))], "text": [t for t, _s in pairs]}
+    schema = {"query_id": pl.String, "text": pl.String}
+    if any(s is not None for _t, s in pairs):
+        data["doc_scope"] = [list(s) if s is not None else None for _t, s in pairs]
+        schema["doc_scope"] = pl.List(pl.String)
+    return pl.DataFrame(data, schema=schema)
