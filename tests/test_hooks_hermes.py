@@ -1,0 +1,91 @@
+"""The Hermes Agent memory provider (``pipeline/hooks/hermes.py``) loaded and driven by Hermes's own
+code: hermes-agent from PyPI (installed without its dependencies into a cache folder outside the
+repo: the loader and the MemoryManager need only the standard library and PyYAML), its plugin
+loader (``plugins/memory``), ``MemoryProvider`` ABC and ``MemoryManager``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from hooks_fakes import HIT, MISS, FakeCache, FakeService
+from pipeline.errors import ConfigError
+from pipeline.hooks.hermes import CONFIG, RecallMemoryProvider, install_plugin, load_settings
+from pipeline.hooks.source import Source, normalize
+
+HERMES_VERSION = "0.19.0"
+
+
+def hermes_path() -> Path:
+    """hermes-agent's files (``pip install --no-deps --target``), made once."""
+    home = Path(
+        os.environ.get("RECALL_HOOK_ENVS", Path.home() / ".cache/recall-pipeline/hook-envs")
+    )
+    target = home / f"hermes-agent-{HERMES_VERSION}"
+    if not (target / ".ready").exists():
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile"]
+        subprocess.run(
+            [*pip, "--target", str(target), f"hermes-agent=={HERMES_VERSION}"],
+            check=True,
+            timeout=600,
+        )
+        (target / ".ready").touch()
+    return target
+
+
+def test_hermes_loads_and_drives_the_provider(tmp_path):
+    home = tmp_path / "hermes"
+    plugin = install_plugin(home, {"endpoint": "http://127.0.0.1:8765", "format": "oks"})
+    assert sorted(p.name for p in plugin.iterdir()) == ["__init__.py", "plugin.yaml"]
+    assert load_settings(home) == {"endpoint": "http://127.0.0.1:8765", "format": "oks"}
+    path = os.pathsep.join(map(str, (hermes_path(), REPO, REPO / "tests")))
+    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": path}
+    script = str(REPO / "tests" / "hooks_hermes_turns.py")
+    run = subprocess.run([sys.executable, script, "0.3"], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["discovered"] and out["is_provider"] and out["available"]
+    assert out["name"] == "recall"
+    want = FakeService()
+    # turn 1: the cache's injection of HIT, read without asking the service
+    assert out["turn1"] == FakeCache("oks").get(HIT)["injection"]
+    assert out["returned_before_compute"] == []  # queue_prefetch returned before computing
+    # turn 2: a text the cache lacks → the entry queue_prefetch computed for MISS (oks format)
+    assert out["turn2"] == want.recall(MISS, format="oks")["injection"].strip() != ""
+    assert out["turn3"] == ""  # the queued entry serves one turn
+    assert out["calls"] == [[normalize(MISS), None, None, "oks"]]  # one computation: MISS
+
+
+def test_prefetch_never_computes_and_never_waits():
+    service = FakeService(delay=0.5)
+    provider = RecallMemoryProvider(Source(cache=FakeCache("oks"), recaller=service, format="oks"))
+    provider.initialize("s")
+    provider.queue_prefetch(MISS, session_id="s")
+    assert provider.prefetch("no such text", session_id="s") == ""  # compute still running
+    provider.wait("s")
+    assert (
+        provider.prefetch("no such text", session_id="s")
+        == service.recall(MISS, format="oks")["injection"]
+    )
+    assert provider.prefetch(HIT, session_id="t") == FakeCache("oks").get(HIT)["injection"]
+    assert [c[0] for c in service.calls] == [
+        normalize(MISS)
+    ] * 2  # only queue_prefetch (+ the check)
+    provider.queue_prefetch("  \r\n ", session_id="s")  # nothing to recall: no thread
+    assert provider._threads == {}
+
+
+def test_settings_errors(tmp_path):
+    (tmp_path / CONFIG).write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="not a JSON object"):
+        load_settings(tmp_path)
+    (tmp_path / CONFIG).write_text("{")
+    with pytest.raises(ConfigError, match="not JSON"):
+        load_settings(tmp_path)
+    assert load_settings(tmp_path / "absent") == {}
