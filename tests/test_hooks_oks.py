@@ -97,13 +97,13 @@ def test_cache_read_and_scope(service):
 
 def test_bad_settings_one_line(tmp_path):
     with pytest.raises(ConfigError, match="no recall_pipeline: mapping"):
-        RecallSearchBackend(root=str(instance(tmp_path, {"search_backend": "recall"})))
+        RecallSearchBackend(root=str(instance(tmp_path, {"search_backend": "recall"}))).search("q")
     bad = {"search_backend": "recall", "recall_pipeline": {"endpont": "http://127.0.0.1:1"}}
     with pytest.raises(ConfigError, match=r"unknown key\(s\) \['endpont'\]"):
-        RecallSearchBackend(root=str(instance(tmp_path, bad)))
+        RecallSearchBackend(root=str(instance(tmp_path, bad))).search("q")
     bad = {"search_backend": "recall", "recall_pipeline": {"endpoint": "127.0.0.1:8765"}}
     with pytest.raises(ConfigError, match="not an absolute http"):
-        RecallSearchBackend(root=str(instance(tmp_path, bad)))
+        RecallSearchBackend(root=str(instance(tmp_path, bad))).search("q")
 
 
 # --- OKS itself (Python >= 3.12, its own venv) -------------------------------------------------

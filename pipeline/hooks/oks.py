@@ -95,13 +95,19 @@ class RecallSearchBackend:
     """OKS's ``SearchBackend`` protocol over a ``Source``; ``root`` is the OKS instance root."""
 
     def __init__(self, root: str | None = None, source: Source | None = None, **kwargs: Any):
-        if source is None:
-            if root is None:
-                raise ConfigError("the recall OKS backend needs the instance root (OKS passes it)")
-            source = Source.from_settings(
-                read_settings(root), where=f"{root}/settings/recall.yaml", format="oks"
-            )
-        self.root, self.source, self._areas = root, source, None
+        if source is None and root is None:
+            raise ConfigError("the recall OKS backend needs the instance root (OKS passes it)")
+        self.root, self._source, self._areas = root, source, None
+
+    @property
+    def source(self) -> Source:
+        """The settings' Source, opened on first use: OKS's ``get_backend`` turns an error raised
+        while constructing a backend into "unknown search backend", so settings errors wait for
+        ``search``, where ``oks recall`` shows them."""
+        if self._source is None:
+            where = f"{self.root}/settings/recall.yaml"
+            self._source = Source.from_settings(read_settings(self.root), where=where, format="oks")
+        return self._source
 
     def index(self, pages: list[dict[str, Any]]) -> None:
         """Remember each page's area (for ``scope``); the recall cache is built by precompute."""
