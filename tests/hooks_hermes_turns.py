@@ -36,4 +36,12 @@ out["turn2"] = manager.prefetch_all("something new entirely", session_id="s1")  
 out["turn3"] = manager.prefetch_all("something new entirely", session_id="s1")  # used once
 out["calls"] = service.calls
 provider.shutdown()
+
+# a provider as Hermes sets it up: its source from $HERMES_HOME/recall.json (an endpoint only)
+http = load_memory_provider("recall")
+http.initialize("s2", hermes_home=home, platform="cli")
+out["http_turn1"] = http.prefetch(HIT, session_id="s2")  # no cache_dir: nothing to read
+http.queue_prefetch(MISS, session_id="s2")  # computed by the server behind the endpoint
+http.wait("s2", timeout=30)
+out["http_turn2"] = http.prefetch("something new entirely", session_id="s2")
 print(json.dumps(out))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from hooks_fakes import HIT, MISS, FakeCache, FakeService
+from hooks_fakes import HIT, MISS, FakeCache, FakeService, build_app, serving
 from pipeline.errors import ConfigError
 from pipeline.hooks.hermes import CONFIG, RecallMemoryProvider, install_plugin, load_settings
 from pipeline.hooks.source import Source, normalize
@@ -40,14 +40,17 @@ def hermes_path() -> Path:
 
 
 def test_hermes_loads_and_drives_the_provider(tmp_path):
-    home = tmp_path / "hermes"
-    plugin = install_plugin(home, {"endpoint": "http://127.0.0.1:8765", "format": "oks"})
-    assert sorted(p.name for p in plugin.iterdir()) == ["__init__.py", "plugin.yaml"]
-    assert load_settings(home) == {"endpoint": "http://127.0.0.1:8765", "format": "oks"}
+    home, served = tmp_path / "hermes", FakeService()
     path = os.pathsep.join(map(str, (hermes_path(), REPO, REPO / "tests")))
     env = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": path}
     script = str(REPO / "tests" / "hooks_hermes_turns.py")
-    run = subprocess.run([sys.executable, script, "0.3"], env=env, capture_output=True, text=True)
+    with serving(build_app(served)) as url:
+        plugin = install_plugin(home, {"endpoint": url, "format": "oks"})
+        assert load_settings(home) == {"endpoint": url, "format": "oks"}
+        run = subprocess.run(
+            [sys.executable, script, "0.3"], env=env, capture_output=True, text=True
+        )
+    assert sorted(p.name for p in plugin.iterdir()) == ["__init__.py", "plugin.yaml"]
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["discovered"] and out["is_provider"] and out["available"]
@@ -60,6 +63,10 @@ def test_hermes_loads_and_drives_the_provider(tmp_path):
     assert out["turn2"] == want.recall(MISS, format="oks")["injection"].strip() != ""
     assert out["turn3"] == ""  # the queued entry serves one turn
     assert out["calls"] == [[normalize(MISS), None, None, "oks"]]  # one computation: MISS
+    # set up from recall.json (endpoint only): no cache to read, the next turn from the server
+    assert out["http_turn1"] == ""
+    assert out["http_turn2"] == out["turn2"]
+    assert served.calls == [(normalize(MISS), None, None, "oks")]
 
 
 def test_prefetch_never_computes_and_never_waits():

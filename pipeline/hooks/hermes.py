@@ -30,6 +30,8 @@ from pipeline.hooks.source import Source, normalize
 log = logging.getLogger(__name__)
 CONFIG = "recall.json"
 NAME = "recall"
+# Hermes's loader takes a user plugin folder whose __init__.py mentions MemoryProvider or
+# register_memory_provider (plugins/memory/__init__.py::_is_memory_provider_dir); this one does.
 PLUGIN_INIT = '''"""recall-pipeline's Hermes memory provider (a MemoryProvider; pipeline.hooks.hermes)."""
 from pipeline.hooks.hermes import register  # noqa: F401
 '''
