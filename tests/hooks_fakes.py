@@ -69,15 +69,16 @@ def entries() -> dict[str, dict]:
 
 class FakeService:
     """``Service.recall`` / ``health``: cached texts are hits; ``MISS`` is computed (a miss, then
-    written back: a hit); other texts give no rows. Records each call in ``calls``."""
+    written back: a hit); other texts give no rows. Records each call in ``calls``; with a
+    ``gate``, a computation waits for it to be set."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, gate: threading.Event | None = None) -> None:
         self.entries = entries()
         self.computable = {
             normalize(MISS): {"rows": ROWS_MISS, "injection": _inject("miss", ROWS_MISS)}
         }
         self.calls: list[tuple] = []
-        self.delay = delay
+        self.gate = gate  # a computation waits until the gate is set (tests of background work)
 
     def recall(self, text, scope=None, k=None, format="rows"):
         if scope is not None and scope not in SCOPES:
@@ -86,7 +87,8 @@ class FakeService:
         self.calls.append((key, scope, k, format))
         cache = "hit" if key in self.entries else "miss"
         if key not in self.entries and key in self.computable:
-            time.sleep(self.delay)
+            if self.gate is not None:
+                self.gate.wait(30)
             self.entries[key] = self.computable[key]
         entry = self.entries.get(key, {"rows": [], "injection": {}})
         rows = entry["rows"][:k] if k else entry["rows"]

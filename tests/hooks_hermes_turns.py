@@ -4,7 +4,7 @@ three turns, and the script prints what each turn injected (JSON)."""
 
 import json
 import os
-import sys
+import threading
 
 from agent.memory_manager import MemoryManager
 from agent.memory_provider import MemoryProvider
@@ -16,7 +16,8 @@ from pipeline.hooks.source import Source
 home = os.environ["HERMES_HOME"]
 names = [name for name, _desc, _ok in discover_memory_providers()]
 provider = load_memory_provider("recall")
-service = FakeService(delay=float(sys.argv[1]))
+gate = threading.Event()
+service = FakeService(gate=gate)
 out = {
     "discovered": "recall" in names,
     "is_provider": isinstance(provider, MemoryProvider),
@@ -29,7 +30,9 @@ manager = MemoryManager()
 manager.add_provider(provider)
 out["turn1"] = manager.prefetch_all(HIT, session_id="s1")  # a cache hit
 manager.queue_prefetch_all(MISS, session_id="s1")  # after turn 1: compute MISS in the background
-out["returned_before_compute"] = [c[0] for c in service.calls]  # the compute is still sleeping
+# returned while the computation waits at the gate; a turn now gets nothing (never waits for it)
+out["turn_while_computing"] = manager.prefetch_all("something new entirely", session_id="s1")
+gate.set()
 manager.flush_pending(timeout=30)
 provider.wait("s1", timeout=30)
 out["turn2"] = manager.prefetch_all("something new entirely", session_id="s1")  # miss → queued
