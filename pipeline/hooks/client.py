@@ -1,0 +1,55 @@
+"""A standard-library HTTP client for ``recall serve``'s ``POST /recall`` (the hooks run inside
+other programs' processes: OKS, Hermes; they add no dependency there)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+from pipeline.errors import ConfigError, UserError
+
+
+class RecallServiceError(UserError):
+    """``recall serve`` could not be reached or refused the request (its one-line reason)."""
+
+
+class HttpRecaller:
+    """``recall(text, scope, k, format)`` over ``POST {endpoint}/recall``; same dict as
+    ``Service.recall``."""
+
+    def __init__(self, endpoint: str, *, timeout: float = 30.0) -> None:
+        endpoint = str(endpoint or "").strip().rstrip("/")
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(
+                f"endpoint={endpoint!r} is not an absolute http(s) URL; "
+                "write e.g. http://127.0.0.1:8765 (where `recall serve` listens)"
+            )
+        self.endpoint, self.timeout = endpoint, float(timeout)
+
+    def recall(
+        self, text: str, scope: str | None = None, k: int | None = None, format: str = "rows"
+    ) -> dict[str, Any]:
+        """POST one recall; a 4xx/5xx or an unreachable server raises RecallServiceError."""
+        body = {"text": text, "format": format}
+        body.update({key: v for key, v in (("scope", scope), ("k", k)) if v is not None})
+        request = urllib.request.Request(
+            f"{self.endpoint}/recall",
+            data=json.dumps(body, ensure_ascii=False).encode("utf-8"),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", errors="replace")[:300]
+            raise RecallServiceError(f"{self.endpoint}/recall: HTTP {exc.code}: {detail}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise RecallServiceError(
+                f"{self.endpoint}/recall: {reason}; is `recall serve` running there?"
+            ) from exc
