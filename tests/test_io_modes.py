@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
+from conftest import tiny_ws_overrides
 from pipeline import io, runner
-from tests.conftest import tiny_ws_overrides
 
 
 @pytest.fixture
