@@ -27,6 +27,8 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.adapters import reme_meta
+from pipeline.adapters.common import inside
 from pipeline.errors import DataError, UserError
 from pipeline.io import atomic_write_bytes
 
@@ -57,6 +59,9 @@ def read_log(path: Path) -> dict | None:
             "move the old file away (it is not merged into)",
             field="version",
         )
+    bad = reme_meta.invalid("access_log", log, path)
+    if bad is not None:  # never merged into: the writer would carry the bad value on
+        raise bad
     return log
 
 
@@ -115,7 +120,7 @@ def write_back(
     root = store_root(cfg, out)
     if not root.is_dir():
         raise UserError(f"{root}: no such ReMe store; pass --out <store root>")
-    dst = root / LOG_PATH
+    dst = inside(root, root / LOG_PATH)
     paths = rows["doc_id"].drop_nulls().unique().sort().to_list()
     new = merge(read_log(dst), paths, now)
     data = json.dumps(new, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
