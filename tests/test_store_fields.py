@@ -68,16 +68,23 @@ def test_a_good_record_passes_and_a_missing_required_field_is_named(schema):
         if f.required:
             with pytest.raises(fields.DataError) as e:
                 fields.check({**rec, name: None}, table, "s.json", "r1", "fix it")
-            assert str(e.value) == f"s.json, row r1, field '{name}': '{name}' is missing; fix: fix it"
+            assert (
+                str(e.value) == f"s.json, row r1, field '{name}': '{name}' is missing; fix: fix it"
+            )
 
 
-@pytest.mark.parametrize("schema, name, bad, what", CASES, ids=[f"{c[0]}.{c[1]}={c[2]!r}" for c in CASES])
+@pytest.mark.parametrize(
+    "schema, name, bad, what", CASES, ids=[f"{c[0]}.{c[1]}={c[2]!r}" for c in CASES]
+)
 def test_every_field_of_every_schema(schema, name, bad, what):
     table = fields.SCHEMAS[schema]
     rec = {**_good(table), name: bad}
     with pytest.raises(fields.DataError) as e:
         fields.check(rec, table, "s.json", "r1", "fix it")
-    assert str(e.value) == f"s.json, row r1, field '{name}': '{name}' is {bad!r}, not {what}; fix: fix it"
+    assert (
+        str(e.value)
+        == f"s.json, row r1, field '{name}': '{name}' is {bad!r}, not {what}; fix: fix it"
+    )
 
 
 def test_a_value_below_the_minimum_and_a_record_that_is_no_object():
@@ -201,4 +208,182 @@ def test_reme_feedback_refuses_to_merge_into_a_malformed_access_log(tmp_path):
     assert str(e.value) == (
         f"{path}, row paths[{B!r}], field 'hit_days': 'hit_days' is ['2025-11-31'], not a list of "
         "YYYY-MM-DD dates; fix: rewrite or delete the file"
+    )
+
+
+# OKS: hook state, inject log, front matter dates (tests/data/oks_store)
+
+FIX_STATE = "fix or delete it (OKS's hook writes {n: <turns>, seen: {<slug>: <turn>}})"
+FIX_LOG = "fix or delete that line (OKS's hook appends one injection a line)"
+GOOD_INJECT = {"session_id": "s1", "turn": 1, "agent_id": "a", "cwd": "/w", "prompt_hash": "h", "slugs": ["x"], "rels": [0.5], "injected_at": "2026-01-01T00:00:00Z"}  # fmt: skip
+
+OKS_CASES = {
+    "recall state n a string": (".oks/recall-state-s1.json", '{"n": "3", "seen": {}}', "document", "n", "'n' is '3', not an integer", FIX_STATE),
+    "recall state n NaN": (".oks/recall-state-s1.json", '{"n": NaN, "seen": {}}', "document", "n", "'n' is nan, not an integer", FIX_STATE),
+    "recall state seen turn a float": (".oks/recall-state-s1.json", '{"n": 2, "seen": {"a": 1.5}}', "document", "seen", "'seen' is {'a': 1.5}, not an object of integers", FIX_STATE),
+    "recall state a list": (".oks/recall-state-s1.json", "[1]", "document", None, "record is [1], not an object", FIX_STATE),
+    "inject turn Infinity": ("records/inject.jsonl", json.dumps(GOOD_INJECT) + "\n\n" + json.dumps({**GOOD_INJECT, "turn": math.inf}), "line 3", "turn", "'turn' is inf, not an integer", FIX_LOG),
+    "inject rels NaN": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "rels": [math.nan]}), "line 1", "rels", "'rels' is [nan], not a list of finite numbers", FIX_LOG),
+    "inject slugs a string": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "slugs": "x"}), "line 1", "slugs", "'slugs' is 'x', not a list of strings", FIX_LOG),
+    "inject session a number": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "session_id": 4}), "line 1", "session_id", "'session_id' is 4, not a string", FIX_LOG),
+    "front matter impossible date": ("wiki/bad-date.md", "---\ntitle: Bad\ntype: concept\ncreated: 2026-02-30\n---\n# Bad\nbody\n", "line 4", "created", "'2026-02-30' is not a possible date (day is out of range for month)", "write a real date as YYYY-MM-DD"),
+}  # fmt: skip
+
+
+def _oks(tmp_path: Path) -> tuple[Path, list[str]]:
+    store = tmp_path / "store"
+    shutil.copytree(OKS_STORE, store)
+    return store, ["data=oks", f"data.path={store}", f"data.queries={store / 'queries.jsonl'}"]
+
+
+@pytest.mark.parametrize("case", list(OKS_CASES))
+def test_oks_store_fields_are_one_error_line(case, tmp_path, capsys):
+    rel, body, row, field, problem, fix = OKS_CASES[case]
+    store, args = _oks(tmp_path)
+    (store / rel).write_text(body, encoding="utf-8")
+    line = _cli_error([*args, "preset=oks_team"], tmp_path, capsys)
+    named = f", field '{field}'" if field else ""
+    assert line == f"error: {store / rel}, row {row}{named}: {problem}; fix: {fix}"
+
+
+def test_workspace_front_matter_impossible_date_is_one_error_line(tmp_path, capsys):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("---\nupdated: 2025-04-31\n---\n# A\nmemory\n")
+    (tmp_path / "q.jsonl").write_text('{"query_id": "q1", "text": "memory"}\n')
+    args = ["data=workspace", f"data.path={notes}", f"data.queries={tmp_path / 'q.jsonl'}"]
+    line = _cli_error(args, tmp_path, capsys)
+    assert line == (
+        f"error: {notes / 'a.md'}, row line 2, field 'updated': '2025-04-31' is not a possible "
+        "date (day is out of range for month); fix: write a real date as YYYY-MM-DD"
+    )
+
+
+# symlinks out of a store
+
+SYMLINK_FIX = "is a symbolic link; store files are read only inside the store; fix: replace it with the real file or folder"
+
+
+@pytest.mark.parametrize(
+    "rel", ["wiki/outside.md", "wiki/ops", ".oks/access.json", ".oks", "records/inject.jsonl", "profiles/goals/outside.md"]
+)  # fmt: skip
+def test_oks_symlink_out_of_the_store_is_refused(rel, tmp_path, capsys):
+    store, args = _oks(tmp_path)
+    target = tmp_path / "outside"
+    src = store / rel
+    if src.is_dir():
+        shutil.move(src, target)
+    else:
+        target.write_text(
+            "---\ntitle: Secret\ntype: goal\n---\nsecret\n" if rel.endswith(".md") else "{}"
+        )
+        src.unlink(missing_ok=True)
+    src.symlink_to(target)
+    line = _cli_error([*args, "preset=oks_team"], tmp_path, capsys)
+    assert line == f"error: {src}: {SYMLINK_FIX}"
+
+
+@pytest.mark.parametrize(
+    "rel", [CHUNKS, GRAPH, "meta/communities.json", "metadata/embedding_store"]
+)
+def test_reme_symlink_out_of_the_store_is_refused(rel, tmp_path, capsys):
+    store = tmp_path / "store"
+    build(store)
+    target = tmp_path / "outside"
+    shutil.move(store / rel, target)
+    (store / rel).symlink_to(target)
+    line = _cli_error(["data=reme", f"data.path={store}"], tmp_path, capsys)
+    assert line == f"error: {store / rel}: {SYMLINK_FIX}"  # a linked folder: the folder is named
+
+
+def test_reme_symlinked_note_in_the_markdown_walk_is_refused(tmp_path, capsys):
+    store = tmp_path / "store"
+    (store / "daily").mkdir(parents=True)
+    (store / "daily" / "a.md").write_text("# A\nmemory\n")
+    (tmp_path / "secret.md").write_text("# S\nsecret\n")
+    (store / "daily" / "s.md").symlink_to(tmp_path / "secret.md")
+    line = _cli_error(["data=reme", f"data.path={store}"], tmp_path, capsys)
+    assert line == f"error: {store / 'daily' / 's.md'}: {SYMLINK_FIX}"
+
+
+# ST-BME: the graph's version, state and node fields; the sync manifest
+
+
+def _bme_file(tmp_path: Path, doc) -> Path:
+    p = tmp_path / "st-bme-graph.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    return p
+
+
+BME_VERSION = "ST-BME graph version {} is not one this reader knows (1–9, ST-BME 590da3b); fix: export the graph again from ST-BME (graph panel → export), or upgrade the pipeline"
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan, "9", True, 9.5])
+def test_bme_version_not_finite_or_not_a_number(bad, tmp_path, capsys):
+    p = _bme_file(tmp_path, {**bme_graph(), "version": bad})
+    line = _cli_error(["data=bme", f"data.path={p}"], tmp_path, capsys)
+    assert line == f"error: {p}, field 'version': " + BME_VERSION.format(repr(bad))
+
+
+def _node_edit(i, **kw):
+    def edit(g):
+        g["nodes"][i].update(kw)
+
+    return edit
+
+
+BME_CASES = {
+    "timelineState a list": (lambda g: g.update(timelineState=[1]), "graph", "timelineState", "'timelineState' is [1], not an object"),
+    "knowledgeState a string": (lambda g: g.update(knowledgeState="x"), "graph", "knowledgeState", "'knowledgeState' is 'x', not an object"),
+    "node parentId a number": (_node_edit(1, parentId=7), "nodes[1]", "parentId", "'parentId' is 7, not a string"),
+    "node fields a list": (_node_edit(0, fields=["a"]), "nodes[0]", "fields", "'fields' is ['a'], not an object"),
+    "node seqRange NaN": (_node_edit(0, seqRange=[1, math.nan]), "nodes[0]", "seqRange", "'seqRange' is [1, nan], not a list of finite numbers"),
+    "node archived a string": (_node_edit(2, archived="no"), "nodes[2]", "archived", "'archived' is 'no', not true or false"),
+    "node scope a string": (_node_edit(0, scope="pov"), "nodes[0]", "scope", "'scope' is 'pov', not an object"),
+    "node a number": (lambda g: g["nodes"].__setitem__(0, 5), "nodes[0]", None, "record is 5, not an object"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(BME_CASES))
+def test_bme_graph_fields_are_one_error_line(case, tmp_path, capsys):
+    edit, row, field, problem = BME_CASES[case]
+    g = bme_graph()
+    edit(g)
+    p = _bme_file(tmp_path, g)
+    line = _cli_error(["data=bme", f"data.path={p}"], tmp_path, capsys)
+    named = f", field '{field}'" if field else ""
+    assert line == f"error: {p}, row {row}{named}: {problem}; fix: {FIX_BME}"
+
+
+SYNC_CASES = {
+    "formatVersion a string": ({"formatVersion": "2"}, "manifest", "formatVersion", "'formatVersion' is '2', not an integer"),
+    "formatVersion Infinity": ({"formatVersion": math.inf}, "manifest", "formatVersion", "'formatVersion' is inf, not an integer"),
+    "chunks an object": ({"chunks": {"a": 1}}, "manifest", "chunks", "'chunks' is {'a': 1}, not a list of objects"),
+    "meta a list": ({"meta": [1]}, "manifest", "meta", "'meta' is [1], not an object"),
+    "chunk filename a number": ({"chunks": [{"kind": "nodes", "filename": 3}]}, "chunks[0]", "filename", "'filename' is 3, not a string"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(SYNC_CASES))
+def test_bme_sync_manifest_fields_are_one_error_line(case, tmp_path, capsys):
+    change, row, field, problem = SYNC_CASES[case]
+    g = bme_graph()
+    (tmp_path / "ST-BME_sync_c.__0.json").write_text(json.dumps({"records": g["nodes"]}))
+    manifest = {"kind": "st-bme-sync", "formatVersion": 2, "meta": {}}
+    manifest["chunks"] = [{"kind": "nodes", "filename": "ST-BME_sync_c.__0.json"}]
+    p = tmp_path / "ST-BME_sync_c.json"
+    p.write_text(json.dumps({**manifest, **change}))
+    line = _cli_error(["data=bme", f"data.path={p}"], tmp_path, capsys)
+    assert line == f"error: {p}, row {row}, field '{field}': {problem}; fix: {FIX_SYNC}"
+
+
+def test_bme_sync_chunk_records_not_a_list(tmp_path, capsys):
+    (tmp_path / "ST-BME_sync_c.__0.json").write_text(json.dumps({"records": {"a": 1}}))
+    p = tmp_path / "ST-BME_sync_c.json"
+    p.write_text(json.dumps({"kind": "st-bme-sync", "formatVersion": 2, "chunks": [{"kind": "nodes", "filename": "ST-BME_sync_c.__0.json"}]}))  # fmt: skip
+    line = _cli_error(["data=bme", f"data.path={p}"], tmp_path, capsys)
+    chunk = tmp_path / "ST-BME_sync_c.__0.json"
+    assert (
+        line
+        == f"error: {chunk}, row document, field 'records': 'records' is {{'a': 1}}, not a list; fix: {FIX_SYNC}"
     )
