@@ -120,7 +120,7 @@ def check_version(graph: object, where: str) -> dict:
             where, "is not an ST-BME graph object", "pass a graph export, chat or sync file"
         )
     v = graph.get("version")
-    if not fields.KINDS["number"][0](v) or v != int(v) or not 1 <= v <= GRAPH_VERSION:
+    if not fields.finite_number(v) or v != int(v) or not 1 <= v <= GRAPH_VERSION:
         raise DataError(
             where,
             f"ST-BME graph version {v!r} is not one this reader knows (1–{GRAPH_VERSION}, ST-BME 590da3b)",

@@ -27,7 +27,8 @@ class Field:
     min: float | None = None
 
 
-def _number(v) -> bool:
+def finite_number(v) -> bool:
+    """True for an int or float that is finite (not a bool, NaN or ±inf)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -59,13 +60,13 @@ def _date(v) -> bool:
 KINDS = {  # kind -> (test, what the error says the value should be)
     "str": (lambda v: isinstance(v, str), "a string"),
     "int": (_int, "an integer"),
-    "number": (_number, "a finite number"),
+    "number": (finite_number, "a finite number"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "dict": (lambda v: isinstance(v, dict), "an object"),
     "list": (lambda v: isinstance(v, list), "a list"),
     "datetime": (_datetime, "an ISO date-time"),
     "list[str]": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), None),
-    "list[number]": (lambda v: isinstance(v, list) and all(map(_number, v)), None),
+    "list[number]": (lambda v: isinstance(v, list) and all(map(finite_number, v)), None),
     "list[dict]": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), None),
     "list[date]": (lambda v: isinstance(v, list) and all(map(_date, v)), None),
     "map[int]": (lambda v: isinstance(v, dict) and all(map(_int, v.values())), None),
