@@ -225,6 +225,7 @@ OKS_CASES = {
     "inject turn Infinity": ("records/inject.jsonl", json.dumps(GOOD_INJECT) + "\n\n" + json.dumps({**GOOD_INJECT, "turn": math.inf}), "line 3", "turn", "'turn' is inf, not an integer", FIX_LOG),
     "inject rels NaN": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "rels": [math.nan]}), "line 1", "rels", "'rels' is [nan], not a list of finite numbers", FIX_LOG),
     "inject slugs a string": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "slugs": "x"}), "line 1", "slugs", "'slugs' is 'x', not a list of strings", FIX_LOG),
+    "inject injected_at impossible": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "injected_at": "2026-04-31T10:00:00+00:00"}), "line 1", "injected_at", "'injected_at' is '2026-04-31T10:00:00+00:00', not an ISO date-time", FIX_LOG),
     "inject session a number": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "session_id": 4}), "line 1", "session_id", "'session_id' is 4, not a string", FIX_LOG),
     "front matter impossible date": ("wiki/bad-date.md", "---\ntitle: Bad\ntype: concept\ncreated: 2026-02-30\n---\n# Bad\nbody\n", "line 4", "created", "'2026-02-30' is not a possible date (day is out of range for month)", "write a real date as YYYY-MM-DD"),
 }  # fmt: skip

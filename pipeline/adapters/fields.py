@@ -119,7 +119,7 @@ OKS_INJECT = {  # records/inject.jsonl: one injection a line (user-prompt-recall
     "prompt_hash": Field("str"),
     "slugs": Field("list[str]"),
     "rels": Field("list[number]"),
-    "injected_at": Field("str"),
+    "injected_at": Field("datetime"),
 }
 
 # ST-BME (@ 590da3b, pipeline/adapters/bme_store.py, bme_nodes.py)
