@@ -5,6 +5,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import stat
 
 import polars as pl
 import pytest
@@ -143,6 +144,9 @@ def test_cli_merges_hits_idempotently_and_touches_nothing_else(run_dir):
     )
     log = store / "meta" / "access_log.json"
     got = json.loads(log.read_text())
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(log.stat().st_mode) == 0o666 & ~mask  # 0644 under umask 022, not 0600
     hit = sorted(set(rows["doc_id"]))
     # q1 (no word matches): the vector list, guide.md and s1.jsonl#L1-L2; q2: jwt#L5-L9 (vector and
     # both words) then oauth (vector 0.6, "rotation"): RRF 0.7/62 + 0.3/(60+r) beats jwt#L10-L14
