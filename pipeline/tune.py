@@ -87,8 +87,12 @@ class _Trials:
         self.trials, self.metric, self.done, self.best = trials, metric, 0, float("-inf")
 
     def __call__(self, run_dir: Path) -> None:
-        value = _metric(run_dir, self.metric)
         self.done += 1
+        try:
+            value = _metric(run_dir, self.metric)
+        except (OSError, KeyError, ValueError):  # the sweep itself reports a missing metric
+            print(f"trial {self.done}/{self.trials}: done ({run_dir})", flush=True)
+            return
         self.best = max(self.best, value)
         print(
             f"trial {self.done}/{self.trials}: {self.metric} {value:.4f} on half a "
