@@ -108,7 +108,7 @@ def _team(df: pl.DataFrame) -> pl.Series:
     return (
         df["team"].cast(pl.String).fill_null("")
         if "team" in df.columns
-        else pl.Series([""] * df.height)
+        else pl.Series([""] * df.height, dtype=pl.String)  # typed: an empty log has no rows
     )
 
 

@@ -7,7 +7,9 @@ writes a **new** signals table (the input is never touched; ``revision`` = input
 - BME reinforcement, once per (query, node) access: ``access_count + 1``, ``importance + 0.1``
   capped at 10 (a missing importance counts as 5), ``last_access_at = now``;
 - ReMe's access log: ``access_days`` (list of UTC dates, one entry per (node, day)), from which
-  ``hits_30d`` = the number of logged days in the 30 days up to ``now`` (today included).
+  ``hits_30d`` = the number of logged days in the 30 days up to the latest day the table has seen
+  (``now``, its ``computed_at`` or a logged day, whichever is last), so feeding runs in any order
+  gives the same table; ``last_access_at`` and ``computed_at`` keep the latest time.
 
 Start values come from the input table's columns when it has them (an earlier feedback), else from
 the run's node table. A run with ``signals.path=<new table>`` reads it through ``signals.for_group``: node
@@ -51,6 +53,20 @@ def _start(table: pl.DataFrame, nodes: pl.DataFrame | None, col: str, dtype) -> 
     return pl.lit(None, dtype=dtype)
 
 
+def _old_times(table: pl.DataFrame) -> list[dt.datetime]:
+    """The input table's ``computed_at`` (an earlier feedback's time), if any."""
+    if "computed_at" not in table.columns:
+        return []
+    return [signals._utc(x) for x in table["computed_at"].drop_nulls().to_list()[:1]]
+
+
+def _window_end(table: pl.DataFrame, days: pl.Series, now: dt.datetime) -> dt.date:
+    """The last day of the hits window: the latest of ``now``, the table's ``computed_at`` and
+    every logged access day (so the result does not depend on the order runs are fed in)."""
+    logged = days.explode().drop_nulls()
+    return max([now.date(), *(t.date() for t in _old_times(table)), *logged.to_list()])
+
+
 def apply(
     table: pl.DataFrame, acc: pl.DataFrame, now: dt.datetime, nodes: pl.DataFrame | None = None
 ) -> pl.DataFrame:
@@ -76,6 +92,7 @@ def apply(
         else pl.lit(None, dtype=pl.List(pl.Date))
     )
     days = days.fill_null(pl.lit([], dtype=pl.List(pl.Date)))
+    last = _start(t, nodes, "last_access_at", ts)
     t = t.with_columns(
         access_count=_start(t, nodes, "access_count", pl.Int64).fill_null(0) + pl.col("n"),
         importance=pl.min_horizontal(
@@ -83,20 +100,22 @@ def apply(
             _start(t, nodes, "importance", pl.Float64).fill_null(5.0) + 0.1 * pl.col("n"),
         ),
         last_access_at=pl.when(hit)
-        .then(pl.lit(now, dtype=ts))
-        .otherwise(_start(t, nodes, "last_access_at", ts)),
+        .then(pl.max_horizontal(last, pl.lit(now, dtype=ts)))
+        .otherwise(last),
         access_days=pl.when(hit)
         .then(pl.concat_list(days, pl.lit(today, dtype=pl.Date)).list.unique().list.sort())
         .otherwise(days),
     )
-    lo = today - dt.timedelta(days=WINDOW_DAYS - 1)
+    end = _window_end(table, t["access_days"], now)
+    lo = end - dt.timedelta(days=WINDOW_DAYS - 1)
     t = t.with_columns(
         hits_30d=pl.col("access_days")
-        .list.eval(pl.element().is_between(lo, today).sum())
+        .list.eval(pl.element().is_between(lo, end).sum())
         .list.first()
         .fill_null(0)
         .cast(pl.Int64)
     )
+    now = max([now, *_old_times(table)])
     rev = (table["revision"].max() or 0) if "revision" in table.columns else 0
     t = t.with_columns(
         revision=pl.lit(rev + 1, pl.Int32),

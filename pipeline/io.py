@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 
 import polars as pl
@@ -19,12 +20,32 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _open_temp(path: Path) -> tuple[int, Path]:
+    """Create an empty temp file beside ``path`` with the mode a plain ``open(path, "w")`` would give:
+    the existing file's mode when ``path`` is replaced, else 0666 less the umask (``mkstemp`` would
+    make every output 0600, unreadable to another user)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o666)  # the kernel applies the umask
+        except FileExistsError:
+            continue
+        break
+    try:
+        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+    except FileNotFoundError:
+        pass
+    return fd, tmp
+
+
 def atomic_write(path: str | Path, write) -> None:
     """``write(fh)`` fills a temp file beside ``path``; it is fsynced and renamed over ``path`` only
-    when complete (a crash leaves the old file or none, never half of one)."""
+    when complete (a crash leaves the old file or none, never half of one). A new file gets the
+    umask's mode; a replaced one keeps its mode."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _open_temp(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)

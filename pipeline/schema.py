@@ -253,8 +253,11 @@ def importance_to_10(nodes: pl.DataFrame, scale, where: str) -> tuple[pl.DataFra
     """Nodes with ``importance`` on the contract's 0–10 scale, and a note for the manifest when a
     0–1 input was converted (×10). Done once, at ingest (the adapters that read importance).
 
-    ``scale``: ``10`` (as given), ``1`` (a 0–1 scale, ×10), ``auto`` (a 0–1 scale when every
-    non-null value is ≤ 1, else 0–10). Values outside the scale are a :class:`DataError`.
+    ``scale``: ``10`` (as given), ``1`` (a 0–1 scale, ×10), ``auto``: per source document
+    (``doc_id``; a node without one on its own) a 0–1 scale when every non-null value of that
+    document is ≤ 1, else 0–10. Deciding per document, never over the whole corpus, keeps scopes
+    sealed: an edit in one scope cannot rescale another scope's importance. Values outside the
+    scale are a :class:`DataError`.
     """
     from pipeline.errors import require_one_of
 
@@ -266,12 +269,10 @@ def importance_to_10(nodes: pl.DataFrame, scale, where: str) -> tuple[pl.DataFra
     require_one_of("data.importance_scale", scale, IMPORTANCE_SCALES)
     if "importance" not in nodes.columns or nodes["importance"].null_count() == nodes.height:
         return nodes, None
-    top = float(nodes["importance"].max())
-    factor = 10.0 if scale == "1" or (scale == "auto" and top <= 1.0) else 1.0
-    hi = 10.0 / factor
-    bad = (nodes["importance"] < 0) | (nodes["importance"] > hi)
-    if bad.fill_null(False).any():
-        row = _first_bad_row(bad.fill_null(False))
+    hi = 1.0 if scale == "1" else 10.0
+    bad = ((nodes["importance"] < 0) | (nodes["importance"] > hi)).fill_null(False)
+    if bad.any():
+        row = _first_bad_row(bad)
         raise DataError(
             where,
             f"importance {nodes['importance'][row]} is outside 0–{hi:g} "
@@ -280,10 +281,21 @@ def importance_to_10(nodes: pl.DataFrame, scale, where: str) -> tuple[pl.DataFra
             row=row,
             field="importance",
         )
-    if factor == 1.0:
+    if scale == "10":
         return nodes, None
-    nodes = nodes.with_columns(pl.col("importance") * factor)
-    why = "every value ≤ 1" if scale == "auto" else "data.importance_scale=1"
+    if scale == "1":
+        scaled = pl.lit(True)
+    else:
+        doc = pl.col("doc_id") if "doc_id" in nodes.columns else pl.lit(None, pl.String)
+        source = pl.coalesce(doc, pl.lit("\x00") + pl.col("node_id"))
+        scaled = (pl.col("importance").max().over(source) <= 1.0).fill_null(False)
+    flags = nodes.select(scaled.alias("s"))["s"] if scale == "auto" else None
+    if flags is not None and not flags.any():
+        return nodes, None
+    nodes = nodes.with_columns(
+        pl.when(scaled).then(pl.col("importance") * 10.0).otherwise(pl.col("importance"))
+    )
+    why = "every value of its document ≤ 1" if scale == "auto" else "data.importance_scale=1"
     return nodes, f"importance read on a 0–1 scale ({why}) and multiplied by 10 at ingest"
 
 

@@ -8,7 +8,8 @@ best values as a new preset file, with the score it reached.
 2. ``recall run --multirun hydra/sweeper=optuna`` fits on query half ``a`` (``query_part=a``) with a
    seeded TPE sampler, one trial at a time, maximising ``tune.metric``: the same seed, the same trials.
 3. ``conf/preset/<name>.yaml`` = the base preset with the best values; its header records the command
-   and the scores.
+   and the scores. Tune never overwrites a preset: when that file exists (a shipped preset such as
+   ``best_musique``, or an earlier tune), it writes ``<name>_2.yaml`` (the first free number).
 4. The new preset is run on half ``a`` (it must reproduce the best trial), on the held-out half ``b``
    and on all queries, the base preset on both halves; the scores are printed and written into the
    header, with a note when the tuned preset does not beat the base on half ``b``.
@@ -20,6 +21,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -46,15 +48,57 @@ def _int_opt(args: list[str], key: str, default: str) -> int:
         raise ConfigError(f"{key}={value!r} is not an integer; give e.g. {key}={default}") from None
 
 
-def _recall(args: list[str]) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "run", *args], capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        said = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
-        if len(said) == 1:  # the run's own one-line error (a bad option or config) is tune's
-            raise ConfigError(said[0].removeprefix("error: "))
-        raise ConfigError(f"recall run {' '.join(args)} failed:\n{proc.stderr.strip()[-2000:]}")
+def _fail(args: list[str], stderr: str) -> ConfigError:
+    said = [x for x in stderr.splitlines() if x.startswith("error: ")]
+    if len(said) == 1:  # the run's own one-line error (a bad option or config) is tune's
+        return ConfigError(said[0].removeprefix("error: "))
+    return ConfigError(f"recall run {' '.join(args)} failed:\n{stderr.strip()[-2000:]}")
+
+
+def _recall(args: list[str], on_run=None) -> None:
+    """``recall run <args>`` in a subprocess; ``on_run(run_dir)`` is called as each run (each trial
+    of a sweep) prints its ``run directory:`` line, so a long sweep shows progress."""
+    cmd = [sys.executable, "-m", "pipeline.cli", "run", *args]
+    with tempfile.TemporaryFile("w+") as err:
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True) as proc:
+            for line in proc.stdout:
+                if on_run and line.startswith("run directory: "):
+                    on_run(Path(line.removeprefix("run directory: ").strip()))
+        if proc.returncode != 0:
+            err.seek(0)
+            raise _fail(args, err.read())
+
+
+def free_name(name: str) -> str:
+    """``name`` when ``conf/preset/<name>.yaml`` does not exist, else ``<name>_2``, ``<name>_3``...:
+    tune never overwrites a preset (shipped or written before)."""
+    taken = {p.stem for p in (CONF_DIR / "preset").glob("*.yaml")}
+    n, free = 1, name
+    while free in taken:
+        n += 1
+        free = f"{name}_{n}"
+    return free
+
+
+class _Trials:
+    """Prints one line per finished trial of the sweep: its metric and the best so far."""
+
+    def __init__(self, trials: int, metric: str):
+        self.trials, self.metric, self.done, self.best = trials, metric, 0, float("-inf")
+
+    def __call__(self, run_dir: Path) -> None:
+        self.done += 1
+        try:
+            value = _metric(run_dir, self.metric)
+        except (OSError, KeyError, ValueError):  # the sweep itself reports a missing metric
+            print(f"trial {self.done}/{self.trials}: done ({run_dir})", flush=True)
+            return
+        self.best = max(self.best, value)
+        print(
+            f"trial {self.done}/{self.trials}: {self.metric} {value:.4f} on half a "
+            f"(best {self.best:.4f})",
+            flush=True,
+        )
 
 
 def _metric(run_dir: Path, metric: str) -> float:
@@ -94,13 +138,16 @@ def tune(args: list[str]) -> int:
     trials, seed = _int_opt(args, "tune.trials", "40"), _int_opt(args, "tune.seed", "13")
     metric = _opt(args, "tune.metric", "recall@5")
     space_name = _opt(args, "tune.space", None) or base
-    name = _opt(args, "tune.name", None) or f"{base}_{data}"
-    if name in ("null", "None"):
-        name = f"{base}_{data}"
+    wanted = _opt(args, "tune.name", None) or f"{base}_{data}"
+    if wanted in ("null", "None"):
+        wanted = f"{base}_{data}"
+    name = free_name(wanted)
+    if name != wanted:
+        print(f"conf/preset/{wanted}.yaml exists (tune never overwrites a preset): writing {name}")
     space = search_space(space_name)
     out = Path(_opt(args, "out_dir", None) or f"runs/tune-{name}")
     passthrough = [a for a in args if not a.startswith(("out_dir=", "query_part="))]
-    _recall(_sweep_args(passthrough, out, trials, seed, name, space))
+    _recall(_sweep_args(passthrough, out, trials, seed, name, space), _Trials(trials, metric))
     res = yaml.safe_load((out / "optimization_results.yaml").read_text())
     best, best_value = dict(res["best_params"]), float(res["best_value"])
     cmd = "recall tune " + " ".join(args)
@@ -211,6 +258,8 @@ def _final_scores(
     for preset, part in ((name, "a"), (name, "b"), (name, None), (base, "a"), (base, "b")):
         run_dir = out / f"final-{preset}-{part or 'all'}"
         extra = [f"query_part={part}"] if part else []
+        where = f"half {part}" if part else "all queries"
+        print(f"final run {len(scores) + 1}/5: preset {preset} on {where}", flush=True)
         _recall(
             [
                 f"data={data}",

@@ -244,7 +244,7 @@ def test_run_and_precompute_never_touch_the_store(compose, tmp_path):
         (
             "wiki/bad.md",
             "---\ntitle: [unclosed\n---\nbody\n",
-            "bad.md, field 'front matter': front matter is not valid",
+            "bad.md, row line 2, field 'front matter': front matter is not valid",
         ),
         ("wiki/list.md", "---\n- a\n---\nbody\n", "front matter is a list, not a mapping"),
     ],

@@ -97,3 +97,34 @@ def test_other_teams_rows_leave_a_teams_recall_bytes(compose, tmp_path):
     for table in ("recall", "injection"):
         assert alone[table].equals(mixed[table])
     assert not alone["recall_q2"].equals(mixed["recall_q2"])  # the rows did reach their own team
+
+
+def test_oks_instance_without_an_inject_log_precomputes(compose, tmp_path):
+    """An OKS instance whose hook never wrote ``records/inject.jsonl``: every query's team-log
+    version is the hash of zero rows (sha256 of "0"), and precompute computes every query."""
+    import hashlib
+    import shutil
+    from pathlib import Path
+
+    from pipeline import cachekeys
+    from pipeline.common import call_target
+
+    store = tmp_path / "oks"
+    shutil.copytree(Path(__file__).parent / "data" / "oks_store", store)
+    (store / "records" / "inject.jsonl").unlink()
+    cfg = compose(
+        [
+            "data=oks",
+            f"data.path={store}",
+            f"data.queries={store / 'queries.jsonl'}",
+            "preset=oks_team",
+            "embed=hashing",
+            f"cache_dir={tmp_path / 'c'}",
+        ]
+    )
+    ds = call_target(cfg.data)
+    assert ds.use_log().height == 0
+    empty = hashlib.sha256(b"0").hexdigest()[:16]
+    assert cachekeys.team_log_versions(ds.use_log(), ds.queries) == [empty] * ds.queries.height
+    done = precompute.precompute(cfg, ds)
+    assert (done["hits"], done["misses"]) == (0, ds.queries.height)

@@ -174,3 +174,22 @@ def test_injected_counts_only_injected_rows(compose, tmp_path):
         added == pl.read_parquet(run_dir / "recall.parquet")["query_id"].n_unique()
     )  # one injected node per query
     assert json.loads((run_dir / "manifest.json").read_text())["config"]["inject"]["max_nodes"] == 1
+
+
+def test_feeding_runs_out_of_order_gives_the_same_table():
+    """Feeding the 12-05 run and then the 12-01 run keeps both days (the window ends on the latest
+    day seen, 12-05), as the other order does; times keep the latest."""
+    dec1 = dt.datetime(2025, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
+    dec5 = dt.datetime(2025, 12, 5, 9, 0, tzinfo=dt.timezone.utc)
+    table = pl.DataFrame({"node_id": ["a", "b"], "pagerank": [0.5, 0.5]})
+    a = feedback.accesses(pl.DataFrame({"query_id": ["q"], "node_id": ["a"], "rank": [1]}))
+    late_first = feedback.apply(feedback.apply(table, a, dec5), a, dec1)
+    early_first = feedback.apply(feedback.apply(table, a, dec1), a, dec5)
+    assert late_first["access_days"].to_list() == [
+        [dt.date(2025, 12, 1), dt.date(2025, 12, 5)],
+        [],
+    ]
+    assert late_first["hits_30d"].to_list() == [2, 0]
+    assert late_first["last_access_at"].to_list() == [dec5, None]
+    assert late_first["computed_at"].to_list() == [dec5, dec5]
+    assert late_first.equals(early_first)

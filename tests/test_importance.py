@@ -10,6 +10,8 @@ import math
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline import feedback
 from pipeline.adapters import parquet, workspace
@@ -33,10 +35,14 @@ def test_scale_rule():
     assert (
         out["importance"].to_list() == pytest.approx([9.5, None, 2.0, 10.0]) and "0–1 scale" in note
     )
-    out, note = importance_to_10(
-        _imp([0.5, 5.0]), "auto", "n.parquet"
-    )  # one value > 1: already 0–10
-    assert out["importance"].to_list() == [0.5, 5.0] and note is None
+    out, note = importance_to_10(_imp([0.5, 5.0]), "auto", "n.parquet")  # no doc_id: per node
+    assert out["importance"].to_list() == [5.0, 5.0] and "every value of its document" in note
+    docs = _imp([0.5, 5.0, 0.3, 0.7]).with_columns(doc_id=pl.Series(["d1", "d1", "d2", None]))
+    out, note = importance_to_10(docs, "auto", "n.parquet")
+    # d1 holds a value > 1: its 0.5 is already 0–10; d2 and the node without a document are 0–1
+    assert out["importance"].to_list() == pytest.approx([0.5, 5.0, 3.0, 7.0])
+    out, note = importance_to_10(_imp([3.0, 5.0]), "auto", "n.parquet")
+    assert out["importance"].to_list() == [3.0, 5.0] and note is None  # nothing converted
     out, note = importance_to_10(_imp([0.3]), 1, "n.parquet")  # an int from YAML
     assert out["importance"].to_list() == pytest.approx([3.0]) and "data.importance_scale=1" in note
     out, note = importance_to_10(_imp([0.3]), "10", "n.parquet")  # told it is 0–10: kept
@@ -85,8 +91,12 @@ def test_issue_example_095_is_96_after_one_feedback_access(tmp_path):
     assert mem[0] == pytest.approx((0.96 + 0.5 * math.log(2)) * 1.2, abs=1e-6)  # 1.5679
 
 
-def test_a_workspace_already_on_0_10_is_kept(tmp_path):
+def test_auto_decides_per_note_and_scale_10_keeps_everything(tmp_path):
+    """auto reads each note on its own: a.md (7) is 0–10, b.md (0.4) 0–1 whatever a.md holds (an
+    edit of one note never rescales another); data.importance_scale=10 keeps every value."""
     ds = workspace.load(str(_workspace(tmp_path, importance="7")))
+    assert ds.nodes.sort("node_id")["importance"].to_list() == pytest.approx([7.0, 4.0])
+    ds = workspace.load(str(tmp_path), importance_scale="10")
     assert (
         ds.nodes.sort("node_id")["importance"].to_list() == pytest.approx([7.0, 0.4])
         and ds.notes == {}
@@ -149,3 +159,57 @@ def test_run_manifest_carries_the_note(compose, tmp_path):
         ]
     )
     assert runner.run(cfg, tmp_path / "run10")["manifest"]["data_notes"] == {}
+
+
+WORDS = ["alpha", "beta", "gamma", "delta", "echo", "foxtrot"]
+
+
+def _scoped_workspace(root, b_importance: list[str]):
+    """Scope a/ with three 0–1 notes, scope b/ with one note per ``b_importance`` value."""
+    root.mkdir()
+    for scope, values in (("a", ["0.9", "0.2", "0.5"]), ("b", b_importance)):
+        (root / scope).mkdir()
+        for i, v in enumerate(values):
+            words = f"{WORDS[i % 6]} {WORDS[(i + 1) % 6]} note {scope}{i}"
+            (root / scope / f"n{i}.md").write_text(f"---\nimportance: {v}\n---\n# N{i}\n{words}\n")
+    return root
+
+
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(b=st.lists(st.sampled_from(["0.1", "0.8", "1", "3", "9.5"]), min_size=1, max_size=3))
+def test_editing_one_scope_leaves_another_scopes_recall_byte_identical(tmp_path_factory, b):
+    """preset=bme over a workspace (importance is a score term): a query scoped to a/ gets
+    byte-identical rows whatever scope b/'s importance values are (before: a value > 1 in b/
+    turned a/'s 0–1 values into 0–10 ones)."""
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
+
+    from conftest import REPO, SHARED_DATA
+    from isolated import fresh_run
+
+    tmp = tmp_path_factory.mktemp("sealed-importance")
+    q = tmp / "q.jsonl"
+    q.write_text(
+        '{"query_id": "qa", "text": "alpha beta note", "doc_scope": ["a"]}\n'
+        '{"query_id": "qa2", "text": "gamma delta", "doc_scope": ["a"]}\n'
+    )
+    rows = []
+    for name, values in (("before", ["0.3"]), ("after", b)):
+        ws = _scoped_workspace(tmp / f"ws-{name}", values)
+        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+            cfg = hcompose(
+                "config",
+                overrides=[
+                    "device=cpu",
+                    f"data_dir={SHARED_DATA}",
+                    "data=workspace",
+                    f"data.path={ws}",
+                    f"data.queries={q}",
+                    "preset=bme",
+                    "embed=hashing",
+                    "report=false",
+                ],
+            )
+        rows.append(fresh_run(cfg, tmp, name).recall())
+    assert rows[0].height > 0 and set(rows[0]["node_id"]) <= {f"a/n{i}.md#n{i}" for i in range(3)}
+    assert rows[0].equals(rows[1])

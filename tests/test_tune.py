@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -95,10 +96,23 @@ def _tune(name: str, out) -> tuple[str, dict]:
 def test_tune_writes_a_preset_that_reproduces_its_best_trial(tmp_path):
     name = f"tunetest_{uuid.uuid4().hex[:8]}"
     path = REPO / "conf" / "preset" / f"{name}.yaml"
+    second = path.with_name(f"{name}_2.yaml")
     try:
         out, res = _tune(name, tmp_path / "t1")
         best = float(res["best_value"])
         lines = out.strip().splitlines()
+        # progress: one line per trial (its own score, the best so far), then per final run
+        values = [
+            float(json.loads((d / "metrics.json").read_text())["recall@5"])
+            for d in sorted((tmp_path / "t1").glob("[0-9]-*"))
+        ]
+        assert len(values) == 3 and max(values) == best
+        assert lines[:3] == [
+            f"trial {i + 1}/3: recall@5 {v:.4f} on half a (best {max(values[: i + 1]):.4f})"
+            for i, v in enumerate(values)
+        ]
+        assert [x.split(":")[0] for x in lines[3:8]] == [f"final run {i}/5" for i in range(1, 6)]
+        lines = lines[8:]
         assert lines[0] == f"best recall@5 on half a: {best:.4f} (trials in {tmp_path / 't1'})"
         assert lines[1].startswith(
             f"rerun: half a {best:.4f}, held-out half b "
@@ -114,11 +128,27 @@ def test_tune_writes_a_preset_that_reproduces_its_best_trial(tmp_path):
                 for part in key.split("."):
                     node = node[part]
                 assert node == pytest.approx(value, rel=1e-5)  # written rounded (tune.rounded)
-        # same seed, same trials
-        _out2, res2 = _tune(name, tmp_path / "t2")
+        # same seed, same trials; the existing preset is not overwritten: the rerun writes <name>_2
+        out2, res2 = _tune(name, tmp_path / "t2")
         assert res2["best_params"] == res["best_params"] and res2["best_value"] == res["best_value"]
+        assert path.read_text() == text
+        assert out2.splitlines()[0] == (
+            f"conf/preset/{name}.yaml exists (tune never overwrites a preset): writing {name}_2"
+        )
+        assert yaml.safe_load(second.read_text())["preset_name"] == f"{name}_2"
     finally:
         path.unlink(missing_ok=True)
+        second.unlink(missing_ok=True)
+
+
+def test_tune_never_overwrites_a_shipped_preset():
+    """The default name of ``preset=best data=musique`` is the shipped best_musique: tune writes
+    best_musique_2 instead."""
+    from pipeline.tune import free_name
+
+    assert (REPO / "conf" / "preset" / "best_musique.yaml").is_file()
+    assert free_name("best_musique") == "best_musique_2"
+    assert free_name("best_nowhere") == "best_nowhere"
 
 
 def test_a_non_integer_trial_count_is_one_line_naming_the_option():

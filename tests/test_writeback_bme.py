@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -74,6 +76,9 @@ def test_run_leaves_the_store_untouched_and_feedback_writes_a_new_graph(compose,
     assert out.returncode == 0, out.stderr
     new = run_dir / "st-bme-graph-feedback.json"
     assert out.stdout.strip() == f"wrote {new}" and sha(store) == before
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o666 & ~mask  # 0644 under umask 022, not 0600
     got = {n["id"]: n for n in json.loads(new.read_text(encoding="utf-8"))["nodes"]}
     old = {n["id"]: n for n in ten_node_graph()["nodes"]}
     recalled = {"n9", "n0", "n2", "n4", "n1"}  # the run's five rows (test_adapter_bme_recall)

@@ -5,6 +5,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import stat
 
 import polars as pl
 import pytest
@@ -51,6 +52,54 @@ def test_merge_by_hand():
     assert later["paths"]["x.md"]["last_read"] == "2026-01-10T14:30:00Z"
 
 
+def test_merging_runs_out_of_order_gives_the_same_log():
+    """12-05 then 12-01 keeps both days (the window ends on the latest day seen), like the other
+    order; last_read and computed_at keep the latest time."""
+    dec1 = dt.datetime(2025, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
+    dec5 = dt.datetime(2025, 12, 5, 9, 0, tzinfo=dt.timezone.utc)
+    late_first = wb.merge(wb.merge(None, ["a.md"], dec5), ["a.md", "b.md"], dec1)
+    assert late_first == {
+        "version": 1,
+        "computed_at": "2025-12-05T09:00:00Z",
+        "window_days": 30,
+        "paths": {
+            "a.md": {
+                "last_read": "2025-12-05T09:00:00Z",
+                "hit_days": ["2025-12-01", "2025-12-05"],
+                "last_hit_count_30d": 2,
+            },
+            "b.md": {
+                "last_read": "2025-12-01T09:00:00Z",
+                "hit_days": ["2025-12-01"],
+                "last_hit_count_30d": 1,
+            },
+        },
+    }
+    assert wb.merge(wb.merge(None, ["a.md", "b.md"], dec1), ["a.md"], dec5) == late_first
+
+
+def test_an_entry_without_hit_days_keeps_its_count_unless_hit():
+    """A count another writer kept (last_read and last_hit_count_30d, no hit_days) is not reset by
+    a run that did not hit the path; a hit starts hit_days from its last_read day."""
+    old = {
+        "version": 1,
+        "computed_at": "2026-01-09T00:00:00Z",
+        "paths": {
+            "kept.md": {"last_read": "2026-01-08T08:00:00Z", "last_hit_count_30d": 5},
+            "hit.md": {"last_read": "2026-01-08T08:00:00Z", "last_hit_count_30d": 5},
+        },
+    }
+    new = wb.merge(old, ["hit.md"], NOW)
+    assert new["paths"] == {
+        "kept.md": {"last_read": "2026-01-08T08:00:00Z", "last_hit_count_30d": 5},
+        "hit.md": {
+            "last_read": "2026-01-10T09:30:00Z",
+            "last_hit_count_30d": 2,
+            "hit_days": ["2026-01-08", "2026-01-10"],
+        },
+    }
+
+
 def _hashes(root):
     return {
         p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -95,6 +144,9 @@ def test_cli_merges_hits_idempotently_and_touches_nothing_else(run_dir):
     )
     log = store / "meta" / "access_log.json"
     got = json.loads(log.read_text())
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(log.stat().st_mode) == 0o666 & ~mask  # 0644 under umask 022, not 0600
     hit = sorted(set(rows["doc_id"]))
     # q1 (no word matches): the vector list, guide.md and s1.jsonl#L1-L2; q2: jwt#L5-L9 (vector and
     # both words) then oauth (vector 0.6, "rotation"): RRF 0.7/62 + 0.3/(60+r) beats jwt#L10-L14

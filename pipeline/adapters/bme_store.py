@@ -23,11 +23,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pipeline.adapters import fields
 from pipeline.adapters.common import read_json, read_text, require_file
 from pipeline.errors import DataError
 
 GRAPH_VERSION = 9  # graph/graph.js GRAPH_VERSION at 590da3b
 GRAPH_METADATA_KEY = "st_bme_graph"
+FIX_SYNC = "sync the chat again with ST-BME 590da3b (or pass its graph export)"
 SYNC_STATE_KEYS = {  # graph key ← sync snapshot meta key (sync/bme-db.js BME_RUNTIME_*_META_KEY)
     "knowledgeState": "knowledgeState",
     "regionState": "regionState",
@@ -73,7 +75,8 @@ def _manifest_snapshot(path: Path, manifest: dict) -> tuple[dict, list[Path]]:
     snap: dict = {"meta": {}, "nodes": [], "edges": [], "tombstones": []}
     files = []
     for i, chunk in enumerate(manifest.get("chunks") or []):
-        name = str((chunk or {}).get("filename") or "").strip()
+        fields.check(chunk, fields.BME_SYNC_CHUNK, str(path), f"chunks[{i}]", FIX_SYNC)
+        name = str(chunk.get("filename") or "").strip()
         if not name:
             continue
         p = path.parent / Path(name).name
@@ -85,7 +88,8 @@ def _manifest_snapshot(path: Path, manifest: dict) -> tuple[dict, list[Path]]:
                 row=f"chunks[{i}]",
             )
         files.append(p)
-        records = (read_json(p) or {}).get("records") or []
+        doc = fields.check(read_json(p) or {}, fields.BME_CHUNK_FILE, str(p), "document", FIX_SYNC)
+        records = doc.get("records") or []
         kind = str(chunk.get("kind") or "")
         if kind in ("nodes", "edges", "tombstones"):
             snap[kind] += records
@@ -116,23 +120,17 @@ def check_version(graph: object, where: str) -> dict:
             where, "is not an ST-BME graph object", "pass a graph export, chat or sync file"
         )
     v = graph.get("version")
-    if (
-        isinstance(v, bool)
-        or not isinstance(v, (int, float))
-        or v != int(v)
-        or not 1 <= v <= GRAPH_VERSION
-    ):
+    if not fields.finite_number(v) or v != int(v) or not 1 <= v <= GRAPH_VERSION:
         raise DataError(
             where,
             f"ST-BME graph version {v!r} is not one this reader knows (1–{GRAPH_VERSION}, ST-BME 590da3b)",
             "export the graph again from ST-BME (graph panel → export), or upgrade the pipeline",
             field="version",
         )
-    for key in ("nodes", "edges"):
-        if not isinstance(graph.get(key, []), list):
-            raise DataError(
-                where, f"'{key}' is not a list", f"write '{key}' as a JSON array", field=key
-            )
+    fix = "export the graph again from ST-BME (graph panel → export)"
+    fields.check(graph, fields.BME_GRAPH, where, "graph", fix)
+    for i, node in enumerate(graph.get("nodes") or []):
+        fields.check(node, fields.BME_NODE, where, f"nodes[{i}]", fix)
     return graph
 
 
@@ -143,7 +141,8 @@ def read_graph(path: str | Path) -> tuple[dict, list[Path], str]:
         return check_version(_chat_graph(p), str(p)), [p], "chat"
     doc = read_json(p)
     if isinstance(doc, dict) and doc.get("kind") == "st-bme-sync":
-        if int(doc.get("formatVersion") or 0) != 2:
+        fields.check(doc, fields.BME_SYNC_MANIFEST, str(p), "manifest", FIX_SYNC)
+        if doc["formatVersion"] != 2:
             raise DataError(
                 str(p),
                 f"sync manifest formatVersion {doc.get('formatVersion')!r} is not 2",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.adapters import fields
 from pipeline.dataset import Dataset
 from pipeline.errors import DataError
 
@@ -55,8 +56,9 @@ def read_json(path: str | Path):
         ) from None
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    """One dict per non-blank line of a JSON Lines file; a bad line or a non-object is a DataError."""
+def read_jsonl(path: str | Path, schema: dict | None = None, fix: str = "") -> list[dict]:
+    """One dict per non-blank line of a JSON Lines file; a bad line or a non-object is a DataError,
+    and so is a line that does not fit ``schema`` (``fields.py``; ``fix`` says how to mend it)."""
     p = Path(path)
     rows = []
     for i, line in enumerate(read_text(p).splitlines()):
@@ -72,8 +74,31 @@ def read_jsonl(path: str | Path) -> list[dict]:
             raise DataError(
                 str(p), "expected a JSON object", "write one object per line", row=f"line {i + 1}"
             )
+        if schema is not None:
+            fields.check(obj, schema, str(p), f"line {i + 1}", fix)
         rows.append(obj)
     return rows
+
+
+def refuse_symlink(path: Path) -> None:
+    """A DataError when ``path`` is a symbolic link: a store's files are read only inside it (a
+    link could lead anywhere: another user's files, /etc)."""
+    if path.is_symlink():
+        raise DataError(
+            str(path),
+            "is a symbolic link; store files are read only inside the store",
+            "replace it with the real file or folder",
+        )
+
+
+def inside(root: Path, path: Path) -> Path:
+    """``path`` when neither it nor a folder between ``root`` and it is a symbolic link (else
+    :func:`refuse_symlink`'s DataError); it need not exist."""
+    p = Path(root)
+    for part in Path(path).relative_to(root).parts:
+        p = p / part
+        refuse_symlink(p)
+    return Path(path)
 
 
 def slice_queries(ds: Dataset, limit: int | None) -> Dataset:

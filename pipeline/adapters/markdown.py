@@ -33,6 +33,54 @@ def slugify(text: str) -> str:
     return s or "section"
 
 
+class _BadDate(Exception):
+    def __init__(self, line: int, value: str, why: str):
+        super().__init__(why)
+        self.line, self.value, self.why = line, value, why
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` whose impossible dates (``2024-02-30``) say where they are: PyYAML's
+    own loader raises a bare ``ValueError`` for them."""
+
+
+def _timestamp(loader, node):
+    try:
+        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)
+    except ValueError as exc:
+        raise _BadDate(node.start_mark.line, node.value, str(exc)) from None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+
+
+def load_yaml(text: str, where: str, fix: str, first_line: int) -> dict:
+    """The YAML front matter ``text`` (its first line is line ``first_line`` of ``where``) as a
+    dict ({} when empty); invalid YAML or an impossible date is a DataError naming the line (and
+    the key of the date)."""
+    try:
+        return yaml.load(text, Loader=_Loader) or {}  # noqa: S506 (a SafeLoader subclass)
+    except _BadDate as exc:
+        key = text.splitlines()[exc.line].split(":", 1)[0].strip().lstrip("- ")
+        raise DataError(
+            where,
+            f"{exc.value!r} is not a possible date ({exc.why})",
+            "write a real date as YYYY-MM-DD",
+            row=f"line {exc.line + first_line}",
+            field=key,
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        row = f"line {mark.line + first_line}" if mark is not None else f"line {first_line - 1}"
+        raise DataError(
+            where,
+            f"front matter is not valid YAML ({getattr(exc, 'problem', exc)})",
+            fix,
+            row=row,
+            field="front matter",
+        ) from None
+
+
 def split_front_matter(text: str, where: str) -> tuple[dict, list[str], int]:
     """Returns (front matter dict, body lines, number of lines the front matter used)."""
     lines = text.splitlines()
@@ -49,18 +97,7 @@ def split_front_matter(text: str, where: str) -> tuple[dict, list[str], int]:
             row="line 1",
             field="front matter",
         )
-    try:
-        meta = yaml.safe_load("\n".join(lines[1:end])) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        row = f"line {mark.line + 2}" if mark is not None else "line 1"
-        raise DataError(
-            where,
-            f"front matter is not valid YAML ({getattr(exc, 'problem', exc)})",
-            "fix the YAML between the '---' lines",
-            row=row,
-            field="front matter",
-        ) from None
+    meta = load_yaml("\n".join(lines[1:end]), where, "fix the YAML between the '---' lines", 2)
     if not isinstance(meta, dict):
         raise DataError(
             where,

@@ -34,14 +34,23 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.adapters import oks_pages
-from pipeline.adapters.common import read_json, read_jsonl, read_text, sha256_file, slice_queries
+from pipeline.adapters import fields, oks_pages
+from pipeline.adapters.common import (
+    inside,
+    read_json,
+    read_jsonl,
+    read_text,
+    sha256_file,
+    slice_queries,
+)
 from pipeline.adapters.workspace import _bool, _list, _number, list_notes, load_qrels, load_queries
 from pipeline.dataset import Dataset
 from pipeline.errors import DataError
 from pipeline.schema import conform, importance_to_10, parse_timestamp
 
 STATE = re.compile(r"^recall-state-(.+)\.json$")
+FIX_STATE = "fix or delete it (OKS's hook writes {n: <turns>, seen: {<slug>: <turn>}})"
+FIX_LOG = "fix or delete that line (OKS's hook appends one injection a line)"
 
 
 def _root(path: str) -> Path:
@@ -58,7 +67,7 @@ def _root(path: str) -> Path:
 def access_counts(root: Path) -> dict[str, int]:
     """``.oks/access.json`` as {slug: uses}; {} without the file. Not a mapping of slugs to
     non-negative integers is a DataError (OKS would silently count nothing)."""
-    path = root / ".oks" / "access.json"
+    path = inside(root, root / ".oks" / "access.json")
     if not path.is_file():
         return {}
     data = read_json(path)
@@ -145,7 +154,7 @@ def load_goals(root: Path) -> pl.DataFrame:
     (lower-cased, missing = active), domains, keywords (lower-cased)."""
     rows = []
     gd = root / "profiles" / "goals"
-    for f in sorted(gd.rglob("*.md")) if gd.is_dir() else []:
+    for f in list_notes(inside(root, gd)) if gd.is_dir() else []:
         split = oks_pages.split_page(read_text(f), str(f))
         if split is None or split[0].get("type") != "goal":
             continue
@@ -189,12 +198,11 @@ def goal_slugs(goals: pl.DataFrame, choice: str) -> list[str] | None:
 def load_recall_state(root: Path) -> pl.DataFrame:
     """``.oks/recall-state-<session>.json`` files: one row per (session, seen slug)."""
     rows = []
-    d = root / ".oks"
+    d = inside(root, root / ".oks")
     for f in sorted(d.glob("recall-state-*.json")) if d.is_dir() else []:
-        st = read_json(f)
-        if not isinstance(st, dict) or not isinstance(st.get("seen", {}), dict):
-            raise DataError(str(f), "not a {n, seen: {slug: turn}} object", "fix or delete it")
-        n = int(st.get("n", 0))
+        st = read_json(inside(root, f))
+        fields.check(st, fields.OKS_RECALL_STATE, str(f), "document", FIX_STATE)
+        n = int(st.get("n") or 0)
         session = STATE.match(f.name).group(1)
         seen = st.get("seen", {}) or {}
         rows += [(session, n, str(s), int(t)) for s, t in seen.items()] or [
@@ -209,9 +217,12 @@ def load_recall_state(root: Path) -> pl.DataFrame:
 
 def load_inject_log(root: Path) -> pl.DataFrame:
     """``records/inject.jsonl``: what OKS's hook injected, one row per injection."""
-    path = root / "records" / "inject.jsonl"
-    cols = ("session_id", "turn", "agent_id", "cwd", "prompt_hash", "slugs", "rels", "injected_at")
-    rows = [{c: r.get(c) for c in cols} for r in read_jsonl(path)] if path.is_file() else []
+    path = inside(root, root / "records" / "inject.jsonl")
+    cols = tuple(fields.OKS_INJECT)
+    rows = [
+        {c: r.get(c) for c in cols}
+        for r in (read_jsonl(path, fields.OKS_INJECT, FIX_LOG) if path.is_file() else [])
+    ]
     schema = {c: pl.String for c in cols} | {
         "turn": pl.Int64,
         "slugs": pl.List(pl.String),
@@ -265,7 +276,7 @@ def load(
 ) -> Dataset:
     """A Dataset from an OKS instance root (module docstring: what is read from where)."""
     root = _root(path)
-    wiki, skipped = root / "wiki", Counter()
+    wiki, skipped = inside(root, root / "wiki"), Counter()
     uses = access_counts(root)
     every = list_notes(wiki)
     files = [f for f in every if f.name != "INDEX.md"]

@@ -15,8 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import yaml
-
+from pipeline.adapters.markdown import load_yaml
 from pipeline.errors import DataError
 
 _FRONT = re.compile(r"^---\n(.*?)\n---\n?", re.DOTALL)  # fts5.py _RE_FRONT_MATTER
@@ -46,15 +45,10 @@ def split_page(text: str, where: str) -> tuple[dict, str] | None:
     parts = text.split("---", 2)
     if len(parts) < 3:
         return None
-    try:
-        meta = yaml.safe_load(parts[1].strip()) or {}
-    except yaml.YAMLError as exc:
-        raise DataError(
-            where,
-            f"front matter is not valid YAML ({getattr(exc, 'problem', exc)})",
-            "fix the YAML between the first two '---' lines (OKS itself would skip this page)",
-            field="front matter",
-        ) from None
+    head = parts[1]
+    first = 1 + head[: len(head) - len(head.lstrip())].count("\n")  # the line .strip() starts on
+    fix = "fix the YAML between the first two '---' lines (OKS itself would skip this page)"
+    meta = load_yaml(head.strip(), where, fix, first)
     if not isinstance(meta, dict):
         raise DataError(
             where,

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.adapters import fields
+from pipeline.adapters.common import inside
 from pipeline.errors import DataError
 
 FIX_INDEX = "rebuild ReMe's index (its reindex job), or move metadata/ away to read the notes"
@@ -64,20 +66,17 @@ def read_jsonl_zst(path: Path) -> list[dict]:
     return rows
 
 
-def _need(obj: dict, keys: tuple[str, ...], where: str, i: int) -> None:
-    for k in keys:
-        if k not in obj:
-            raise DataError(where, f"record has no '{k}'", FIX_INDEX, row=f"line {i + 1}", field=k)
-
-
 def file_nodes(meta: Path, name: str) -> dict[str, dict]:
     """path → FileNode record of ``file_graph/<name>.jsonl.zst`` (empty when the file is absent)."""
-    path = meta / "file_graph" / f"{name}.jsonl.zst"
+    path = inside(meta.parent, meta / "file_graph" / f"{name}.jsonl.zst")
     if not path.is_file():
         return {}
     out = {}
     for i, r in enumerate(read_jsonl_zst(path)):
-        _need(r, ("path", "st_mtime"), str(path), i)
+        fields.check(r, fields.REME_FILE_NODE, str(path), f"line {i + 1}", FIX_INDEX)
+        for j, link in enumerate(r.get("links") or []):
+            row = f"line {i + 1} links[{j}]"
+            fields.check(link, fields.REME_FILE_LINK, str(path), row, FIX_INDEX)
         out[r["path"]] = r
     return out
 
@@ -89,10 +88,10 @@ def chunks_file(meta: Path, name: str, version: str) -> Path:
 
 def chunks(meta: Path, name: str, version: str) -> list[dict]:
     """The FileChunk records, in file order; a record without its fields is a DataError."""
-    path = chunks_file(meta, name, version)
+    path = inside(meta.parent, chunks_file(meta, name, version))
     rows = read_jsonl_zst(path)
     for i, r in enumerate(rows):
-        _need(r, ("id", "text", "path", "start_line", "end_line"), str(path), i)
+        fields.check(r, fields.REME_CHUNK, str(path), f"line {i + 1}", FIX_INDEX)
     return rows
 
 
@@ -111,16 +110,32 @@ def chunk_vector(rec: dict, where: str) -> np.ndarray | None:
                 FIX_INDEX,
                 field="_embedding_f16_b64",
             )
-        return np.frombuffer(raw, dtype=np.float16)
+        return _finite(np.frombuffer(raw, dtype=np.float16), rec, where, "_embedding_f16_b64")
     if rec.get("embedding") is not None:
-        return np.asarray(rec["embedding"], dtype=np.float16)
+        return _finite(np.asarray(rec["embedding"], dtype=np.float16), rec, where, "embedding")
     return None
+
+
+def _finite(v: np.ndarray, rec: dict, where: str, field: str) -> np.ndarray:
+    """``v`` when every component is finite (a float16 NaN/inf, or a value past float16's 65504,
+    would poison every cosine); else a DataError naming the chunk."""
+    if not np.isfinite(v).all():
+        raise DataError(
+            where,
+            f"vector holds NaN or inf at component {int(np.argmin(np.isfinite(v)))}",
+            FIX_INDEX,
+            row=f"chunk {rec['id']}",
+            field=field,
+        )
+    return v
 
 
 def embedding_cache(meta: Path, name: str, version: str) -> tuple[dict[str, np.ndarray], str]:
     """(text sha256 → float16 vector, vector space id) from the one ``<name>_<version>_*.npz``; an
     npz is read with ``allow_pickle=False`` (numpy's default), never unpickled."""
     files = sorted((meta / "embedding_store").glob(f"{name}_{version}_*.npz"))
+    for f in files:
+        inside(meta.parent, f)
     if not files:
         return {}, ""
     if len(files) > 1:

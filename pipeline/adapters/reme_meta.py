@@ -11,7 +11,9 @@ The columns are always there (null where a file or a path gives nothing), so ``s
 instead of computing its own (Leiden communities, the recency archive): a store without
 ``communities.json`` gets no same-community boost, one without ``archived.json`` filters nothing,
 as the design degrades. Each file is loaded on its own: a missing file, another ``version`` or a
-malformed one is that signal missing, with a warning, never an error; one older than
+malformed one (not JSON, or a field of the wrong type, a non-finite number or an impossible date:
+``fields.py``'s schemas) is that signal missing, with a warning naming file, record and field,
+never an error; one older than
 ``max_age_days`` (14) at the reference time is used, with a warning (the design: "warn and still
 use"). ``freshness`` says, per signal, ``status`` (fresh | stale | missing | version_mismatch |
 invalid), ``computed_at``, ``age_days``: the manifest's ``signals_freshness.store``.
@@ -26,6 +28,9 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.adapters import fields
+from pipeline.adapters.common import inside
+from pipeline.errors import DataError
 from pipeline.schema import TS
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,31 @@ def _parse_time(value) -> dt.datetime | None:
     except (TypeError, ValueError):
         return None
     return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+
+
+SCHEMAS = {  # per signal file: the document's schema, and each entry's (under ``paths``)
+    "communities": (fields.REME_COMMUNITIES, None),
+    "access_log": (fields.REME_ACCESS_LOG, fields.REME_ACCESS_ENTRY),
+    "archived": (fields.REME_ARCHIVED, None),
+}
+
+
+def invalid(name: str, doc: dict, path: Path) -> DataError | None:
+    """The first field of signal file ``name`` of the wrong type, a non-finite number or an
+    impossible date, as the DataError naming file, record and field; None when it is well formed."""
+    head, entry = SCHEMAS[name]
+
+    def records():
+        yield fields.REME_META, "document", doc
+        yield head, "document", doc
+        for p, e in (doc.get("paths") or {}).items() if entry else ():
+            yield entry, f"paths[{p!r}]", e
+
+    for schema, row, record in records():  # lazily: entries only once the document fits
+        bad = fields.problem(record, schema)
+        if bad is not None:
+            return DataError(str(path), bad[1], "rewrite or delete the file", row=row, field=bad[0])
+    return None
 
 
 def _read(path: Path, now: dt.datetime, max_age_days: float) -> tuple[dict | None, dict]:
@@ -70,6 +100,10 @@ def _read(path: Path, now: dt.datetime, max_age_days: float) -> tuple[dict | Non
             META_VERSION,
         )
         return None, {**fresh, "status": "version_mismatch"}
+    bad = invalid(path.stem, doc, path) if path.stem in SCHEMAS else None
+    if bad is not None:
+        log.warning("%s; the signal is treated as missing", bad)
+        return None, {**fresh, "status": "invalid"}
     if at is None or fresh["age_days"] > max_age_days:
         log.warning(
             "%s was computed %s, more than %s days before %s; using it anyway",
@@ -93,7 +127,7 @@ def _columns(name: str, doc: dict) -> dict[str, dict]:
             if isinstance(e, dict):
                 hits = e.get("last_hit_count_30d")
                 out[p] = {
-                    "hits_30d": int(hits) if isinstance(hits, (int, float)) else None,
+                    "hits_30d": hits,
                     "last_access_at": _parse_time(e.get("last_read")),
                 }
         return out
@@ -108,7 +142,8 @@ def load(
     per_path: dict[str, dict] = {}
     freshness = {}
     for name, fname in SIGNAL_FILES.items():
-        doc, freshness[name] = _read(root / "meta" / fname, now, max_age_days)
+        path = inside(root, root / "meta" / fname)  # a link out of the store is an error
+        doc, freshness[name] = _read(path, now, max_age_days)
         if doc is not None:
             for p, cols in _columns(name, doc).items():
                 per_path.setdefault(p, {}).update(cols)

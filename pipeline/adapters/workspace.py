@@ -15,7 +15,14 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.adapters.common import read_jsonl, read_text, require_file, sha256_file, slice_queries
+from pipeline.adapters.common import (
+    read_jsonl,
+    read_text,
+    refuse_symlink,
+    require_file,
+    sha256_file,
+    slice_queries,
+)
 from pipeline.adapters.markdown import parse_sections, slugify, split_front_matter
 from pipeline.dataset import Dataset
 from pipeline.errors import DataError
@@ -64,17 +71,13 @@ def _bool(value, where: str, field: str) -> bool | None:
 
 
 def list_notes(root: Path) -> list[Path]:
-    """Every ``*.md`` under ``root`` in sorted order; a symlink anywhere is a DataError."""
+    """Every ``*.md`` under ``root`` in sorted order; a symlink anywhere (``root`` included) is a
+    DataError (``common.refuse_symlink``)."""
+    refuse_symlink(root)
     found = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for name in sorted(dirnames + filenames):
-            p = Path(dirpath) / name
-            if p.is_symlink():
-                raise DataError(
-                    str(p),
-                    "is a symbolic link; the workspace adapter refuses symlinks",
-                    "replace it with the real file or folder",
-                )
+            refuse_symlink(Path(dirpath) / name)
         found += [Path(dirpath) / f for f in filenames if f.endswith(".md")]
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
