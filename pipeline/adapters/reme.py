@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.adapters import reme_index, reme_meta
+from pipeline.adapters import query_files, reme_index, reme_meta
 from pipeline.adapters.common import sha256_file, slice_queries
 from pipeline.adapters.markdown import slugify
 from pipeline.adapters.workspace import _root, list_notes, load_qrels, load_queries, note_rows
@@ -301,6 +301,7 @@ def load(
     vectors: str = "auto",
     vector_model: str | None = None,
     now: str | None = None,
+    queries_format: str = "auto",
 ) -> Dataset:
     """A Dataset from a ReMe workspace (see the module docstring for every option)."""
     require_one_of("data.index", index, ("auto", "reme", "notes"))
@@ -330,16 +331,17 @@ def load(
     nodes, fresh = _with_signals(nodes, root, t_now, notes)
     edges = _edges(edge_rows, root)
     q = (
-        load_queries(queries)
+        load_queries(queries, queries_format)
         if queries
         else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
     )
+    qrels = query_files.qrels_path(queries, qrels, queries_format)
     ds = Dataset(
         name=name,
         nodes=nodes,
         edges=edges,
         queries=q,
-        qrels=load_qrels(qrels) if qrels else None,
+        qrels=load_qrels(qrels, nodes) if qrels else None,
         fingerprints=_fingerprints(root, files, queries, qrels),
         skipped=skipped,
         notes=notes,

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.adapters.common import read_jsonl, read_text, require_file, sha256_file, slice_queries
+from pipeline.adapters import query_files
+from pipeline.adapters.common import read_text, require_file, sha256_file, slice_queries
 from pipeline.adapters.markdown import parse_sections, slugify, split_front_matter
 from pipeline.dataset import Dataset
 from pipeline.errors import DataError
@@ -160,7 +161,7 @@ def _parquet_queries(path: str | Path) -> pl.DataFrame:
     """The queries table of a ``.parquet`` file, conformed."""
     where = str(path)
     try:
-        df = pl.read_parquet(require_file(path, "queries file"))
+        df = pl.read_parquet(require_file(path, "queries file", "data.queries"))
     except Exception as exc:  # polars/arrow raise several types for unreadable files
         raise DataError(
             where,
@@ -170,13 +171,19 @@ def _parquet_queries(path: str | Path) -> pl.DataFrame:
     return conform(df, "queries", where)
 
 
-def load_queries(path: str | Path) -> pl.DataFrame:
-    """Queries from JSON lines (or a ``.parquet`` table): query_id, text, and the optional contract
-    columns, ``embedding`` (a stored query vector) included."""
+def load_queries(path: str | Path, fmt: str | None = "auto") -> pl.DataFrame:
+    """Queries from a file in one of ``query_files.QUERY_FORMATS`` (JSON lines, text lines, an OKS
+    recall-case file, a SillyTavern chat, a ``.parquet`` table): query_id, text, and the optional
+    contract columns, ``embedding`` (a stored query vector) included."""
     where = str(path)
-    if str(path).endswith(".parquet"):
+    fmt = query_files.resolve_format(path, fmt)
+    if fmt == "parquet":
         return _parquet_queries(path)
-    rows = read_jsonl(require_file(path, "queries file"))
+    rows = query_files.query_rows(path, fmt)
+    if fmt == "sillytavern":
+        rows = [
+            r | {"context": query_files.contract_context(r["context"], r["text"])} for r in rows
+        ]
     out = []
     for i, r in enumerate(rows):
         row = {
@@ -229,9 +236,12 @@ def load_queries(path: str | Path) -> pl.DataFrame:
     )
 
 
-def load_qrels(path: str | Path) -> pl.DataFrame:
-    """Qrels from a TSV with a header: query_id, node_id or doc_id, relevance."""
-    where = str(require_file(path, "qrels file"))
+def load_qrels(path: str | Path, nodes: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Qrels from a TSV with a header (query_id, node_id or doc_id, relevance) or an OKS
+    recall-case file (its slugs mapped to the documents of ``nodes``)."""
+    where = str(require_file(path, "qrels file", "data.qrels"))
+    if query_files.is_recall_case(path):
+        return conform(query_files.case_qrels(path, nodes), "qrels", where)
     try:
         df = pl.read_csv(path, separator="\t", infer_schema=False)
     except Exception as exc:
@@ -301,8 +311,10 @@ def load(
     qrels: str | None = None,
     limit_queries: int | None = None,
     importance_scale: str = "auto",
+    queries_format: str = "auto",
 ) -> Dataset:
-    """A Dataset from a folder of markdown notes: a node per heading section, wikilink edges, queries/qrels."""
+    """A Dataset from a folder of markdown notes: a node per heading section, wikilink edges,
+    queries/qrels (``queries_format``: see ``query_files``)."""
     root = _root(path)
     skipped: Counter = Counter()
     files = list_notes(root)
@@ -312,14 +324,14 @@ def load(
     edges = _edges(rows, links, set(nodes["node_id"]), skipped, str(root))
     fingerprints = {str(f): sha256_file(f) for f in files}
     q = (
-        load_queries(queries)
+        load_queries(queries, queries_format)
         if queries
         else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
     )
-    qr = load_qrels(qrels) if qrels else None
-    for extra in (queries, qrels):
-        if extra:
-            fingerprints[str(extra)] = sha256_file(extra)
+    qrels = query_files.qrels_path(queries, qrels, queries_format)
+    qr = load_qrels(qrels, nodes) if qrels else None
+    for extra in dict.fromkeys(x for x in (queries, qrels) if x):
+        fingerprints[str(extra)] = sha256_file(extra)
     ds = Dataset(
         name=name,
         nodes=nodes,
