@@ -38,6 +38,7 @@ commands:
   compare      recall compare <run dirs or one sweep dir> [--baseline NAME] [--out DIR] [--ci]
   report       recall report <run dir>
   export-trec  recall export-trec <run dir> <file> [--level node_id|doc_id] [--tag NAME]
+               [--score score|rank]
   import-trec  recall import-trec <run file> --out DIR [--qrels FILE] [--level node_id|doc_id]
   analyze      recall analyze <run dir>
   feedback     recall feedback <run dir> [--format signals|reme] [--signals TABLE] [--out PATH]
@@ -225,6 +226,13 @@ def _export_trec(ap: argparse.ArgumentParser, args: list[str]) -> int:
     ap.add_argument("path")
     ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
     ap.add_argument("--tag", default=None)
+    ap.add_argument(
+        "--score",
+        default="score",
+        choices=["score", "rank"],
+        help="score: the run's scores (ties nudged 1 ulp so sorting by score keeps the rank "
+        "order); rank: 1/rank",
+    )
     a = ap.parse_args(args)
     rec = Path(a.run_dir) / "recall.parquet"
     if not rec.exists():
@@ -234,7 +242,7 @@ def _export_trec(ap: argparse.ArgumentParser, args: list[str]) -> int:
         a.path,
         tag=a.tag or Path(a.run_dir).name,
         level=a.level,
-        score="rank",
+        score=a.score,
     )
     print(f"wrote {out}")
     return 0
