@@ -48,17 +48,54 @@ commands:
                  tune.space=<entry of conf/tune_spaces.yaml> tune.name=<new preset>]
 
 common overrides (Hydra syntax, any config key works):
-  data=sample|sample_zh|workspace|locomo|beir|scifact|musique   data.path=<file or folder>
-  preset=best|dense|bm25|reme                          k=50   device=auto|cpu|cuda
+  data={data}
+  data.path=<file or folder>   data.queries=<file>   data.qrels=<file>   data.limit_queries=<n>
+  data.queries_format={queries_formats}   (docs/notes/formats.md)
+  preset={presets}
+  k=50   device=auto|cpu|cuda
   diffuse=none|pedsa|ppr|expand   select=topk|dpp|mmr   novelty=none|bme   signals=none|default
   graph.mentions=true   fuse.weights.lexical=0.3   score.terms.graph=2.0   include_archived=true
-  out_dir=<dir>   data.limit_queries=<n>   embed=minilm|hashing   cache_dir=<dir>
+  out_dir=<dir>   embed=minilm|hashing   cache_dir=<dir>
   lexical.tokenizer=auto|english|cjk_char|jieba        embed.model_path=<local sentence-transformers folder>
   --multirun preset=dense,bm25,best                    (a sweep; one run dir per job)
   --cfg job                                            (print the composed config)
 
 example: recall run data=locomo preset=best out_dir=runs/locomo-best
-""".format(run=COMMANDS["run"])
+"""
+
+
+def _options(group: str) -> str:
+    """The options of a config group (its ``conf/<group>/*.yaml`` files), ``|``-separated."""
+    return "|".join(sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml")))
+
+
+def usage() -> str:
+    """The top-level help: commands, then the common overrides with every preset and data option
+    read from ``conf/`` (a new preset file is listed without editing this module)."""
+    from pipeline.adapters.query_files import QUERY_FORMATS
+
+    return USAGE.format(
+        run=COMMANDS["run"],
+        data=_options("data"),
+        presets=_options("preset"),
+        queries_formats="|".join(QUERY_FORMATS),
+    )
+
+
+def command_help(cmd: str) -> str:
+    """``recall <cmd> --help`` for the Hydra commands (run, precompute, tune): the command's usage
+    line and description, then the common overrides."""
+    from itertools import takewhile
+
+    text = usage()
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(f"  {cmd} "))
+    more = [ln.strip() for ln in takewhile(lambda ln: ln.startswith(" " * 15), lines[at + 1 :])]
+    rest = " ".join([lines[at].strip()[len(cmd) :].strip(), *more])
+    syntax = rest if rest.startswith("recall ") else f"recall {cmd} [overrides]"
+    common = text[text.index("common overrides") :]
+    return f"usage: {syntax}\n\n{COMMANDS[cmd]}\n\n{common}"
+
 
 log = logging.getLogger("pipeline")
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its AVX probing is noise to users
@@ -122,18 +159,68 @@ def check_overrides(args: list[str]) -> None:
         if key in groups and "(" not in value:  # choice(...), interval(...): sweep expressions
             for v in value.split(","):
                 require_one_of(key, v, groups[key])
+    check_nested_keys(args, set(groups))
+
+
+def _composed(choices: list[str]):
+    """The config Hydra composes with only the group choices ``choices`` (no other override);
+    None where Hydra is in use already or refuses it (Hydra then reports the problem itself)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from pipeline.hydra_guard import guarded
+
+    if GlobalHydra.instance().is_initialized():
+        return None
+    try:
+        with guarded(), initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return compose("config", overrides=choices)
+    except Exception:  # noqa: BLE001 — any composition problem is Hydra's to report
+        return None
+
+
+def check_nested_keys(args: list[str], groups: set[str]) -> None:
+    """A dotted key (``data.pth=x``) that the composed config lacks is a UserError naming the
+    closest key there, never Hydra's ``+data.pth=`` advice (``+key=`` adds a key on purpose)."""
+    import difflib
+
+    from omegaconf import DictConfig, OmegaConf
+
+    pairs = [a.split("=", 1) for a in args if "=" in a and not a.startswith(("-", "+", "~"))]
+    dotted = [(k, v) for k, v in pairs if "." in k and not k.startswith("hydra.")]
+    if not dotted:
+        return
+    choices = [f"{k}={v}" for k, v in pairs if k in groups and "," not in v and "(" not in v]
+    cfg = _composed(choices)
+    if cfg is None:
+        return
+    for key, value in dotted:
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None, throw_on_resolution_failure=False)
+        if isinstance(node, DictConfig) and leaf in node:
+            continue
+        if not isinstance(node, DictConfig):
+            raise UserError(
+                f"unknown option {key!r} in '{key}={value}': {parent!r} is not a group of "
+                f"options; see recall --help (or recall run --cfg job)"
+            )
+        close = difflib.get_close_matches(leaf, [str(k) for k in node], n=1)
+        hint = f" (did you mean '{parent}.{close[0]}'?)" if close else ""
+        raise UserError(
+            f"unknown option {key!r} in '{key}={value}'{hint}; the keys of {parent} are "
+            f"{sorted(str(k) for k in node)}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Dispatch ``recall <command> [args]`` (run, precompute, tune or a tool on finished runs); the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+        print(usage())
         return 0
     cmd, rest = argv[0], argv[1:]
-    if rest and rest[0] in ("-h", "--help") and cmd in COMMANDS:
-        print(USAGE)
-        return 0
+    if cmd in COMMANDS and any(a in ("-h", "--help") for a in rest):
+        return _help(cmd)
     status = reported(
         lambda: (require_one_of("command", cmd, COMMANDS), check_overrides(rest)) and None
     )
@@ -158,6 +245,18 @@ def main(argv: list[str] | None = None) -> int:
         else:
             hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_run)()
     return 0
+
+
+def _help(cmd: str) -> int:
+    """0, after printing ``cmd``'s own help: argparse's for a tool command, else
+    :func:`command_help`."""
+    if cmd in ("run", "precompute", "tune"):
+        print(command_help(cmd))
+        return 0
+    try:
+        return tool(cmd, ["--help"])
+    except SystemExit as exc:  # argparse exits after printing the help
+        return int(exc.code or 0)
 
 
 def tool(cmd: str, args: list[str]) -> int:

@@ -40,6 +40,7 @@ from pipeline.dataset import Dataset
 from pipeline.ingest import drop_empty
 from pipeline.ops.scope import scope_groups
 from pipeline.progress import progress
+from pipeline.stages.select import with_node_text
 
 log = logging.getLogger(__name__)
 KEY_COLUMNS = ["query_hash", "scope_version", "recipe"]
@@ -111,6 +112,7 @@ def compute_missing(
     rows = querypath.recall_queries(
         cfg, sub, sub_nodes, sub_queries, backend.resolve_device(cfg.device), log
     ).recall
+    rows = with_node_text(rows, sub_nodes)  # the columns a run's recall.parquet has
     keyed = miss.drop("scope").join(
         rows, on="query_id", how="left"
     )  # no recall → one null-rank row
