@@ -197,7 +197,7 @@ def check_nested_keys(args: list[str], groups: set[str]) -> None:
     for key, value in dotted:
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(cfg, parent, default=None, throw_on_resolution_failure=False)
-        if isinstance(node, DictConfig) and leaf in node:
+        if isinstance(node, DictConfig) and leaf in node.keys():
             continue
         if not isinstance(node, DictConfig):
             raise UserError(
