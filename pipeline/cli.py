@@ -30,6 +30,7 @@ COMMANDS = {
     "feedback": "apply a run's recall (or injection) to the signals as a new table revision, or "
     "(--format reme|...) write it back into the system's store",
     "precompute": "update the recall cache under cache_dir: recompute only queries whose key changed",
+    "oks-eval": "score a run against an OKS recall-case/v1 file as `oks eval recall` does (its metrics)",
 }
 USAGE = """usage: recall <command> [overrides]
 
@@ -44,6 +45,7 @@ commands:
   feedback     recall feedback <run dir> [--format signals|reme] [--signals TABLE] [--out PATH]
                [--injected] [--now ISO]
   precompute   recall precompute [run overrides] cache_dir=<dir>
+  oks-eval     recall oks-eval <run dir> <recall-case file> [--limit 5] [--out FILE]
   tune         recall tune data=<d> preset=<p> [tune.trials=40 tune.metric=recall@5 tune.seed=13
                  tune.space=<entry of conf/tune_spaces.yaml> tune.name=<new preset>]
 
@@ -283,6 +285,8 @@ def tool(cmd: str, args: list[str]) -> int:
         print(f"report: {md} {html}")
     elif cmd == "export-trec":
         return _export_trec(ap, args)
+    elif cmd == "oks-eval":
+        return _oks_eval(ap, args)
     else:
         return _import_trec(ap, args)
     return 0
@@ -344,6 +348,27 @@ def _export_trec(ap: argparse.ArgumentParser, args: list[str]) -> int:
         score=a.score,
     )
     print(f"wrote {out}")
+    return 0
+
+
+def _oks_eval(ap: argparse.ArgumentParser, args: list[str]) -> int:
+    """0, after ``recall oks-eval`` wrote OKS's recall-eval-run/v1 JSON and printed its metrics."""
+    import json
+
+    from pipeline import io
+    from pipeline.report.oks_eval import evaluate_run
+
+    ap.add_argument("run_dir")
+    ap.add_argument(
+        "dataset", help="an OKS recall-case/v1 file (e.g. records/experiments/eval-50.yaml)"
+    )
+    ap.add_argument("--limit", type=int, default=5, help="slugs per case (OKS: ≥ 5; default 5)")
+    ap.add_argument("--out", default=None, help="default: <run dir>/oks-eval.json")
+    a = ap.parse_args(args)
+    result = evaluate_run(a.run_dir, a.dataset, a.limit)
+    out = Path(a.out or Path(a.run_dir) / "oks-eval.json")
+    io.write_json(out, result)
+    print(json.dumps({"output": str(out.resolve()), "metrics": result["metrics"]}, indent=2))
     return 0
 
 
