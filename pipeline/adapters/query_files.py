@@ -279,6 +279,14 @@ def chat_rows(path: str | Path) -> list[dict]:
     return rows
 
 
+def contract_rows(path: str | Path, fmt: str) -> list[dict]:
+    """:func:`query_rows`, a chat's ``context`` lines as the contract's (:func:`contract_context`)."""
+    rows = query_rows(path, fmt)
+    if fmt != "sillytavern":
+        return rows
+    return [r | {"context": contract_context(r["context"], r["text"])} for r in rows]
+
+
 def contract_context(lines: list[str] | None, text: str) -> list[str] | None:
     """A chat query's ``[user]: …`` / ``[assistant]: …`` lines as the contract's ``context``:
     [previous user text, last assistant text] (empty string when absent), None when both are."""

@@ -172,20 +172,14 @@ def _parquet_queries(path: str | Path) -> pl.DataFrame:
 
 
 def load_queries(path: str | Path, fmt: str | None = "auto") -> pl.DataFrame:
-    """Queries from a file in one of ``query_files.QUERY_FORMATS`` (JSON lines, text lines, an OKS
-    recall-case file, a SillyTavern chat, a ``.parquet`` table): query_id, text, and the optional
-    contract columns, ``embedding`` (a stored query vector) included."""
+    """Queries from a file in a ``query_files.QUERY_FORMATS`` format: query_id, text, and the
+    optional contract columns, ``embedding`` (a stored query vector) included."""
     where = str(path)
     fmt = query_files.resolve_format(path, fmt)
     if fmt == "parquet":
         return _parquet_queries(path)
-    rows = query_files.query_rows(path, fmt)
-    if fmt == "sillytavern":
-        rows = [
-            r | {"context": query_files.contract_context(r["context"], r["text"])} for r in rows
-        ]
     out = []
-    for i, r in enumerate(rows):
+    for i, r in enumerate(query_files.contract_rows(path, fmt)):
         row = {
             k: r.get(k)
             for k in (
@@ -249,6 +243,21 @@ def load_qrels(path: str | Path, nodes: pl.DataFrame | None = None) -> pl.DataFr
             where, f"cannot read as TSV ({str(exc).splitlines()[0]})", "write tab-separated columns"
         ) from None
     return conform(df, "qrels", where)
+
+
+def queries_table(path: str | None, fmt: str | None = "auto") -> pl.DataFrame:
+    """:func:`load_queries` of ``path``, or an empty queries table without one."""
+    if not path:
+        return pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    return load_queries(path, fmt)
+
+
+def qrels_table(
+    queries: str | None, qrels: str | None, fmt: str | None, nodes: pl.DataFrame
+) -> pl.DataFrame | None:
+    """:func:`load_qrels` of ``data.qrels``, else of a recall-case queries file; None without."""
+    path = query_files.qrels_path(queries, qrels, fmt)
+    return load_qrels(path, nodes) if path else None
 
 
 def _root(path: str) -> Path:
@@ -323,15 +332,11 @@ def load(
     nodes, note = importance_to_10(nodes, importance_scale, str(root))  # OKS front matter is 0–1
     edges = _edges(rows, links, set(nodes["node_id"]), skipped, str(root))
     fingerprints = {str(f): sha256_file(f) for f in files}
-    q = (
-        load_queries(queries, queries_format)
-        if queries
-        else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
-    )
-    qrels = query_files.qrels_path(queries, qrels, queries_format)
-    qr = load_qrels(qrels, nodes) if qrels else None
-    for extra in dict.fromkeys(x for x in (queries, qrels) if x):
-        fingerprints[str(extra)] = sha256_file(extra)
+    q = queries_table(queries, queries_format)
+    qr = qrels_table(queries, qrels, queries_format, nodes)
+    for extra in (queries, qrels):
+        if extra:
+            fingerprints[str(extra)] = sha256_file(extra)
     ds = Dataset(
         name=name,
         nodes=nodes,
