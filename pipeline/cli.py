@@ -378,7 +378,11 @@ def _import_trec(ap: argparse.ArgumentParser, args: list[str]) -> int:
 
     ap.add_argument("run_file")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--qrels", default=None)
+    ap.add_argument(
+        "--qrels",
+        default=None,
+        help="TREC qrels, or any data.qrels format: TSV with a header, OKS recall-case/v1",
+    )
     ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
     a = ap.parse_args(args)
     print(f"wrote {report.import_run(a.run_file, a.out, a.qrels, a.level)}")
