@@ -32,6 +32,7 @@ COMMANDS = {
     "precompute": "update the recall cache under cache_dir: recompute only queries whose key changed",
     "serve": "serve the recall cache over HTTP (POST /recall, GET /health); misses computed as a run",
     "lookup": "print the recall cache entry of one query text as JSON (no server)",
+    "oks-eval": "score a run against an OKS recall-case/v1 file as `oks eval recall` does (its metrics)",
 }
 USAGE = """usage: recall <command> [overrides]
 
@@ -40,28 +41,67 @@ commands:
   compare      recall compare <run dirs or one sweep dir> [--baseline NAME] [--out DIR] [--ci]
   report       recall report <run dir>
   export-trec  recall export-trec <run dir> <file> [--level node_id|doc_id] [--tag NAME]
+               [--score score|rank]
   import-trec  recall import-trec <run file> --out DIR [--qrels FILE] [--level node_id|doc_id]
   analyze      recall analyze <run dir>
-  feedback     recall feedback <run dir> [--format signals|reme] [--signals TABLE] [--out PATH]
+  feedback     recall feedback <run dir> [--format signals|bme|oks|reme] [--signals TABLE] [--out PATH]
                [--injected] [--now ISO]
   precompute   recall precompute [run overrides] cache_dir=<dir> [namespace=<name>]
   serve        recall serve [run overrides] cache_dir=<dir> [host=127.0.0.1 port=8765]
   lookup       recall lookup [run overrides] cache_dir=<dir> text=<query text> [scope=<doc scope>]
+  oks-eval     recall oks-eval <run dir> <recall-case file> [--limit 5] [--out FILE]
   tune         recall tune data=<d> preset=<p> [tune.trials=40 tune.metric=recall@5 tune.seed=13
                  tune.space=<entry of conf/tune_spaces.yaml> tune.name=<new preset>]
 
 common overrides (Hydra syntax, any config key works):
-  data=sample|sample_zh|workspace|locomo|beir|scifact|musique   data.path=<file or folder>
-  preset=best|dense|bm25|reme                          k=50   device=auto|cpu|cuda
+  data={data}
+  data.path=<file or folder>   data.queries=<file>   data.qrels=<file>   data.limit_queries=<n>
+  data.queries_format={queries_formats}   (docs/notes/formats.md)
+  preset={presets}
+  k=50   device=auto|cpu|cuda
   diffuse=none|pedsa|ppr|expand   select=topk|dpp|mmr   novelty=none|bme   signals=none|default
   graph.mentions=true   fuse.weights.lexical=0.3   score.terms.graph=2.0   include_archived=true
-  out_dir=<dir>   data.limit_queries=<n>   embed=minilm|hashing   cache_dir=<dir>
+  out_dir=<dir>   embed=minilm|hashing   cache_dir=<dir>
   lexical.tokenizer=auto|english|cjk_char|jieba        embed.model_path=<local sentence-transformers folder>
   --multirun preset=dense,bm25,best                    (a sweep; one run dir per job)
   --cfg job                                            (print the composed config)
 
 example: recall run data=locomo preset=best out_dir=runs/locomo-best
-""".format(run=COMMANDS["run"])
+"""
+
+
+def _options(group: str) -> str:
+    """The options of a config group (its ``conf/<group>/*.yaml`` files), ``|``-separated."""
+    return "|".join(sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml")))
+
+
+def usage() -> str:
+    """The top-level help: commands, then the common overrides with every preset and data option
+    read from ``conf/`` (a new preset file is listed without editing this module)."""
+    from pipeline.adapters.query_files import QUERY_FORMATS
+
+    return USAGE.format(
+        run=COMMANDS["run"],
+        data=_options("data"),
+        presets=_options("preset"),
+        queries_formats="|".join(QUERY_FORMATS),
+    )
+
+
+def command_help(cmd: str) -> str:
+    """``recall <cmd> --help`` for the Hydra commands (run, precompute, tune, serve, lookup): its usage
+    line and description, then the common overrides."""
+    from itertools import takewhile
+
+    text = usage()
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(f"  {cmd} "))
+    more = [ln.strip() for ln in takewhile(lambda ln: ln.startswith(" " * 15), lines[at + 1 :])]
+    rest = " ".join([lines[at].strip()[len(cmd) :].strip(), *more])
+    syntax = rest if rest.startswith("recall ") else f"recall {cmd} [overrides]"
+    common = text[text.index("common overrides") :]
+    return f"usage: {syntax}\n\n{COMMANDS[cmd]}\n\n{common}"
+
 
 log = logging.getLogger("pipeline")
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its AVX probing is noise to users
@@ -125,18 +165,68 @@ def check_overrides(args: list[str]) -> None:
         if key in groups and "(" not in value:  # choice(...), interval(...): sweep expressions
             for v in value.split(","):
                 require_one_of(key, v, groups[key])
+    check_nested_keys(args, set(groups))
+
+
+def _composed(choices: list[str]):
+    """The config Hydra composes with only the group choices ``choices`` (no other override);
+    None where Hydra is in use already or refuses it (Hydra then reports the problem itself)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from pipeline.hydra_guard import guarded
+
+    if GlobalHydra.instance().is_initialized():
+        return None
+    try:
+        with guarded(), initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return compose("config", overrides=choices)
+    except Exception:  # noqa: BLE001 — any composition problem is Hydra's to report
+        return None
+
+
+def check_nested_keys(args: list[str], groups: set[str]) -> None:
+    """A dotted key (``data.pth=x``) that the composed config lacks is a UserError naming the
+    closest key there, never Hydra's ``+data.pth=`` advice (``+key=`` adds a key on purpose)."""
+    import difflib
+
+    from omegaconf import DictConfig, OmegaConf
+
+    pairs = [a.split("=", 1) for a in args if "=" in a and not a.startswith(("-", "+", "~"))]
+    dotted = [(k, v) for k, v in pairs if "." in k and not k.startswith("hydra.")]
+    if not dotted:
+        return
+    choices = [f"{k}={v}" for k, v in pairs if k in groups and "," not in v and "(" not in v]
+    cfg = _composed(choices)
+    if cfg is None:
+        return
+    for key, value in dotted:
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None, throw_on_resolution_failure=False)
+        if isinstance(node, DictConfig) and leaf in node.keys():
+            continue
+        if not isinstance(node, DictConfig):
+            raise UserError(
+                f"unknown option {key!r} in '{key}={value}': {parent!r} is not a group of "
+                f"options; see recall --help (or recall run --cfg job)"
+            )
+        close = difflib.get_close_matches(leaf, [str(k) for k in node], n=1)
+        hint = f" (did you mean '{parent}.{close[0]}'?)" if close else ""
+        raise UserError(
+            f"unknown option {key!r} in '{key}={value}'{hint}; the keys of {parent} are "
+            f"{sorted(str(k) for k in node)}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Dispatch ``recall <command> [args]`` (run, precompute, tune or a tool on finished runs); the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+        print(usage())
         return 0
     cmd, rest = argv[0], argv[1:]
-    if rest and rest[0] in ("-h", "--help") and cmd in COMMANDS:
-        print(USAGE)
-        return 0
+    if cmd in COMMANDS and any(a in ("-h", "--help") for a in rest):
+        return _help(cmd)
     hydra_args = rest
     if cmd in ("serve", "lookup"):
         from pipeline.serve.cli import main as serve_main
@@ -171,6 +261,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _help(cmd: str) -> int:
+    """0, after printing ``cmd``'s own help: argparse's for a tool command, else
+    :func:`command_help`."""
+    if cmd in ("run", "precompute", "tune", "serve", "lookup"):
+        print(command_help(cmd))
+        return 0
+    try:
+        return tool(cmd, ["--help"])
+    except SystemExit as exc:  # argparse exits after printing the help
+        return int(exc.code or 0)
+
+
 def tool(cmd: str, args: list[str]) -> int:
     """The commands on finished runs (no Hydra): compare, report, export-trec, import-trec."""
     import argparse
@@ -195,6 +297,8 @@ def tool(cmd: str, args: list[str]) -> int:
         print(f"report: {md} {html}")
     elif cmd == "export-trec":
         return _export_trec(ap, args)
+    elif cmd == "oks-eval":
+        return _oks_eval(ap, args)
     else:
         return _import_trec(ap, args)
     return 0
@@ -237,6 +341,13 @@ def _export_trec(ap: argparse.ArgumentParser, args: list[str]) -> int:
     ap.add_argument("path")
     ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
     ap.add_argument("--tag", default=None)
+    ap.add_argument(
+        "--score",
+        default="score",
+        choices=["score", "rank"],
+        help="score: the run's scores (ties nudged 1 ulp so sorting by score keeps the rank "
+        "order); rank: 1/rank",
+    )
     a = ap.parse_args(args)
     rec = Path(a.run_dir) / "recall.parquet"
     if not rec.exists():
@@ -246,9 +357,30 @@ def _export_trec(ap: argparse.ArgumentParser, args: list[str]) -> int:
         a.path,
         tag=a.tag or Path(a.run_dir).name,
         level=a.level,
-        score="rank",
+        score=a.score,
     )
     print(f"wrote {out}")
+    return 0
+
+
+def _oks_eval(ap: argparse.ArgumentParser, args: list[str]) -> int:
+    """0, after ``recall oks-eval`` wrote OKS's recall-eval-run/v1 JSON and printed its metrics."""
+    import json
+
+    from pipeline import io
+    from pipeline.report.oks_eval import evaluate_run
+
+    ap.add_argument("run_dir")
+    ap.add_argument(
+        "dataset", help="an OKS recall-case/v1 file (e.g. records/experiments/eval-50.yaml)"
+    )
+    ap.add_argument("--limit", type=int, default=5, help="slugs per case (OKS: ≥ 5; default 5)")
+    ap.add_argument("--out", default=None, help="default: <run dir>/oks-eval.json")
+    a = ap.parse_args(args)
+    result = evaluate_run(a.run_dir, a.dataset, a.limit)
+    out = Path(a.out or Path(a.run_dir) / "oks-eval.json")
+    io.write_json(out, result)
+    print(json.dumps({"output": str(out.resolve()), "metrics": result["metrics"]}, indent=2))
     return 0
 
 
@@ -258,7 +390,11 @@ def _import_trec(ap: argparse.ArgumentParser, args: list[str]) -> int:
 
     ap.add_argument("run_file")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--qrels", default=None)
+    ap.add_argument(
+        "--qrels",
+        default=None,
+        help="TREC qrels, or any data.qrels format: TSV with a header, OKS recall-case/v1",
+    )
     ap.add_argument("--level", default="node_id", choices=["node_id", "doc_id"])
     a = ap.parse_args(args)
     print(f"wrote {report.import_run(a.run_file, a.out, a.qrels, a.level)}")

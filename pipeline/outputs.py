@@ -32,12 +32,13 @@ def export(
     """novelty / signals tables, recall.parquet and (``inject.format``) injection.parquet; the
     injection layer's collaborative boost reads ``log`` (``Dataset.use_log``)."""
     from pipeline.stages import inject
+    from pipeline.stages.select import with_node_text
 
     if got.novelty is not None:
         io.write_parquet(out_dir / "novelty.parquet", got.novelty)
     if got.signals is not None and cfg.signals.path is None:
         io.write_parquet(out_dir / "signals.parquet", got.signals)
-    io.write_parquet(out_dir / "recall.parquet", got.recall)
+    io.write_parquet(out_dir / "recall.parquet", with_node_text(got.recall, nodes))
     if cfg.inject.format != "none":
         io.write_parquet(
             out_dir / "injection.parquet",

@@ -53,6 +53,7 @@ from pipeline.ops.scope import scope_groups
 from pipeline.precompute_write import ENTRY_COLUMNS, KEY_COLUMNS, KEY_INDEX, read_keys
 from pipeline.serve import keys as serve_keys
 from pipeline.serve import layout
+from pipeline.stages.select import with_node_text
 
 __all__ = ["precompute", "served", "injections", "live", "KEY_COLUMNS", "ENTRY_COLUMNS"]
 __all__ += ["KEY_INDEX", "read_keys", "compute_missing", "recall_rows"]
@@ -126,7 +127,7 @@ def recall_rows(
     got = querypath.recall_queries(
         cfg, sub, sub_nodes, sub_queries, backend.resolve_device(cfg.device), log, memo
     )
-    return got.recall, log.seconds
+    return with_node_text(got.recall, sub_nodes), log.seconds  # a run's recall.parquet columns
 
 
 def compute_missing(

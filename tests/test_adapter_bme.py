@@ -311,3 +311,23 @@ def test_vectors_auto_true_false(tmp_path):
     assert "embedding" not in bme.load(bare).nodes.columns
     with pytest.raises(DataError, match="no node has an embedding"):
         bme.load(bare, vectors=True)
+
+
+def test_a_chat_file_is_both_the_graph_and_its_queries(tmp_path):
+    chat = tmp_path / "chat.jsonl"
+    head = {
+        "user_name": "User",
+        "character_name": "Aria",
+        "chat_metadata": {"st_bme_graph": graph()},
+    }
+    msgs = [
+        {"name": "Aria", "is_user": False, "send_date": "January 1, 2026 9:00am", "mes": "The harbor burns."},
+        {"name": "User", "is_user": True, "send_date": "January 1, 2026 9:01am", "mes": "Who set the fire?"},
+    ]  # fmt: skip
+    chat.write_text("\n".join(json.dumps(r) for r in [head, *msgs]) + "\n", encoding="utf-8")
+    ds = bme.load(str(chat), queries=str(chat))  # data.queries=<chat.jsonl>, detected by content
+    (q,) = ds.queries.iter_rows(named=True)
+    assert q["query_id"] == "m1" and q["text"] == "Who set the fire?"
+    assert q["viewer"] == "Aria" and q["active_owner_keys"] == ["character:aria"]  # metadata line
+    assert q["context"] == ["", "The harbor burns."]
+    assert q["now"] == dt.datetime(2026, 1, 1, 9, 1, tzinfo=dt.timezone.utc)

@@ -23,6 +23,8 @@ RECALL_COLUMNS = [
     "lexical",
     "fused",
     "graph",
+    "title",
+    "text",
 ]
 
 
@@ -36,6 +38,10 @@ def test_sample_best_run_outputs_and_pinned_metrics(compose, tmp_path):
     out = tmp_path / "run"
     recall = pl.read_parquet(out / "recall.parquet")
     assert recall.columns == RECALL_COLUMNS
+    nodes = sample.load().nodes.select("node_id", "title", "text")  # every recalled row's own
+    got = recall.select("node_id", "title", "text").join(nodes, on="node_id", how="left")
+    assert got["text"].null_count() == 0 and (got["text"] == got["text_right"]).all()
+    assert (got["title"] == got["title_right"]).all()
     assert (
         recall.group_by("query_id").len()["len"].max() == 50 and recall["query_id"].n_unique() == 30
     )

@@ -24,6 +24,7 @@ from pipeline.report import (
     write_qrels,
     write_run,
 )
+from pipeline.stages.evaluate import first_occurrence
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 METRICS = [
@@ -108,13 +109,19 @@ def test_trec_run_doc_level_keeps_first_unit_and_reranks(tmp_path):
     ].to_list() == [1, 2, 3, 1]
 
 
-def test_trec_tied_scores_warn_and_rank_mode_keeps_order(tmp_path):
-    tied = _recall().with_columns(score=pl.Series([2.0, 2.0, 1.0, 0.5, 1.0]))
-    with pytest.warns(UserWarning, match="tied scores"):
-        write_run(tied, tmp_path / "tied.txt", tag="t")
+def test_trec_tied_and_non_monotone_scores_keep_rank_order(tmp_path):
+    # q1: a tie at ranks 1-2, then rank 4 scored above rank 3 (as select=dpp|mmr can rank them)
+    odd = _recall().with_columns(score=pl.Series([2.0, 2.0, 1.0, 1.5, 1.0]))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        path = write_run(tied, tmp_path / "rank.txt", tag="t", score="rank")
+        path = write_run(odd, tmp_path / "odd.txt", tag="t")
+    back = read_run(path)
+    # one float32 step (trec_eval's score type) below the score written above: 2 - 2**-23, 1 - 2**-24
+    assert back["score"].to_list() == [2.0, 2.0 - 2**-23, 1.0, 1.0 - 2**-24, 1.0]  # q2 untouched
+    q1 = back.filter(pl.col("query_id") == "q1")
+    by_score = q1.sort("score", descending=True)["node_id"].to_list()
+    assert by_score == q1.sort("rank")["node_id"].to_list()  # sorting by score = the rank order
+    path = write_run(odd, tmp_path / "rank.txt", tag="t", score="rank")
     back = read_run(path)
     assert back["score"].to_list() == [1.0, 0.5, pytest.approx(1 / 3), 0.25, 1.0]
 
@@ -186,11 +193,23 @@ def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_pat
     with (write_qrels(ds.qrels, tmp_path / "qrels.txt")).open() as fh:
         qrels = pytrec_eval.parse_qrel(fh)
     for preset in ("bm25", "dense"):
-        # both runs have tied scores; export-trec writes 1/rank, so trec_eval sees exactly our order
+        # bm25 has tied scores; export-trec writes the scores, a tie nudged one float32 step down,
+        # so trec_eval (which sorts by its float32 scores) sees exactly our order
         path = tmp_path / f"{preset}.txt"
         assert main(["export-trec", str(sample_runs[preset]), str(path), "--level", "doc_id"]) == 0
         with path.open() as fh:
             run = pytrec_eval.parse_run(fh)
+        stored = first_occurrence(
+            pl.read_parquet(sample_runs[preset] / "recall.parquet"), "doc_id", "score"
+        )
+        written = read_run(path, level="doc_id").join(stored, on=["query_id", "doc_id"])
+        assert (written["rank"] == written["rank_right"]).all()
+        diff = (written["score"] - written["score_right"]).abs()
+        # the real scores (a nudged one within a few float32 steps of it; of 0: a denormal)
+        assert (diff <= 1e-6 * written["score_right"].abs() + 1e-30).all()
+        tied = stored.filter(pl.col("score").diff().over("query_id") == 0).height
+        changed = written.filter(pl.col("score") != pl.col("score_right")).height
+        assert changed >= tied and (tied > 0 or preset == "dense")  # bm25: the nudge is exercised
         res = pytrec_eval.RelevanceEvaluator(
             qrels, {"recall.1,2,5,10,25,50", "ndcg_cut.10", "recip_rank", "P.5"}
         )

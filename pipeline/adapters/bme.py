@@ -33,8 +33,9 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.adapters import bme_nodes as bn
+from pipeline.adapters import query_files
 from pipeline.adapters.bme_store import read_graph
-from pipeline.adapters.common import read_jsonl, require_file, sha256_file, slice_queries
+from pipeline.adapters.common import sha256_file, slice_queries
 from pipeline.adapters.workspace import load_qrels
 from pipeline.dataset import Dataset
 from pipeline.errors import DataError, require_one_of
@@ -222,12 +223,13 @@ def frames(graph: dict, where: str, skipped: Counter) -> tuple[pl.DataFrame, pl.
     return conform(nodes, "nodes", where), conform(edges.filter(keep), "edges", where), order
 
 
-def load_queries(path: str, graph: dict, order: dict[str, int]) -> pl.DataFrame:
-    """The queries file's rows with their scene state, in the contract (empty columns dropped)."""
+def load_queries(path: str, graph: dict, order: dict[str, int], fmt: str = "auto") -> pl.DataFrame:
+    """The queries file's rows (``query_files`` formats; a SillyTavern chat's user messages carry
+    its character and user names) with their scene state, in the contract (empty columns dropped)."""
     where = str(path)
     rows = [
         query_row(r, graph, order, where, i)
-        for i, r in enumerate(read_jsonl(require_file(path, "queries file")))
+        for i, r in enumerate(query_files.query_rows(path, fmt))
     ]
     df = pl.DataFrame(rows, schema=QUERY_SCHEMA)
     keep = [c for c in df.columns if c in ("query_id", "text") or df[c].null_count() < df.height]
@@ -243,6 +245,7 @@ def load(
     limit_queries: int | None = None,
     vector_model: str | None = None,
     vectors: str | bool = "auto",
+    queries_format: str = "auto",
 ) -> Dataset:
     """A Dataset from an ST-BME graph export, chat file (.jsonl) or sync file, with optional
     queries/qrels. ``vectors``: auto (the stored node embeddings when any node has one), true
@@ -262,7 +265,7 @@ def load(
             field="embedding",
         )
     q = (
-        load_queries(queries, graph, order)
+        load_queries(queries, graph, order, queries_format)
         if queries
         else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
     )
@@ -274,13 +277,14 @@ def load(
     notes = {"bme_store": f"{kind} (graph version {graph.get('version')})"}
     if "embedding" in nodes.columns:
         notes["vector_model"] = model
-    extra = [Path(x) for x in (queries, qrels) if x]
+    qrels = query_files.qrels_path(queries, qrels, queries_format)
+    extra = [Path(x) for x in dict.fromkeys(x for x in (queries, qrels) if x)]
     ds = Dataset(
         name=name,
         nodes=nodes,
         edges=edges,
         queries=q,
-        qrels=load_qrels(qrels) if qrels else None,
+        qrels=load_qrels(qrels, nodes) if qrels else None,
         fingerprints={str(f): sha256_file(f) for f in [*files, *extra]},
         skipped=skipped,
         notes=notes,

@@ -23,13 +23,17 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def require_file(path: str | Path, what: str) -> Path:
-    """``path`` as a Path when it is a file, else a DataError that names ``what`` was missing."""
+def require_file(path: str | Path, what: str, key: str = "data.path") -> Path:
+    """``path`` as a Path when it is a file, else a DataError that names ``what`` was missing and
+    the config ``key`` that sets it."""
     p = Path(path)
     if not p.is_file():
-        raise DataError(
-            str(p), f"{what} not found", "check data.path (e.g. data.path=../shared/data/...)"
+        fix = (
+            "check data.path (e.g. data.path=../shared/data/...)"
+            if key == "data.path"
+            else f"set {key}=<an existing file>"
         )
+        raise DataError(str(p), f"{what} not found", fix, field=key)
     return p
 
 

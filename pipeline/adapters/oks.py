@@ -34,7 +34,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.adapters import fields, oks_pages
+from pipeline.adapters import fields, oks_pages, query_files
 from pipeline.adapters.common import (
     inside,
     read_json,
@@ -231,12 +231,14 @@ def load_inject_log(root: Path) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def _queries(path: str | None, slugs: list[str] | None) -> pl.DataFrame:
-    """The queries file (workspace format, plus an optional ``goals`` list per line)."""
+def _queries(path: str | None, slugs: list[str] | None, fmt: str = "auto") -> pl.DataFrame:
+    """The queries file (``query_files`` formats, plus an optional ``goals`` list per line)."""
     if not path:
         return pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
-    q = load_queries(path)
-    own = [r.get("goals") for r in read_jsonl(path)]
+    q = load_queries(path, fmt)
+    if query_files.resolve_format(path, fmt) == "parquet":
+        return q
+    own = [r.get("goals") for r in query_files.query_rows(path, fmt)]
     goals = [g if g is not None else slugs for g in own]
     if any(g is not None for g in goals):
         q = q.with_columns(goals=pl.Series(goals, dtype=pl.List(pl.String)))
@@ -273,6 +275,7 @@ def load(
     qrels: str | None = None,
     limit_queries: int | None = None,
     goals: str = "active",
+    queries_format: str = "auto",
 ) -> Dataset:
     """A Dataset from an OKS instance root (module docstring: what is read from where)."""
     root = _root(path)
@@ -288,15 +291,18 @@ def load(
     nodes, note = importance_to_10(nodes, "1", str(wiki))  # the schema: importance in [0, 1]
     goal_table, state = load_goals(root), load_recall_state(root)
     fingerprints = {str(f): sha256_file(f) for f in files}
+    qrels = query_files.qrels_path(queries, qrels, queries_format)
     for extra in (queries, qrels, root / ".oks" / "access.json"):
         if extra and Path(extra).is_file():
             fingerprints[str(extra)] = sha256_file(extra)
     ds = Dataset(
         name=name,
         nodes=nodes,
-        queries=with_hook_state(_queries(queries, goal_slugs(goal_table, goals)), state),
+        queries=with_hook_state(
+            _queries(queries, goal_slugs(goal_table, goals), queries_format), state
+        ),
         edges=None,
-        qrels=load_qrels(qrels) if qrels else None,
+        qrels=load_qrels(qrels, nodes) if qrels else None,
         fingerprints=fingerprints,
         skipped=+skipped,
         notes={"importance": note} if note else {},

@@ -30,7 +30,7 @@ import polars as pl
 from pipeline.adapters import reme_index, reme_meta
 from pipeline.adapters.common import sha256_file, slice_queries
 from pipeline.adapters.markdown import slugify
-from pipeline.adapters.workspace import _root, list_notes, load_qrels, load_queries, note_rows
+from pipeline.adapters.workspace import _root, list_notes, note_rows, qrels_table, queries_table
 from pipeline.dataset import Dataset
 from pipeline.errors import ConfigError, DataError, require_one_of
 from pipeline.schema import conform
@@ -301,6 +301,7 @@ def load(
     vectors: str = "auto",
     vector_model: str | None = None,
     now: str | None = None,
+    queries_format: str = "auto",
 ) -> Dataset:
     """A Dataset from a ReMe workspace (see the module docstring for every option)."""
     require_one_of("data.index", index, ("auto", "reme", "notes"))
@@ -329,17 +330,12 @@ def load(
     t_now = dt.datetime.fromisoformat(now.replace("Z", "+00:00")) if now else None
     nodes, fresh = _with_signals(nodes, root, t_now, notes)
     edges = _edges(edge_rows, root)
-    q = (
-        load_queries(queries)
-        if queries
-        else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
-    )
     ds = Dataset(
         name=name,
         nodes=nodes,
         edges=edges,
-        queries=q,
-        qrels=load_qrels(qrels) if qrels else None,
+        queries=queries_table(queries, queries_format),
+        qrels=qrels_table(queries, qrels, queries_format, nodes),
         fingerprints=_fingerprints(root, files, queries, qrels),
         skipped=skipped,
         notes=notes,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.adapters import query_files
 from pipeline.adapters.common import (
-    read_jsonl,
     read_text,
     refuse_symlink,
     require_file,
@@ -163,7 +163,7 @@ def _parquet_queries(path: str | Path) -> pl.DataFrame:
     """The queries table of a ``.parquet`` file, conformed."""
     where = str(path)
     try:
-        df = pl.read_parquet(require_file(path, "queries file"))
+        df = pl.read_parquet(require_file(path, "queries file", "data.queries"))
     except Exception as exc:  # polars/arrow raise several types for unreadable files
         raise DataError(
             where,
@@ -173,15 +173,15 @@ def _parquet_queries(path: str | Path) -> pl.DataFrame:
     return conform(df, "queries", where)
 
 
-def load_queries(path: str | Path) -> pl.DataFrame:
-    """Queries from JSON lines (or a ``.parquet`` table): query_id, text, and the optional contract
-    columns, ``embedding`` (a stored query vector) included."""
+def load_queries(path: str | Path, fmt: str | None = "auto") -> pl.DataFrame:
+    """Queries from a file in a ``query_files.QUERY_FORMATS`` format: query_id, text, and the
+    optional contract columns, ``embedding`` (a stored query vector) included."""
     where = str(path)
-    if str(path).endswith(".parquet"):
+    fmt = query_files.resolve_format(path, fmt)
+    if fmt == "parquet":
         return _parquet_queries(path)
-    rows = read_jsonl(require_file(path, "queries file"))
     out = []
-    for i, r in enumerate(rows):
+    for i, r in enumerate(query_files.contract_rows(path, fmt)):
         row = {
             k: r.get(k)
             for k in (
@@ -232,9 +232,12 @@ def load_queries(path: str | Path) -> pl.DataFrame:
     )
 
 
-def load_qrels(path: str | Path) -> pl.DataFrame:
-    """Qrels from a TSV with a header: query_id, node_id or doc_id, relevance."""
-    where = str(require_file(path, "qrels file"))
+def load_qrels(path: str | Path, nodes: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Qrels from a TSV with a header (query_id, node_id or doc_id, relevance) or an OKS
+    recall-case file (its slugs mapped to the documents of ``nodes``)."""
+    where = str(require_file(path, "qrels file", "data.qrels"))
+    if query_files.is_recall_case(path):
+        return conform(query_files.case_qrels(path, nodes), "qrels", where)
     try:
         df = pl.read_csv(path, separator="\t", infer_schema=False)
     except Exception as exc:
@@ -242,6 +245,21 @@ def load_qrels(path: str | Path) -> pl.DataFrame:
             where, f"cannot read as TSV ({str(exc).splitlines()[0]})", "write tab-separated columns"
         ) from None
     return conform(df, "qrels", where)
+
+
+def queries_table(path: str | None, fmt: str | None = "auto") -> pl.DataFrame:
+    """:func:`load_queries` of ``path``, or an empty queries table without one."""
+    if not path:
+        return pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+    return load_queries(path, fmt)
+
+
+def qrels_table(
+    queries: str | None, qrels: str | None, fmt: str | None, nodes: pl.DataFrame
+) -> pl.DataFrame | None:
+    """:func:`load_qrels` of ``data.qrels``, else of a recall-case queries file; None without."""
+    path = query_files.qrels_path(queries, qrels, fmt)
+    return load_qrels(path, nodes) if path else None
 
 
 def _root(path: str) -> Path:
@@ -304,8 +322,10 @@ def load(
     qrels: str | None = None,
     limit_queries: int | None = None,
     importance_scale: str = "auto",
+    queries_format: str = "auto",
 ) -> Dataset:
-    """A Dataset from a folder of markdown notes: a node per heading section, wikilink edges, queries/qrels."""
+    """A Dataset from a folder of markdown notes: a node per heading section, wikilink edges,
+    queries/qrels (``queries_format``: see ``query_files``)."""
     root = _root(path)
     skipped: Counter = Counter()
     files = list_notes(root)
@@ -314,12 +334,8 @@ def load(
     nodes, note = importance_to_10(nodes, importance_scale, str(root))  # OKS front matter is 0–1
     edges = _edges(rows, links, set(nodes["node_id"]), skipped, str(root))
     fingerprints = {str(f): sha256_file(f) for f in files}
-    q = (
-        load_queries(queries)
-        if queries
-        else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
-    )
-    qr = load_qrels(qrels) if qrels else None
+    q = queries_table(queries, queries_format)
+    qr = qrels_table(queries, qrels, queries_format, nodes)
     for extra in (queries, qrels):
         if extra:
             fingerprints[str(extra)] = sha256_file(extra)

@@ -2,16 +2,22 @@
 
 Run lines are ``q_id Q0 doc_id rank score tag``; qrels lines are ``q_id 0 doc_id relevance``.
 Tools that read run files (trec_eval, ranx) order a query's results by score, not by the rank
-column, so tied scores lose our order: ``score="rank"`` writes ``1/rank`` to keep it exactly.
+column, and trec_eval (pytrec_eval too) keeps a score as a 32-bit float. ``score="score"`` (the
+default) writes the stored scores, except that a score whose float32 is not strictly below the
+float32 of the one written on the row above (a tie, scores closer than float32 tells apart, or a
+selection stage such as ``select=dpp|mmr`` that ranks a higher score lower) is written as one
+float32 step below that one: sorting the file by score then gives exactly the rank order, and
+every other score is written as stored (float64).
+``score="rank"`` writes ``1/rank`` instead.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import io as _io
-import warnings
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from pipeline import io
@@ -36,13 +42,30 @@ def to_ranking(recall: pl.DataFrame, level: str = "node_id") -> pl.DataFrame:
     return evaluate.first_occurrence(recall, level, "score")
 
 
+def rank_safe_scores(run: pl.DataFrame) -> pl.DataFrame:
+    """``run`` (query_id, rank-sorted within each query) with ``score`` strictly decreasing in
+    float32 down each query: a score whose float32 is not below the previous written one's becomes
+    one float32 step below that (module docstring)."""
+    scores = run["score"].cast(pl.Float64).to_numpy().copy()
+    qids = run["query_id"].to_list()
+    down = np.float32(-np.inf)
+    prev = np.float32(0)
+    for i in range(len(scores)):
+        cur = np.float32(scores[i])
+        if i and qids[i] == qids[i - 1] and not cur < prev:
+            cur = np.nextafter(prev, down)
+            scores[i] = float(cur)
+        prev = cur
+    return run.with_columns(score=pl.Series(scores, dtype=pl.Float64))
+
+
 def write_run(
     recall: pl.DataFrame, path: str | Path, tag: str, level: str = "node_id", score: str = "score"
 ) -> Path:
     """Write ``recall`` as a TREC run file (atomically); returns the path.
 
-    score: ``"score"`` writes the stored score (warns if a query has tied scores),
-    ``"rank"`` writes ``1/rank`` so every consumer sees exactly our order.
+    score: ``"score"`` writes the stored scores, nudged one float32 step where needed so that
+    sorting by score gives the rank order (``rank_safe_scores``); ``"rank"`` writes ``1/rank``.
     """
     require_one_of("score", score, SCORES)
     if not tag or any(c.isspace() for c in tag):
@@ -51,12 +74,8 @@ def write_run(
     _check_no_space(run, ("query_id", level), str(path))
     if score == "rank":
         run = run.with_columns(score=1.0 / pl.col("rank"))
-    elif run.select((pl.col("score").diff().over("query_id") == 0).any()).item():
-        warnings.warn(
-            f"{path}: some queries have tied scores; tools that sort by score may reorder them "
-            "(write with score='rank' to keep the exact order)",
-            stacklevel=2,
-        )
+    else:
+        run = rank_safe_scores(run.sort("query_id", "rank"))
     out = run.select(
         "query_id",
         pl.lit("Q0").alias("q0"),
@@ -127,6 +146,33 @@ def read_qrels(path: str | Path, level: str = "node_id") -> pl.DataFrame:
     )
 
 
+def _contract_qrels(path: str | Path) -> bool:
+    """Whether a qrels file is in a format ``data.qrels`` takes: a TSV whose header names
+    ``query_id``, or an OKS recall-case file; else it is read as TREC qrels."""
+    from pipeline.adapters.query_files import is_recall_case
+
+    p = Path(path)
+    if not p.is_file():
+        return False  # read_qrels names the missing file
+    with p.open(encoding="utf-8", errors="replace") as fh:
+        first = next((ln.rstrip("\n").split("\t") for ln in fh if ln.strip()), [])
+    return "query_id" in first or is_recall_case(p)
+
+
+def load_qrels(path: str | Path, level: str = "node_id") -> pl.DataFrame:
+    """Qrels in any format ``data.qrels`` takes (``query_files``: a TSV with a header or an OKS
+    recall-case file) or a TREC qrels file → (query_id, <level>, relevance). A run file names
+    one kind of id, so the judged ids become ``level``'s whatever the file calls them."""
+    require_one_of("level", level, LEVELS)
+    if not _contract_qrels(path):
+        return read_qrels(path, level)
+    from pipeline.adapters.workspace import load_qrels as contract_qrels
+
+    qrels = contract_qrels(path)
+    target = "doc_id" if "doc_id" in qrels.columns else "node_id"
+    return qrels.select("query_id", pl.col(target).alias(level), "relevance")
+
+
 def import_run(
     run_path: str | Path,
     out_dir: str | Path,
@@ -136,6 +182,7 @@ def import_run(
 ) -> Path:
     """Turn a TREC run file into a run directory that ``report`` and ``compare`` accept.
 
+    ``qrels_path``: a TREC qrels file or any format ``data.qrels`` takes (``load_qrels``).
     Writes recall.parquet, metrics.json and per_query.parquet (when qrels are given; the qrels are
     copied to ``qrels.txt`` so ``compare`` finds them) and manifest.json last. Returns ``out_dir``.
     """
@@ -153,7 +200,7 @@ def import_run(
     io.write_parquet(out_dir / "recall.parquet", recall)
     outputs, data = ["recall.parquet"], {"name": "trec", "run_file": str(run_path)}
     if qrels_path is not None:
-        qrels = read_qrels(qrels_path, level)
+        qrels = load_qrels(qrels_path, level)
         write_qrels(qrels, out_dir / QRELS_FILE)
         queries = recall.select("query_id").unique(maintain_order=True)
         metrics, per_query = evaluate.evaluate(recall, qrels, queries, level)

@@ -300,6 +300,16 @@ def recall_rows(
     return out.select(cols)
 
 
+def with_node_text(recall: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """``recall`` with its nodes' ``title`` (null where the nodes have none) and ``text`` as the
+    last columns, rows and every other column unchanged: what was recalled, readable without a
+    join (``recall.parquet`` and the recall cache)."""
+    title = pl.col("title").cast(pl.String) if "title" in nodes.columns else pl.lit(None, pl.String)
+    info = nodes.select("node_id", title.alias("title"), pl.col("text").cast(pl.String))
+    base = recall.drop([c for c in ("title", "text") if c in recall.columns])
+    return base.join(info, on="node_id", how="left", maintain_order="left")
+
+
 def run_stage(ctx, p: SelectParams) -> object:
     """Select each query's ``k`` (with the scope policy's priority columns), append probabilistic
     recall, and turn the rows into the recall table."""
