@@ -35,8 +35,7 @@ def make(
     dup_share: float = 0.0,
 ) -> tuple[Dataset, np.ndarray, np.ndarray]:
     """A synthetic Dataset of ``n`` nodes and ``n_queries`` queries with their embeddings
-    (deterministic per seed); ``dup_share``: the share of notes that copy another (module
-    docstring)."""
+    (deterministic per seed); ``dup_share``: the share of notes copying another (module doc)."""
     rng = np.random.default_rng(seed)
     cl, xb = _node_vectors(rng, n, d, clusters)
     words = np.array([f"w{i}" for i in range(5000)])
@@ -47,8 +46,7 @@ def make(
     if named is not None:  # its own random stream: the texts without names stay as they were
         pick = np.random.default_rng([seed, 1]).integers(0, names, size=(n, 2))
         texts = [f"{named[c, a]} {t} {named[c, b]}" for t, c, (a, b) in zip(texts, cl, pick)]
-    if dup_share > 0:
-        texts = _duplicate(texts, cl, xb, dup_share, seed)
+    texts = _duplicate(texts, cl, xb, dup_share, seed)
     m = n * avg_degree // 2
     src = rng.integers(0, n, m)
     dst = (rng.pareto(1.2, m) * n / 50).astype(np.int64) % n  # heavy-tailed in-degree
@@ -100,8 +98,10 @@ def _node_vectors(rng, n: int, d: int, clusters: int) -> tuple[np.ndarray, np.nd
 
 def _duplicate(texts: list[str], cl: np.ndarray, xb: np.ndarray, share: float, seed: int):
     """Texts with ``round(share · n)`` random notes made copies of other (never copied) notes:
-    their text, and in place their vector and cluster; drawn from their own stream."""
+    their text, and in place their vector and cluster; drawn from their own stream (none: as given)."""
     n = len(texts)
+    if share <= 0:
+        return texts
     rng = np.random.default_rng([seed, 4])
     order = rng.permutation(n)
     m = min(int(round(share * n)), n - 1)
