@@ -11,7 +11,7 @@ import logging
 import numpy as np
 
 from pipeline import backend
-from pipeline.channels.dense_range import within
+from pipeline.channels import dense_range
 from pipeline.errors import require_one_of
 from pipeline.ops import pairdot
 from pipeline.ops.topk import topk_long
@@ -115,7 +115,7 @@ def search(index, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 RESCORE_EXTRA = 8  # hits searched beyond the cut, rescored exactly (:func:`exact_top`)
-RESCORE_TOL = 1e-4  # |search score − exact cosine| bound for unit vectors (float32 sums)
+RESCORE_TOL = 1e-4  # |search or range-scan product − exact cosine| bound, unit vectors (float32)
 TINY = 1 << 16  # query × item pairs up to which a flat CPU scan runs on one thread
 
 
@@ -169,7 +169,7 @@ def _rescanned(xq, xb, qi, ni, s, redo: np.ndarray, thr: np.ndarray):
     """The hits ``(qi, ni, s)`` with those of the queries ``redo`` replaced by every item whose
     product reaches ``thr`` (``dense_range.within``), each with its exact cosine: a hit's own,
     :func:`pair_scores` for the others."""
-    rq, rn = within(xq[redo], xb, thr)
+    rq, rn = dense_range.within(xq[redo], xb, thr)
     rq = redo[rq]
     mine = np.isin(qi, redo)
     n = max(len(xb), 1)
