@@ -24,7 +24,7 @@ def _sides(xb, device):
 
 
 @pytest.mark.parametrize("device", [None, *DEVICES])
-@pytest.mark.parametrize("scores", [None, 2, 5])  # one block; blocks of 1 and of 2 node rows
+@pytest.mark.parametrize("scores", [None, 2, 6])  # one block; blocks of 1 and of 2 node rows
 def test_within_hand_computed(device, scores):
     xb = np.array([[1, 0], [0, 1], [0.6, 0.8], [1, 0], [-1, 0]], np.float32)
     xq = np.array([[1, 0], [0, 1], [0.8, 0.6]], np.float32)
