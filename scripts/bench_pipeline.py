@@ -1,7 +1,8 @@
 """End-to-end batch recall on synthetic corpora through the real query path, next to a FAISS flat scan.
 
     .venv/bin/python scripts/bench_pipeline.py [--sizes 10000 100000] [--queries 1000]
-        [--preset best] [--names 20] [--edges-per-node 4] [overrides, e.g. diffuse.solver=push]
+        [--preset best] [--names 20] [--edges-per-node 4] [--dup-share 0.2] [--vectors encoder]
+        [overrides, e.g. diffuse.solver=push embed=hashing]
 
 What runs is ``pipeline.querypath.recall_queries``, the function ``recall run preset=<name>``
 calls (``runner.run``), with the preset's whole config: every stage of ``querypath.STAGES`` that
@@ -17,6 +18,12 @@ The synthetic corpus (``pipeline/synth/corpus.py``) carries ``--names`` made-up 
 per cluster (a unit's text two, a query's one), so the entity layer and its seeds are not empty.
 ``--edges-per-node K`` draws K·n explicit edges (``make(avg_degree=2K)``; self-loops dropped, so
 a few fewer): 4 by default (100k nodes: 399,993 edges), 5 for issue 29's 1M nodes / 5M edges.
+``--dup-share S`` makes that share of the notes exact copies of others (``make(dup_share=S)``:
+the same text and vector under another id), so exact cosine ties cross the candidate cut.
+``--vectors encoder`` replaces the generator's vectors with the config's encoder's over the texts
+the embed stage would encode (``stages.vectors.embed_texts``; the queries' texts), computed before
+the timing: with ``embed=hashing`` these are ``recall run ... embed=hashing``'s vectors, whose
+sparse word-hash features tie many cosines exactly.
 ``--warm N`` first runs the query path untimed on the last N queries, then removes every cache
 folder it wrote but ``--keep`` (default ``tokens,entities``: the nodes' field tokens and entity
 mentions, ``pipeline/npzcache.py``, cached for groups of ``MIN_ROWS`` nodes or more), so the timed
@@ -28,8 +35,8 @@ the same embeddings in the same process. Prints a table of the stage times the r
 ``StageLog`` records (the manifest's ``timings_s``); after each size's row counts, the SHA-256 of
 its recall frame's CSV text (the same before and after a change that should not alter results);
 the last lines are the CPU seconds (``time.process_time``, all threads: steadier than wall time on
-a shared machine) of the floor and of the query path, and ``end-to-end / flat-scan throughput at
-<n>: <ratio>`` (wall time) for the largest size.
+a shared machine) of the floor and of the query path, ``end-to-end / flat-scan throughput at
+<n>: <ratio>`` and ``channels stage / flat-scan throughput`` (wall time) for the largest size.
 """
 
 from __future__ import annotations
@@ -107,6 +114,23 @@ def given_vectors(xb: np.ndarray, node_ids: pl.Series, xq: np.ndarray, query_ids
         querypath.embed_run = real
 
 
+class CpuStageLog(StageLog):
+    """A ``StageLog`` that also sums each stage's CPU seconds (``time.process_time``, all
+    threads) into ``cpu``: steadier than wall time when other jobs share the cores."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cpu: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str):
+        """:meth:`StageLog.stage`, its CPU seconds added to ``cpu[name]``."""
+        c0 = time.process_time()
+        with super().stage(name):
+            yield
+        self.cpu[name] = self.cpu.get(name, 0.0) + time.process_time() - c0
+
+
 def keep_only(root: Path, names: str) -> None:
     """Every file and folder under ``root`` removed but those ``names`` (comma-separated) names."""
     import shutil
@@ -114,6 +138,18 @@ def keep_only(root: Path, names: str) -> None:
     for p in root.iterdir():
         if p.name not in names.split(","):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+def encoded(cfg, ds) -> tuple[np.ndarray, np.ndarray]:
+    """(node vectors, query vectors) of ``cfg.embed.encoder`` over the texts the embed stage
+    encodes (nodes: ``embed_texts``; queries: their text), in the generator's row order."""
+    from pipeline.common import call_target
+    from pipeline.stages.vectors import embed_texts
+
+    enc = call_target(cfg.embed.encoder)
+    xb = enc.encode(embed_texts(ds.nodes, cfg.embed.include_title))
+    xq = enc.encode(ds.queries["text"].to_list())
+    return np.asarray(xb, np.float32), np.asarray(xq, np.float32)
 
 
 def compose_cfg(preset: str, overrides: list[str], cache_dir: str):
@@ -136,13 +172,17 @@ def run(
     edges_per_node: int = 4,
     warm: int = 0,
     keep: str = "tokens,entities",
+    dup_share: float = 0.0,
+    vectors: str = "synthetic",
 ) -> dict:
     """One size: the flat-scan floor, then the preset's query path; stage seconds and counts.
     ``overlap`` > 0: then, untimed, the first ``overlap`` queries again with each PPR solve
     checked against the exact solver (``ppr_overlap.recording``)."""
     cache = tempfile.TemporaryDirectory(prefix="bench_pipeline-")
     cfg = compose_cfg(preset, list(overrides), cache.name)
-    ds, xb, xq = make(n, nq, names=names, avg_degree=2 * edges_per_node)
+    ds, xb, xq = make(n, nq, names=names, avg_degree=2 * edges_per_node, dup_share=dup_share)
+    if vectors == "encoder":
+        xb, xq = encoded(cfg, ds)
     device = backend.resolve_device(cfg.device)  # device=cuda as an override: FAISS, CuPy diffusion
     t, cpu = {}, {}
     t0, c0 = time.perf_counter(), time.process_time()
@@ -153,7 +193,7 @@ def run(
     cpu["flat scan (floor)"] = time.process_time() - c0
     del flat  # its copy of the vectors (1.5 GB at 1M nodes) is not held through the query path
     nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))
-    log = StageLog()
+    log = CpuStageLog()
     given = (xb, ds.nodes["node_id"], xq, ds.queries["query_id"])
     if warm:  # an earlier run over the same nodes with other queries, untimed
         with given_vectors(*given):
@@ -164,6 +204,7 @@ def run(
         got = querypath.recall_queries(cfg, ds, nodes, queries, device, log)
         end_to_end = time.perf_counter() - start
         cpu["end-to-end"] = time.process_time() - c0
+    cpu |= {f"stage {k}": v for k, v in log.cpu.items()}
     # the stand-in embed stage places the given vectors (no encoder runs): shown, not a stage's work
     t |= {("embed (vectors given)" if k == "embed" else k): v for k, v in log.seconds.items()}
     t["end-to-end"] = end_to_end
@@ -218,12 +259,26 @@ def main() -> int:
         help="the cache folders a --warm run leaves (comma-separated; tokens: the nodes' field "
         "tokens, entities: their entity mentions; none: nothing)",
     )
+    ap.add_argument(
+        "--dup-share",
+        type=float,
+        default=0.0,
+        help="share of the notes that are exact copies of other notes (0.2: one in five)",
+    )
+    ap.add_argument(
+        "--vectors",
+        choices=["synthetic", "encoder"],
+        default="synthetic",
+        help="the generator's vectors, or the config's encoder's over the texts (e.g. with "
+        "embed=hashing), computed before the timing",
+    )
     ap.add_argument("overrides", nargs="*", help="config overrides on top of the preset")
     a = ap.parse_args()
     print(
         f"real query path of preset={a.preset} (querypath.recall_queries, query encoding "
         f"excluded) {' '.join(a.overrides)}; queries per size: {a.queries}; names per cluster: "
-        f"{a.names}; edges per node: {a.edges_per_node}; CPU threads: faiss {faiss.omp_get_max_threads()}"
+        f"{a.names}; edges per node: {a.edges_per_node}; duplicate share: {a.dup_share}; "
+        f"vectors: {a.vectors}; CPU threads: faiss {faiss.omp_get_max_threads()}"
     )
     print(
         "| nodes | edges | stage | seconds | queries/s | peak RSS MiB |\n|---|---|---|---|---|---|"
@@ -240,6 +295,8 @@ def main() -> int:
             a.edges_per_node,
             a.warm,
             a.keep,
+            a.dup_share,
+            a.vectors,
         )
         for stage, sec in r["t"].items():
             qps = a.queries / sec if sec > 0 else float("inf")
@@ -260,6 +317,13 @@ def main() -> int:
         f"{c['flat scan (floor)'] / c['end-to-end']:.2f}"
     )
     ratio = last["t"]["flat scan (floor)"] / last["t"]["end-to-end"]
+    if "channels" in last["t"]:
+        ch = last["t"]["flat scan (floor)"] / last["t"]["channels"]
+        ch_cpu = c["flat scan (floor)"] / c["stage channels"]
+        print(
+            f"channels stage / flat-scan throughput at {last['n']}: {ch:.2f} (wall), "
+            f"{ch_cpu:.2f} (CPU seconds: channels {c['stage channels']:.2f})"
+        )
     print(f"end-to-end / flat-scan throughput at {last['n']}: {ratio:.2f}")
     return 0
 

@@ -138,18 +138,19 @@ def packs_small(recipe, data, root):
 
 def batches_small(recipe, data, root):
     """Small CPU batches: DPP/MMR queries per torch batch, PEDSA/expand block, novelty batch, dense
-    searches of 7 queries, push solves cut into progress parts from 5 queries on, BM25 top-k in
+    searches of 7 queries, threshold scans of at most 5,000 scores a block, push solves cut into progress parts from 5 queries on, BM25 top-k in
     blocks of 5 query rows or 40 bounded scores, BM25 pair scores in blocks of 9 pairs, component
     joins in blocks of 3 queries, push solves in parts of at most 4 queries, BM25 layouts by the
     sort (``segvocab.DENSE_SPAN`` 0; the full run takes the dense minimum)."""
     from pipeline import progress
-    from pipeline.channels import candidates, lexical, segvocab
+    from pipeline.channels import candidates, dense_range, lexical, segvocab
     from pipeline.ops import ppr_push
     from pipeline.stages import fuse
 
     extra = ["select.batch=7", "diffuse.block=1000", "novelty.batch=5"]
     with (
         _patched(candidates, "SEARCH_BLOCK", 7),
+        _patched(dense_range, "RANGE_SCORES", 5_000),
         _patched(progress, "INNER_MIN", 5),
         _patched(lexical, "SCORE_ROWS", 5),
         _patched(lexical, "SCORE_ENTRIES", 40),
@@ -200,15 +201,17 @@ def torch_channels(recipe, data, root):
 
 
 def torch_channels_small(recipe, data, root):
-    """The same in small blocks: 7 queries × 300 nodes a dense product, BM25 blocks of at most 6
+    """The same in small blocks: 7 queries × 300 nodes a dense product, threshold scans of at most
+    5,000 scores a block, BM25 blocks of at most 6
     queries and 5,000 scores, rescores in blocks of 500 pairs (torch on the CPU: the host block)."""
-    from pipeline.channels import bm25_device, dense_torch
+    from pipeline.channels import bm25_device, dense_range, dense_torch
     from pipeline.ops import pairdot
 
     with contextlib.ExitStack() as stack:
         for mod, key, value in (
             (dense_torch, "QUERY_BLOCK", 7),
             (dense_torch, "NODE_BLOCK", 300),
+            (dense_range, "RANGE_SCORES", 5_000),
             (bm25_device, "BLOCK_SCORES", 5_000),
             (bm25_device, "BLOCK_QUERIES", 6),
             (pairdot, "HOST_BLOCK", 500),
@@ -461,6 +464,14 @@ def probes():
 
         return probe
 
+    def ranged(fn):
+        def probe(xq, xb, thr, scores=None):
+            most = dense_range.RANGE_SCORES if scores is None else scores
+            seen["RANGE_SCORES"].add(side(len(xq) * len(xb) > most))
+            return fn(xq, xb, thr, scores)
+
+        return probe
+
     def searched(fn):
         def probe(index, xq, xs, k, kind):
             seen["SEARCH_BLOCK"].add(side(len(xq) > candidates.SEARCH_BLOCK))
@@ -548,6 +559,7 @@ def probes():
     from pipeline.channels import (
         bm25_device,
         candidates,
+        dense_range,
         dense_torch,
         lexical,
         segvocab,
@@ -575,6 +587,7 @@ def probes():
         wrap(dense_torch.TorchIndex, "search", torch_search)
         wrap(bm25_device, "blocks", bm25_blocks)
         wrap(candidates, "_searched", searched)
+        wrap(dense_range, "within", ranged)
         wrap(ppr_push, "_spans", spans)
         wrap(token_cache, "tokenised", tokens)
         wrap(segvocab, "_earliest", earliest)

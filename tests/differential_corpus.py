@@ -17,6 +17,10 @@ Notes carry titles, types, importance, timestamps, ``visibility`` lists (private
 and a few archived ones; explicit edges link notes inside a workspace. ``edit`` applies one random
 edit (change / add / delete a note) for the precompute path. Everything is deterministic per seed.
 
+``duplicated`` (the tie-heavy data, issue 45) adds exact copies of a share of each workspace's
+notes under their own ids, placed among the others: under the hashing embedder a copy's cosine
+equals its original's bit for bit, so exact ties cross the dense channel's candidate cut.
+
 ``with_teams`` (the ``oks_team`` recipe, issue 28) cuts each workspace into pages of ``PAGE``
 notes (``doc_id`` ``<ws>/<ws>-p<k>``: the collab channel's slug is its stem), gives each query a
 ``team`` and an ``agent_id`` and adds an injection log (``access_log``: session_id, turn, agent_id, team, slugs) with sessions
@@ -160,6 +164,22 @@ def base(
         }
     )
     return {"nodes": nodes, "edges": edges, "queries": queries}
+
+
+def duplicated(data: dict, share: float = 0.3, seed: int = 45) -> dict:
+    """``data`` with ``share`` of each workspace's notes copied (module docstring): each copy has
+    the note's text, title, document and visibility under the id ``<id>-c``, its own sequence,
+    importance and time, and sits at a random place among the notes; edges and queries as they
+    were."""
+    rng = np.random.default_rng(seed)
+    notes = list(data["nodes"])
+    for j in np.flatnonzero(rng.random(len(notes)) < share):
+        src = data["nodes"][int(j)]
+        copy = {**src, "node_id": src["node_id"] + "-c", "seq": 20_000 + int(j)}
+        copy["importance"] = float(rng.uniform(0, 10))
+        copy["created_at"] = src["created_at"] + dt.timedelta(minutes=int(rng.integers(1, 600)))
+        notes.insert(int(rng.integers(0, len(notes) + 1)), copy)
+    return {**data, "nodes": notes}
 
 
 TEAMS = ("red", "green", "blue")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
 import differential as h
@@ -37,6 +38,7 @@ DATA = {
     "small": corpus.base(small=6, big=150, many=80, big_q=10, many_q=10),
 }
 DATA["teams"] = corpus.with_teams(DATA["small"])  # oks_team: teams, agents, an injection log
+DATA["ties"] = corpus.duplicated(DATA["medium"])  # exact copies: cosine ties at the dense cut
 CASES = [
     *[
         ("best", "full", p)
@@ -54,6 +56,10 @@ CASES = [
     *[("best", "medium", p) for p in (h.torch_channels, h.torch_channels_small)],
     ("best", "medium", h.corpus_cached),
     ("best", "medium", h.precompute_cached),
+    *[  # issue 45: exact ties across the dense cut, rescored by the threshold scan
+        ("best", "ties", p)
+        for p in (h.api_shuffled, h.batches_small, h.faiss_blas, h.torch_channels_small)
+    ],
     *[
         (r, d, h.device_tail)
         for r, d in (("best", "full"), ("dpp-wide", "medium"), ("bme", "small"))
@@ -124,9 +130,38 @@ def test_path_gives_the_reference_bytes(runs, recipe, data, path):
     _check(runs, recipe, data, path)
 
 
-def test_blocked_scan_in_small_blocks_gives_its_default_bytes(runs):
-    ref, got = runs("best", "medium", h.blocked), runs("best", "medium", h.blocked_small)
+@pytest.mark.parametrize("data", ["medium", "ties"])
+def test_blocked_scan_in_small_blocks_gives_its_default_bytes(runs, data):
+    ref, got = runs("best", data, h.blocked), runs("best", data, h.blocked_small)
     assert h.same(got, ref), f"{h.differing(got, ref)} of {ref.height} rows differ"
+
+
+def test_the_tie_data_crosses_the_dense_cut():
+    """The tie data is what its cases need: for most queries whose scope holds more than the dense
+    channel's 100 candidates, the 100th and 101st cosines (hashing vectors, float64) are equal, and
+    for most of those a note and its copy are both in that tied group."""
+    from pipeline.ingest import nodes_and_queries
+    from pipeline.ops.scope import scope_groups
+    from pipeline.stages.embed import HashingEmbedder
+    from pipeline.stages.vectors import embed_texts
+
+    nodes, queries = nodes_and_queries(corpus.dataset(DATA["ties"]), None)
+    enc, k = HashingEmbedder(), 100
+    xb = enc.encode(embed_texts(nodes, True)).astype(np.float64)
+    xq = enc.encode(queries["text"].to_list()).astype(np.float64)
+    ids = np.array(nodes["node_id"].to_list())
+    wide = tied = copies = 0
+    for _key, rows, qs in scope_groups(nodes, queries):
+        if len(rows) <= k:
+            continue
+        for row in xq[qs] @ xb[rows].T:
+            wide += 1
+            cut = np.sort(row)[::-1][k - 1 : k + 1]
+            if cut[0] == cut[1]:
+                tied += 1
+                group = set(ids[rows][row == cut[0]].tolist())
+                copies += any(f"{t}-c" in group for t in group)
+    assert wide >= 100 and tied >= 0.8 * wide and copies >= 0.8 * tied, (wide, tied, copies)
 
 
 @pytest.fixture(scope="module")

@@ -60,3 +60,21 @@ def test_edges_per_node_follow_avg_degree():
     assert 4990 <= ds.edges.height <= 5000
     ds, _, _ = make(1000, 5, seed=3)  # default 8: 4,000 drawn
     assert 3990 <= ds.edges.height <= 4000
+
+
+def test_dup_share_copies_that_share_of_notes_and_leaves_the_rest():
+    """dup_share=0.2: 100 of 500 notes take the text and vector of a note that is not itself a
+    copy (exact duplicates under their own id); every other note, the ids and the edges are what
+    make() gives without it."""
+    plain, xb, _ = make(500, 10, seed=5, names=3)
+    dup, xb2, _ = make(500, 10, seed=5, names=3, dup_share=0.2)
+    texts, texts2 = plain.nodes["text"].to_list(), dup.nodes["text"].to_list()
+    copies = np.flatnonzero((xb != xb2).any(axis=1))
+    assert len(copies) == 100
+    for i in range(500):
+        if i not in copies:
+            assert texts2[i] == texts[i] and np.array_equal(xb2[i], xb[i])
+            continue
+        src = [j for j in range(500) if j not in copies and np.array_equal(xb[j], xb2[i])]
+        assert len(src) == 1 and texts2[i] == texts[src[0]]
+    assert dup.nodes["node_id"].equals(plain.nodes["node_id"]) and dup.edges.equals(plain.edges)

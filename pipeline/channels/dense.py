@@ -11,6 +11,7 @@ import logging
 import numpy as np
 
 from pipeline import backend
+from pipeline.channels import dense_range
 from pipeline.errors import require_one_of
 from pipeline.ops import pairdot
 from pipeline.ops.topk import topk_long
@@ -114,7 +115,7 @@ def search(index, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 RESCORE_EXTRA = 8  # hits searched beyond the cut, rescored exactly (:func:`exact_top`)
-RESCORE_TOL = 1e-4  # |search score − exact cosine| bound for unit vectors (float32 sums)
+RESCORE_TOL = 1e-4  # |search or range-scan product − exact cosine| bound, unit vectors (float32)
 TINY = 1 << 16  # query × item pairs up to which a flat CPU scan runs on one thread
 
 
@@ -143,8 +144,11 @@ def exact_top(xq, xb, D, I, k: int, exact: bool = True):
     A search's scores carry bits that depend on the query's place in the scan (FAISS's BLAS path
     tiles queries × items in a GEMM), so an item tied at the k-th score could be kept or dropped
     depending on the other queries of the batch. Ask for more than ``k`` hits; an ``exact`` index
-    (flat, blocked) whose last hit is within ``RESCORE_TOL`` of the k-th exact score may have
-    missed an item tied with it, and that query is scored against every item instead.
+    (flat, blocked, torch) whose last hit is within ``RESCORE_TOL`` of the k-th exact score may
+    have missed an item tied with it. For those queries a threshold scan
+    (``channels.dense_range``) finds every item whose product is within ``RESCORE_TOL`` of that
+    k-th score (any item whose exact cosine reaches it), and only those are rescored: the answer is
+    each query's k best of its whole scope by (exact cosine desc, item asc), whatever the batch.
     """
     ok = I >= 0
     qi = np.broadcast_to(np.arange(len(I))[:, None], I.shape)[ok]
@@ -156,10 +160,27 @@ def exact_top(xq, xb, D, I, k: int, exact: bool = True):
         kth = -np.partition(-grid, k - 1, axis=1)[:, k - 1]
         redo = np.flatnonzero(ok[:, -1] & (D[:, -1] >= kth - RESCORE_TOL))
         if redo.size:
-            keep = ~np.isin(qi, redo)
-            rq = np.repeat(redo, len(xb))
-            rn = np.tile(np.arange(len(xb), dtype=np.int64), redo.size)
-            qi, ni = np.r_[qi[keep], rq], np.r_[ni[keep], rn]
-            s = np.r_[s[keep], pair_scores(xq, xb, rq, rn)]
+            qi, ni, s = _rescanned(xq, xb, qi, ni, s, redo, kth[redo] - RESCORE_TOL)
     qi, ni, s, _rank = topk_long(qi.astype(np.int64), ni, s, k)
     return qi, ni, s
+
+
+def _rescanned(xq, xb, qi, ni, s, redo: np.ndarray, thr: np.ndarray):
+    """The hits ``(qi, ni, s)`` with those of the queries ``redo`` replaced by every item whose
+    product reaches ``thr`` (``dense_range.within``), each with its exact cosine: a hit's own,
+    :func:`pair_scores` for the others."""
+    rq, rn = dense_range.within(xq[redo], xb, thr)
+    rq = redo[rq]
+    mine = np.isin(qi, redo)
+    n = max(len(xb), 1)
+    hit_key, hit_s = qi[mine].astype(np.int64) * n + ni[mine], s[mine]
+    order = np.argsort(hit_key)
+    hit_key, hit_s = hit_key[order], hit_s[order]
+    key = rq * n + rn
+    at = np.minimum(np.searchsorted(hit_key, key), max(len(hit_key) - 1, 0))
+    known = hit_key[at] == key if len(hit_key) else np.zeros(len(key), bool)
+    rs = np.empty(len(key), np.float32)
+    rs[known] = hit_s[at[known]]
+    rs[~known] = pair_scores(xq, xb, rq[~known], rn[~known])
+    keep = ~mine
+    return np.r_[qi[keep], rq], np.r_[ni[keep], rn], np.r_[s[keep], rs]

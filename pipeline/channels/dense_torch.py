@@ -7,7 +7,8 @@ Node vectors are moved to the device once, when the index is built; queries go i
 ``pipeline.ops.torch_topk``), and ONE host transfer per block of finished query rows. Its hits feed
 ``dense.exact_top`` like FAISS's, which rescores them by exact per-pair cosines on this device, on
 the vectors already resident here (the channel's ``DenseChannel.vectors``: indices in, scores out), in
-``ops.pairdot``'s fixed order, so the channel's answer is bit-identical to ``dense.index=flat`` on
+``ops.pairdot``'s fixed order (a query tied at its cut gets its threshold scan,
+``channels.dense_range``, here too), so the channel's answer is bit-identical to ``dense.index=flat`` on
 the host, on any device (tests/test_dense_torch.py).
 """
 

@@ -4,7 +4,10 @@
 texts are short word lists drawn per cluster so BM25 has something to match. With ``names`` > 0,
 each cluster also owns that many capitalised made-up names: a unit's text carries two of its
 cluster's names and a query's one, so the entity hub layer (``graph.hubs.entities``) and the
-query-entity seeds have something to link. Deterministic per seed.
+query-entity seeds have something to link. With ``dup_share`` > 0, that share of the notes are
+exact copies of other notes (the same text, vector and cluster under their own id, date and
+links), as memory stores keep the same note twice; their own random stream, so the rest is what
+``make`` gives without it. Deterministic per seed.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ def make(
     avg_degree: int = 8,
     seed: int = 13,
     names: int = 0,
+    dup_share: float = 0.0,
 ) -> tuple[Dataset, np.ndarray, np.ndarray]:
-    """A synthetic Dataset of ``n`` nodes and ``n_queries`` queries with their embeddings (deterministic per seed)."""
+    """A synthetic Dataset of ``n`` nodes and ``n_queries`` queries with their embeddings
+    (deterministic per seed); ``dup_share``: the share of notes copying another (module doc)."""
     rng = np.random.default_rng(seed)
     cl, xb = _node_vectors(rng, n, d, clusters)
     words = np.array([f"w{i}" for i in range(5000)])
@@ -41,6 +46,7 @@ def make(
     if named is not None:  # its own random stream: the texts without names stay as they were
         pick = np.random.default_rng([seed, 1]).integers(0, names, size=(n, 2))
         texts = [f"{named[c, a]} {t} {named[c, b]}" for t, c, (a, b) in zip(texts, cl, pick)]
+    texts = _duplicate(texts, cl, xb, dup_share, seed)
     m = n * avg_degree // 2
     src = rng.integers(0, n, m)
     dst = (rng.pareto(1.2, m) * n / 50).astype(np.int64) % n  # heavy-tailed in-degree
@@ -88,6 +94,23 @@ def _node_vectors(rng, n: int, d: int, clusters: int) -> tuple[np.ndarray, np.nd
         xb[s : s + CHUNK] += 0.6 * rng.normal(size=(min(CHUNK, n - s), d)).astype(np.float32)
     xb /= np.linalg.norm(xb, axis=1, keepdims=True)
     return cl, xb
+
+
+def _duplicate(texts: list[str], cl: np.ndarray, xb: np.ndarray, share: float, seed: int):
+    """Texts with ``round(share · n)`` random notes made copies of other (never copied) notes:
+    their text, and in place their vector and cluster; drawn from their own stream (none: as given)."""
+    n = len(texts)
+    if share <= 0:
+        return texts
+    rng = np.random.default_rng([seed, 4])
+    order = rng.permutation(n)
+    m = min(int(round(share * n)), n - 1)
+    copies, sources = order[:m], order[m:]
+    src = sources[rng.integers(0, len(sources), m)]
+    xb[copies], cl[copies] = xb[src], cl[src]
+    out = np.array(texts, dtype=object)
+    out[copies] = out[src]
+    return out.tolist()
 
 
 def _names(clusters: int, per_cluster: int, seed: int) -> np.ndarray:
