@@ -138,7 +138,7 @@ def compute_missing(
     missed = queries.filter(pl.col("query_id").is_in(miss["query_id"].implode()))
     rows, seconds = recall_rows(cfg, ds, nodes, missed)
     keyed = miss.drop("scope").join(rows, on="query_id", how="left")  # no recall → null rank
-    return keyed.select(*rows.columns, *KEY_COLUMNS, "text"), seconds
+    return keyed.select(*rows.columns, *KEY_COLUMNS, "query_text"), seconds
 
 
 def keys_log(cfg: DictConfig, ds: Dataset) -> pl.DataFrame | None:
@@ -156,7 +156,7 @@ def entry_keys(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.Da
     rows = queries.select("text", *fields).to_dicts()
     text_keys = [serve_keys.query_key(r["text"], r) for r in rows]
     return keys.with_columns(
-        text_key=pl.Series(text_keys, dtype=pl.String), text=queries["text"].cast(pl.String)
+        text_key=pl.Series(text_keys, dtype=pl.String), query_text=queries["text"].cast(pl.String)
     )
 
 

@@ -17,8 +17,8 @@ from pipeline.progress import progress
 from pipeline.serve import layout
 
 KEY_COLUMNS = ["text_key", "scope_version", "recipe"]
-ENTRY_COLUMNS = ["text", "injection"]
-FIRST = ["query_id", "text", *KEY_COLUMNS, "injection"]  # a partition's leading columns
+ENTRY_COLUMNS = ["query_text", "injection"]
+FIRST = ["query_id", "query_text", *KEY_COLUMNS, "injection"]  # a partition's leading columns
 # every entry's key in one file (not *.parquet, so `**/*.parquet` scans see partitions only)
 KEY_INDEX = "_keys.arrow"
 INDEX_COLUMNS = ["query_id", *KEY_COLUMNS, "scope"]

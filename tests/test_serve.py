@@ -67,7 +67,7 @@ def test_hit_rows_and_injection_equal_the_batch_run_bit_for_bit(sample):
             qid, text = row["query_id"], row["text"]
             want = rows_of(recall, qid)
             entry = cache.get(text, fields=row)
-            assert entry["query_id"] == qid and entry["text"] == text
+            assert entry["query_id"] == qid and entry["query_text"] == text
             same_bits(entry["rows"], want)
             block = inj.filter(pl.col("query_id") == qid)["text"].to_list()
             assert entry["injection"] == (block[0] if block else None)

@@ -5,7 +5,7 @@ dict access. The ``CURRENT`` pointer (``pipeline.serve.layout``) is re-read at m
 ``check_interval`` seconds; when it names another generation, that generation is loaded whole and
 swapped in as one reference, so a reader never mixes two builds.
 
-An entry is a dict: ``text`` (as the batch had it), ``scope`` (scope id), ``text_key``,
+An entry is a dict: ``query_text`` (as the batch had it), ``scope`` (scope id), ``text_key``,
 ``query_id`` (the first batch query with this key), ``rows`` (recall rows in rank order, every
 column but ``query_id``: node_id, doc_id, rank, score, every score component, channel; [] when
 the query recalled nothing), ``injection`` (the block of the recipe's ``inject.format``, or None),
@@ -28,7 +28,7 @@ import polars as pl
 from pipeline.errors import ConfigError
 from pipeline.serve import keys, layout
 
-ENTRY_FIELDS = ("query_id", "text", "text_key", "scope_version", "recipe", "injection")
+ENTRY_FIELDS = ("query_id", "query_text", "text_key", "scope_version", "recipe", "injection")
 RETRIES = 5
 
 

@@ -43,7 +43,7 @@ def injection(cfg: DictConfig, ds, nodes: pl.DataFrame, entry: dict, fmt: str) -
     if not entry["rows"]:
         return None
     rows = pl.DataFrame(entry["rows"]).with_columns(query_id=pl.lit("q"))
-    queries = pl.DataFrame({"query_id": ["q"], "text": [entry["text"]]})
+    queries = pl.DataFrame({"query_id": ["q"], "text": [entry["query_text"]]})
     return blocks(cfg, ds, nodes, rows, queries, fmt).get("q")
 
 

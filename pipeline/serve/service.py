@@ -184,7 +184,7 @@ class Service:
             sid, tk = keys.scope_id(scope), keys.text_key(text)
             g = by_q.get(qid)
             entry = {
-                "query_id": None, "text": text, "text_key": tk, "scope": sid,
+                "query_id": None, "query_text": text, "text_key": tk, "scope": sid,
                 "rows": g.sort("rank").select(cols).to_dicts() if g is not None else [],
                 "injection": inj.get(qid), "scope_version": self.version(state, scope),
                 "recipe": self.recipe, "namespace": self.namespace, "generation": None,
