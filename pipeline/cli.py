@@ -56,7 +56,7 @@ commands:
 common overrides (Hydra syntax, any config key works):
   data={data}
   data.path=<file or folder>   data.queries=<file>   data.qrels=<file>   data.limit_queries=<n>
-  data.queries_format={queries_formats}   (docs/notes/formats.md)
+  data.queries_format={queries_formats}   (README: "Queries and judgements")
   preset={presets}
   k=50   device=auto|cpu|cuda
   diffuse=none|pedsa|ppr|expand   select=topk|dpp|mmr   novelty=none|bme   signals=none|default

@@ -1,4 +1,4 @@
-"""Query and qrels files in the formats users already have (docs/notes/formats.md has examples).
+"""Query and qrels files in the formats users already have (README "Queries and judgements" has examples).
 
 Queries (``data.queries``; ``data.queries_format=auto`` detects the format from the content):
 

@@ -6,7 +6,7 @@
         CURRENT                 the live generation's folder name (replaced atomically)
         LOCK                    flock()ed by a precompute for its whole run
         g-000007/               one finished build (never changed once published)
-            scope=<scope id>/data.parquet   entries of one scope: key columns, text, injection, rows
+            scope=<scope id>/data.parquet   entries of one scope: key columns, query_text, injection, rows
             _keys.arrow                     every entry's key (what the next build compares)
             _manifest.json                  recipe, partitions (bytes, sha256), hits (last)
 
