@@ -98,18 +98,27 @@ def resolve_links(links: list[tuple], units: dict[str, list[dict]], skipped: Cou
     return edges
 
 
-def _vectors(recs: list[dict], cache: dict, where: str, mode: str) -> list[np.ndarray] | None:
-    """Each chunk's vector (its own, else ReMe's cache by text hash); None when ``mode`` is
-    ``false`` or (``auto``) no chunk has one. A chunk without one, or two widths, is a DataError."""
+def _vectors(recs: list[dict], meta: Path, p: dict, where: str) -> tuple[list | None, str]:
+    """(each chunk's vector — its own, else ReMe's caches by text hash —, the vector space of the
+    cache when one was read); None when ``data.vectors`` is ``false`` or (``auto``) no chunk has
+    one. A chunk without one, or two widths, is a DataError."""
+    mode = p["vectors"]
     if mode == "false":
-        return None
+        return None, ""
     vecs = [reme_index.chunk_vector(r, where) for r in recs]
-    vecs = [
-        v if v is not None else cache.get(reme_index.text_key(r["text"]))
-        for v, r in zip(vecs, recs)
-    ]
+    caches = reme_index.embedding_caches(meta, p["index_name"], p["store_version"])
+    space = caches[0][1] if len(caches) == 1 else ""  # two caches: the chunks' space is unnamed
+    if any(v is None for v in vecs):  # the caches matter only for a chunk without its own vector
+        own = {len(v) for v in vecs if v is not None}
+        width = own.pop() if len(own) == 1 else None
+        vecs = [
+            v
+            if v is not None
+            else reme_index.cached_vector(caches, reme_index.text_key(r["text"]), width, where)
+            for v, r in zip(vecs, recs)
+        ]
     if mode == "auto" and all(v is None for v in vecs):
-        return None
+        return None, space
     for v, r in zip(vecs, recs):
         if v is None:
             raise DataError(
@@ -125,7 +134,7 @@ def _vectors(recs: list[dict], cache: dict, where: str, mode: str) -> list[np.nd
         raise DataError(
             where, f"chunk vectors of widths {widths}", "re-embed the store with one model"
         )
-    return vecs
+    return vecs, space
 
 
 def _chunk_rows(recs: list[dict], graph: dict, vecs: list | None) -> list[dict]:
@@ -165,8 +174,7 @@ def _index_units(
         reme_index.chunks(meta, p["index_name"], p["store_version"]),
         key=lambda r: (r["path"], r["start_line"], r["end_line"], r["id"]),
     )
-    cache, space = reme_index.embedding_cache(meta, p["index_name"], p["store_version"])
-    vecs = _vectors(recs, cache, str(cpath), p["vectors"])
+    vecs, space = _vectors(recs, meta, p, str(cpath))
     in_graph = {c for n in graph.values() for c in n.get("chunk_ids") or []}
     skipped["chunk_not_in_file_graph"] += sum(r["id"] not in in_graph for r in recs)
     skipped["file_graph_chunk_missing"] += len(in_graph - {r["id"] for r in recs})

@@ -104,6 +104,9 @@ class DenseChannel:
         if p.min_score is not None:
             keep = s > p.min_score
             qi, ni, s = qi[keep], ni[keep], s[keep]
+        if p.no_query_vector == "keyword":  # a part left without a vector (zero row) finds nothing
+            live = np.any(np.asarray(self.xq[rows]) != 0, axis=1)
+            qi, ni, s = qi[live[qi]], ni[live[qi]], s[live[qi]]
         return rows[qi], nodes_s[ni], (s * self.part_w[rows][qi]).astype(np.float32)
 
     def ranks(self, parts: list) -> pl.DataFrame:
