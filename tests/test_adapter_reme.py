@@ -475,3 +475,44 @@ def test_reme_design_takes_the_stores_signals(compose, tmp_path):
     # archived.json lists s1.jsonl: its chunks (cosine 0.71 to the query) are never recalled
     assert C not in set(rec["doc_id"]) and D in set(rec["doc_id"])
     assert sig["archived_signal"].to_list() == [False, False, False, False, True, True]
+
+
+def test_inject_reme_has_remes_link_expansion_and_5_chunks(compose, tmp_path):
+    """``inject.format=reme`` with preset reme's k (ReMe's limit 5): each chunk is followed by
+    ReMe's ``render_expansion_lines`` of its file, written out by hand from the store's file
+    graph (a link to a file outside the graph, digest/missing.md, is not shown: scope REAL)."""
+    store = tmp_path / "store"
+    build(store)
+    q = tmp_path / "q.parquet"
+    _queries(q, [{"query_id": "q2", "text": "vault keys rotation", "embedding": None}])
+    rec, _ = _run(compose, tmp_path, store, q, "run", "inject.format=reme")
+    assert rec.height <= 5
+    text = pl.read_parquet(tmp_path / "run" / "injection.parquet")["text"][0]
+    assert text.count("========== ") == rec.height
+    expansion_a = [
+        "  outlinks (2):",
+        "    → digest/auth/oauth.md  (no meta)",
+        '    → session/dialog/s1.jsonl  name="s1"',
+        "        via anchor=#L2-L3",
+        "  inlinks (1):",
+        "    ← digest/auth/oauth.md  (no meta)",
+        "        via anchor=#L12-L12",
+    ]
+    lines = text.split("\n")
+    at = next(i for i, x in enumerate(lines) if x.startswith("========== " + A + ":10-14"))
+    assert lines[at + 1 : at + 1 + len(TEXT["a2"].split("\n"))] == TEXT["a2"].split("\n")
+    after = at + 1 + len(TEXT["a2"].split("\n"))
+    assert lines[after : after + len(expansion_a)] == expansion_a
+    # a file with neither out- nor in-links (resource/guide.md) adds no line
+    from pipeline.stages.inject_reme import Links
+
+    ds = reme.load(str(store))
+    links = Links(ds.tables["file_links"], ds.tables["file_nodes"])
+    assert links.expansion(D) == {"outlinks": [], "inlinks": []}
+    assert links.expansion(C)["inlinks"] == [
+        {
+            "path": A,
+            "meta": {"name": "jwt-rotation", "description": "Key rotation"},
+            "anchors": ["L2-L3"],
+        }
+    ]

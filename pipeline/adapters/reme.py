@@ -36,6 +36,7 @@ from pipeline.errors import ConfigError, DataError, require_one_of
 from pipeline.schema import conform
 
 log = logging.getLogger(__name__)
+LINK_KEYS = ("source_path", "target_path", "target_anchor")  # reme/schema/file_link.py
 NOTE_DIRS = ("daily", "digest")  # ReMe config/default.yaml: index_update_loop watch_dirs, suffix md
 
 
@@ -197,6 +198,7 @@ def _index_units(
     notes["index"] = (
         f"ReMe index {cpath.relative_to(root)}: {len(recs)} chunks of {len(units)} files"
     )
+    notes["_file_graph"] = graph  # taken out by load(): the link-expansion tables
     files = [
         f for f in (meta / "file_graph" / f"{p['index_name']}.jsonl.zst", cpath) if f.is_file()
     ]
@@ -229,6 +231,33 @@ def _note_units(
         )
     notes["index"] = f"no ReMe index: markdown walk of {', '.join(NOTE_DIRS)} ({len(files)} notes)"
     return rows, links, files
+
+
+def graph_tables(graph: dict[str, dict]) -> dict[str, pl.DataFrame]:
+    """ReMe's file graph as two tables for ``inject.format=reme``'s link expansion
+    (``stages/inject_reme.py``): ``file_links`` (node_path, source_path, target_path,
+    target_anchor, in each file's link order) and ``file_nodes`` (path, name, description)."""
+    s = pl.String
+    links = pl.DataFrame(
+        [
+            (path, *(None if lk.get(k) is None else str(lk[k]) for k in LINK_KEYS))
+            for path, n in graph.items()
+            for lk in n.get("links") or []
+            if isinstance(lk, dict)
+        ],
+        schema={"node_path": s, "source_path": s, "target_path": s, "target_anchor": s},
+        orient="row",
+    )
+    files = pl.DataFrame(
+        [
+            (path, str(fm.get("name") or "") or None, str(fm.get("description") or "") or None)
+            for path, n in graph.items()
+            for fm in [n["front_matter"] if isinstance(n.get("front_matter"), dict) else {}]
+        ],
+        schema={"path": s, "name": s, "description": s},
+        orient="row",
+    )
+    return {"file_links": links, "file_nodes": files}
 
 
 def _by_doc(rows: list[dict]) -> dict[str, list[dict]]:
@@ -322,6 +351,7 @@ def load(
         "vector_model": vector_model,
     }
     rows, links, files = _units(root, p, index, skipped, notes)
+    graph = notes.pop("_file_graph", None)
     edge_rows = resolve_links(links, _by_doc(rows), skipped)
     for r in rows:
         r.pop("slug", None)
@@ -352,5 +382,6 @@ def load(
         skipped=skipped,
         notes=notes,
         freshness=fresh,
+        tables=graph_tables(graph) if graph is not None else {},
     )
     return slice_queries(ds, limit_queries)
