@@ -310,16 +310,19 @@ def test_bme_preset_constants_match_the_spec(compose):
     cfg = compose(["preset=bme"])
     # vector prefilter: top 20 per query text, cosine > 0, merged by max, max(2·20, 24) = 40 kept
     assert (cfg.dense.per_part, cfg.dense.min_score, cfg.dense.candidates) == (20, 0.0, 40)
-    # DPP: llmCandidatePool 30 out of 30·3 = 90; BME's answer = the first maxRecallNodes 12
+    # DPP without LLM recall: recallTopK 20 out of 20·3 = 60 (settings-defaults.js recallTopK 20,
+    # recallDppCandidateMultiplier 3); k = 20; BME's answer = the first maxRecallNodes 12
     from pipeline.stages.inject import InjectParams
 
     cap = InjectParams(format="bme", max_nodes=cfg.inject.max_nodes).get("max_nodes")
-    assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 30, 3, 12)
-    # createEdge strength 0.8; temporal link 0.2; cross recall off (BME retriever's fallback)
+    assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 20, 3, 12)
+    assert cfg.k == 20
+    # createEdge strength 0.8; temporal link 0.2; cross recall on (settings-defaults.js
+    # enableCrossRecall: true)
     assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.cross_recall.enabled) == (
         0.8,
         0.2,
-        False,
+        True,
     )
     assert (cfg.anchors.energy, cfg.cross_recall.mult) == (2.0, 1.5)
     assert (cfg.diffuse.steps, cfg.diffuse.decay, cfg.diffuse.alpha, cfg.diffuse.top_k) == (
