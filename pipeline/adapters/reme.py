@@ -324,6 +324,18 @@ def _units(root: Path, p: dict, index: str, skipped: Counter, notes: dict):
     return rows, links, files
 
 
+def _in_layers(nodes: pl.DataFrame, layers, skipped: Counter, root: Path) -> pl.DataFrame:
+    """The nodes of ``data.layers`` (all when it is None); the others are counted."""
+    if layers is None:
+        return nodes
+    keep = [str(x) for x in layers]
+    skipped["layer_filtered"] += int((~nodes["layer"].is_in(keep)).sum())
+    nodes = nodes.filter(pl.col("layer").is_in(keep))
+    if nodes.height == 0:
+        raise ConfigError(f"data.layers={keep}: no node of {root} is in those layers")
+    return nodes
+
+
 def load(
     path: str,
     *,
@@ -356,12 +368,7 @@ def load(
     for r in rows:
         r.pop("slug", None)
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
-    if layers is not None:
-        keep = [str(x) for x in layers]
-        skipped["layer_filtered"] += int((~nodes["layer"].is_in(keep)).sum())
-        nodes = nodes.filter(pl.col("layer").is_in(keep))
-        if nodes.height == 0:
-            raise ConfigError(f"data.layers={keep}: no node of {root} is in those layers")
+    nodes = _in_layers(nodes, layers, skipped, root)
     ids = set(nodes["node_id"])
     edge_rows = [e for e in edge_rows if e["src"] in ids and e["dst"] in ids]
     t_now = dt.datetime.fromisoformat(now.replace("Z", "+00:00")) if now else None

@@ -33,6 +33,22 @@ DEFAULTS = {
 }  # hook top-n 3, floor 0.7, cooldown 10
 
 
+NODE_COLUMNS = (
+    "node_id",
+    "text",
+    "title",
+    "type",
+    "tags",
+    "status",
+    "importance",
+    "start_line",
+    "end_line",
+    "lesson",
+    "body",
+    "area",
+)  # the node fields the reme and oks texts read
+
+
 @dataclass
 class InjectParams:
     """Injection settings: the format and its caps; None takes the format's default."""
@@ -99,27 +115,12 @@ def render(
     }
     if fmt == "bme":
         return _bme(recall, nodes, queries, p, include_archived, edges, schema)
-    keep = [
-        c
-        for c in (
-            "node_id",
-            "text",
-            "title",
-            "type",
-            "tags",
-            "status",
-            "importance",
-            "start_line",
-            "end_line",
-            "lesson",
-            "body",
-            "area",
-        )
-        if c in nodes.columns
-    ]
+    keep = [c for c in NODE_COLUMNS if c in nodes.columns]
     rows = recall.join(nodes.select(keep), on="node_id", how="left").sort("query_id", "rank")
     if fmt == "oks":
         picked = inject_oks.pick(inject_oks.order(rows, queries, p, log), queries, p)
+        per_page = int((store.settings if store else {}).get("inject_per_page_chars", 200))
+        fn = lambda rs: inject_oks.text(rs, per_page)  # noqa: E731
     else:
         cap = p.get("max_nodes")
         rows = rows.filter(pl.col("rank") <= cap) if cap else rows
@@ -127,10 +128,6 @@ def render(
             qid: list(g.iter_rows(named=True))
             for (qid,), g in rows.group_by("query_id", maintain_order=True)
         }
-    if fmt == "oks":
-        per_page = int((store.settings if store else {}).get("inject_per_page_chars", 200))
-        fn = lambda rs: inject_oks.text(rs, per_page)  # noqa: E731
-    else:
         fn = inject_reme.renderer(store)
     out = [(qid, fmt, fn(rs), [r["node_id"] for r in rs]) for qid, rs in picked.items() if rs]
     return pl.DataFrame(out, schema=schema, orient="row")
