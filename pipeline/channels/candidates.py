@@ -429,7 +429,7 @@ def generate(
         else None
     )
     if dch is not None and dense_p.cosine == "float16":
-        dch.f16 = _float16(nodes, queries, xq, part_q, part_w)
+        dch.f16 = _float16(nodes, queries, xb, xq, part_q, part_w)
     lch = (
         LexicalChannel.tokenise(nodes, queries, lex_p, device, tokens_cache)
         if "lexical" in enabled
@@ -448,9 +448,9 @@ def generate(
     return cand.select(list(cols)).cast(cols).sort(["query_idx", "node_idx"])
 
 
-def _float16(nodes, queries, xq, part_q, part_w):
-    """ReMe's float16 scores over the stored vectors (a query without one: its encoded vector,
-    in float16 as ReMe's embedding store keeps it); one plain part per query only."""
+def _float16(nodes, queries, xb, xq, part_q, part_w):
+    """ReMe's float16 scores over the stored vectors (a node or query without one: its encoded
+    vector, in float16 as ReMe's embedding store keeps it); one plain part per query only."""
     from pipeline.channels.dense_f16 import Float16Scores, raw16
 
     if not plain(part_q, part_w, len(xq)) or len(xq) != queries.height:
@@ -464,7 +464,9 @@ def _float16(nodes, queries, xq, part_q, part_w):
         have = queries["embedding"].is_not_null().to_numpy()
         if own.shape[1] == q16.shape[1]:
             q16[have] = own[have]
-    return Float16Scores(q16, raw16(nodes, nodes.height, "nodes"))
+    if "embedding" in nodes.columns:
+        return Float16Scores(q16, raw16(nodes, nodes.height, "nodes"))
+    return Float16Scores(q16, np.asarray(xb, np.float32).astype(np.float16))  # encoded here
 
 
 def _seconds(enabled, plugins: dict, nodes, queries, parts: list, log, collab_p) -> list:
