@@ -100,9 +100,9 @@ def resolve_links(links: list[tuple], units: dict[str, list[dict]], skipped: Cou
 
 
 def _vectors(recs: list[dict], meta: Path, p: dict, where: str) -> tuple[list | None, str]:
-    """(each chunk's vector — its own, else ReMe's caches by text hash —, the vector space of the
-    cache when one was read); None when ``data.vectors`` is ``false`` or (``auto``) no chunk has
-    one. A chunk without one, or two widths, is a DataError."""
+    """(each chunk's vector — its own, else ReMe's caches by text hash —, the vector space when the
+    store has one cache, else ""); None when ``data.vectors`` is ``false`` or (``auto``) no chunk
+    has one. A chunk without one, or two widths, is a DataError."""
     mode = p["vectors"]
     if mode == "false":
         return None, ""
