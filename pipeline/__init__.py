@@ -11,4 +11,7 @@ OmegaConf.register_new_resolver("min", lambda *xs: min(xs), replace=True)
 OmegaConf.register_new_resolver(
     "mul", lambda a, b: max(1, int(a * b)), replace=True
 )  # integer, ≥ 1
+OmegaConf.register_new_resolver(
+    "if_eq", lambda a, b, then, other: then if str(a) == str(b) else other, replace=True
+)  # ${if_eq:${inject.format},oks,10,5}: one value for one setting of another key
 __all__ = ["__version__"]

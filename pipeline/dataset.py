@@ -33,6 +33,7 @@ class Dataset:
     notes: dict[str, str] = field(default_factory=dict)
     freshness: dict = field(default_factory=dict)  # the store's own signal files (adapters/reme.py)
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)  # the store's own recall settings (data=oks)
 
     def part(self, queries: pl.DataFrame, nodes: pl.DataFrame | None = None) -> Dataset:
         """The same dataset for a subset of its queries (a Ray shard, precompute's missed queries),

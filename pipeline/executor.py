@@ -231,6 +231,7 @@ def _run_on_ray(
             Counter(),
             ds.notes,
             tables=ds.tables,
+            settings=ds.settings,
         )
         ref = [
             ray.put(shipped)

@@ -28,9 +28,11 @@ def export(
     got,
     edges: pl.DataFrame | None = None,
     log: pl.DataFrame | None = None,
+    ds=None,
 ) -> None:
     """novelty / signals tables, recall.parquet and (``inject.format``) injection.parquet; the
-    injection layer's collaborative boost reads ``log`` (``Dataset.use_log``)."""
+    injection layer's collaborative boost reads ``log`` (``Dataset.use_log``), OKS's preview and
+    ReMe's link expansion the store ``ds`` (its ``settings`` and ``tables``)."""
     from pipeline.stages import inject
     from pipeline.stages.select import with_node_text
 
@@ -50,6 +52,7 @@ def export(
                 include_archived=bool(cfg.include_archived),
                 edges=edges,
                 log=log,
+                store=ds,
                 **{k: v for k, v in cfg.inject.items() if k != "format"},
             ),
         )
@@ -129,7 +132,7 @@ def write_outputs(
     from pipeline.stages import analyze
 
     with log.stage("export"):
-        export(cfg, out_dir, nodes, queries, got, getattr(ds, "edges", None), ds.use_log())
+        export(cfg, out_dir, nodes, queries, got, getattr(ds, "edges", None), ds.use_log(), ds)
     if cfg.analyze.enabled and got.xb is not None:
         with log.stage("analyze"):
             write_frames(

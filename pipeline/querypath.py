@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from pipeline import autopreset, packs
+from pipeline import autopreset, backend, packs
+from pipeline.adapters import oks_settings
 from pipeline.common import memo_scope
 from pipeline.context import RunContext, RunState
 from pipeline.ops.scope import EdgeIndex, run_groups
@@ -201,6 +202,8 @@ def recall_queries(
     holds one; ``common.memo_scope`` keeps it to this config and these edges); ``until`` stops
     each group after that stage (``recall analyze``: ``novelty``)."""
     state = RunState(cfg, ds, device, log, memo_scope(memo, cfg, ds.edges), until=until)
+    if ds.settings and (note := oks_settings.backend_note(ds.settings, cfg.lexical.tokenizer)):
+        backend.fallback(note)
     n_embedded = embed_run(state, nodes, queries)
     if ds.edges is not None and (cfg.diffuse.method != "none" or cfg.signals.enabled):
         graph.explicit_edges(

@@ -109,6 +109,12 @@ def write_store(out: Path, pages: int, queries: int, seed: int) -> list[str]:
     (out / ".oks").mkdir(parents=True, exist_ok=True)
     uses = {s: rng.randint(1, 9) for s in rng.sample(slugs, len(slugs) // 4)}
     (out / ".oks" / "access.json").write_text(json.dumps(uses, indent=2))
+    # `oks init` copies assets/settings/recall.yaml, which selects fts5 (its code default is native)
+    (out / "settings").mkdir(parents=True, exist_ok=True)
+    (out / "settings" / "recall.yaml").write_text(
+        "recall:\n  floor: 0.7\n  topn: 3\n  minlen: 6\n  cooldown: 10\nsearch_backend: fts5\n"
+        "inject:\n  budget_chars: 4000\n  per_page_chars: 200\n  title_only_floor: 0.5\n"
+    )
     goals = out / "profiles" / "goals"
     goals.mkdir(parents=True, exist_ok=True)
     (goals / f"{slugs[3]}.md").write_text(

@@ -9,8 +9,8 @@ FNV token-hash query embedding, the graph's stored node vectors) and ``recall ru
 preset=bme`` with the same vectors (``embed=bme_oracle_hash``: the oracle's hash for every query
 text; the nodes' stored ``embedding``), the oracle's clock (``now``) and the scene state BME resolved
 (``active_owner_keys`` / owner names from ``retrievalMeta``: our adapter does not reproduce BME's
-owner heuristics), cross recall on and the DPP target 20 (BME's settings defaults with LLM recall off,
-as the oracle runs). Compared per query:
+owner heuristics), and nothing else: the preset's own defaults are BME's settings defaults with
+LLM recall off, as the oracle runs (cross recall on, the DPP target recallTopK 20, k 20). Compared per query:
 
 - ``scored``: BME's ``scoredNodes`` order (scope bucket, story bucket, weighted score) against
   ours with ``select=topk`` (the same sort, no DPP), position by position over the first 20;
@@ -38,8 +38,11 @@ from pathlib import Path
 
 import polars as pl
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import oracle_dir  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-ORACLES = REPO.parent.parent / "shared" / "oracles"
+ORACLES = oracle_dir.oracles()
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -84,15 +87,11 @@ def _bme_queries(theirs: list[dict], path: Path) -> None:
 def _bme_ours(gdir: Path, queries: Path, run_dir: Path, select: str) -> dict[str, list[str]]:
     cmd = [sys.executable, "-m", "pipeline", "run", "preset=bme", "data=bme"]
     cmd += [f"data.path={gdir / 'graph.json'}", f"data.queries={queries}"]
-    cmd += [
-        "embed=bme_oracle_hash",
-        "data.vector_model=oracle_hash-16",
-        "cross_recall.enabled=true",
-    ]
-    k = 100 if select == "topk" else 20  # topk: the whole scored list (BME scores ≤ 100 nodes)
-    cmd += ["select.target=20", f"k={k}", "report=false", f"out_dir={run_dir}"]
-    cmd += [f"cache_dir={run_dir / 'cache'}"]
-    cmd += ["select=topk"] if select == "topk" else ["inject.format=bme"]
+    cmd += ["embed=bme_oracle_hash", "data.vector_model=oracle_hash-16"]  # the oracle's vectors
+    cmd += ["report=false", f"out_dir={run_dir}", f"cache_dir={run_dir / 'cache'}"]
+    # the preset's own defaults (BME's: cross recall on, DPP 20 of 60, k 20); the score-order
+    # comparison alone reads the whole scored list (BME scores ≤ 100 nodes) without the DPP
+    cmd += ["select=topk", "k=100"] if select == "topk" else ["inject.format=bme"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     _run(cmd, cwd=REPO, env=env)
     rec = pl.read_parquet(run_dir / "recall.parquet").sort("query_id", "rank")

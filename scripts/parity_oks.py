@@ -5,7 +5,8 @@
 
 ``oks``: for each OKS instance (``scripts/oks_store.py`` writes them; each holds
 ``queries.jsonl``) runs OKS's real ``recall()`` with backend fts5 (``oks_recall.py``, limit 5) and
-``recall run data=oks preset=oks`` (k 50), then compares the page lists position by position.
+``recall run data=oks preset=oks`` (no other flag: k 5 pages among the first 4·5 node rows, as
+OKS's fts5 backend), then compares the page lists position by position.
 Ours is made page-level as OKS makes its own: the first ``4·limit`` node rows, the best row per
 page (first occurrence), then ``limit`` pages. A position agrees *exactly* when the slugs match
 and *tie-aware* when they match or both systems give that position the same score (relative
@@ -29,8 +30,11 @@ from pathlib import Path
 
 import polars as pl
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import oracle_dir  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-ORACLES = REPO.parent.parent / "shared" / "oracles"
+ORACLES = oracle_dir.oracles()
 TOL = 1e-5
 
 

@@ -5,8 +5,9 @@
 
 ``reme``: ReMe workspaces written by ReMe itself (LongMemEval cases, agentscope-ai/ReMe @ b2e51d73)
 are searched by ReMe's real ``search_step`` (``reme_search.py``) and by ``recall run data=reme
-preset=reme k=5``, in two modes: ``keyword`` (ReMe with vector_weight 0: BM25 only; ours with
-``channels=[lexical]``) and ``hybrid`` (ReMe with the oracle's ``hash_embed`` 256-d stand-in
+preset=reme`` (no other flag: k is ReMe's limit 5), in two modes: ``keyword`` (ReMe with vector_weight
+0: BM25 only; ours as a user runs it: the queries carry no vector and no local copy of the store's
+API model exists, so each query is searched by keyword, preset reme's ReMe fallback) and ``hybrid`` (ReMe with the oracle's ``hash_embed`` 256-d stand-in
 embedding; ours with the same vectors brought as stored vectors: each chunk's
 ``_embedding_f16_b64`` replaced by float16(hash_embed(ReMe's truncation of its text)) in a copy of
 the store, and each query's ``embedding`` = float16(hash_embed(truncated query)): ReMe truncates
@@ -32,6 +33,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import oracle_dir  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = "benchmark/longmemeval/meta-workspace/evaluations/init/043d23be72c9c181c9362817ffae85c7e4cb4df6/initial/cases"
@@ -133,7 +137,6 @@ def _ours(ws: Path, queries: Path, out: Path, extra: list[str]) -> list[dict]:
         f"data.path={ws}",
         f"data.queries={queries}",
         "preset=reme",
-        "k=5",
         "report=false",
         "device=cpu",
         f"out_dir={out}",
@@ -229,7 +232,7 @@ def reme(args) -> int:
         _byo_store(ws, byo, lambda t: hash_embed(t, 256))
         runs = {
             "keyword": (
-                _ours(ws, qj, work / "ours" / case / "keyword", ["channels=[lexical]"]),
+                _ours(ws, qj, work / "ours" / case / "keyword", []),
                 _oracle(args, ws, qj, work / f"{case}.oracle.keyword.jsonl", "keyword"),
             ),
             "hybrid": (
@@ -268,7 +271,7 @@ def add_parser(sub) -> None:
     r = sub.add_parser("reme", help="preset=reme data=reme vs ReMe's search_step")
     r.add_argument("--cases", nargs="+", default=["57f827a0", "681a1674", "71017277", "2a1811e2"])
     r.add_argument("--mirror", default="/work/.mirror/agentscope-ai+ReMe/repo")
-    r.add_argument("--oracles", default="/work/shared/oracles")
+    r.add_argument("--oracles", default=str(oracle_dir.oracles()))
     r.add_argument("--oracle-venv", default="/tmp/oracles/reme_venv")
     r.add_argument("--oracle-src", default="/tmp/oracles/reme_src")
     r.add_argument("--work", default="/tmp/parity-reme")

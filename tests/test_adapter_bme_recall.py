@@ -77,13 +77,17 @@ def ten_node_graph() -> dict:
 
 @pytest.fixture
 def run_dir(compose, tmp_path):
-    """One ``preset=bme data=bme`` run (hashing vectors) with ``inject.format=bme``."""
+    """One ``preset=bme data=bme`` run (hashing vectors) with ``inject.format=bme``; cross recall
+    off (the preset's default is BME's, on), so the PEDSA seeds are the ones written out above."""
     g = tmp_path / "st-bme-graph.json"
     g.write_text(json.dumps(ten_node_graph()), encoding="utf-8")
     q = tmp_path / "queries.jsonl"
     q.write_text(json.dumps({"query_id": "q", "text": "apple", "char_name": "Aria", "now": T0}))
     ds = bme.load(str(g), queries=str(q))
-    cfg = compose(["preset=bme", "embed=hashing", "k=10", "report=false", "inject.format=bme"])
+    cfg = compose(
+        ["preset=bme", "embed=hashing", "k=10", "report=false", "inject.format=bme"]
+        + ["cross_recall.enabled=false"]
+    )
     runner.run(cfg, tmp_path / "run", dataset=ds)
     return tmp_path / "run"
 

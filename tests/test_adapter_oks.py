@@ -261,3 +261,74 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, path, content, needle):
 def test_a_folder_without_wiki_is_refused(tmp_path):
     with pytest.raises(DataError, match="no wiki/ folder"):
         oks.load(str(tmp_path))
+
+
+def _copy(tmp_path) -> Path:
+    root = tmp_path / "inst"
+    shutil.copytree(STORE, root)
+    return root
+
+
+def test_settings_recall_yaml_and_its_code_defaults(tmp_path):
+    """``load_recall_params``: code defaults (search_backend native, per_page_chars 200), then the
+    file's keys; a value of the wrong type is one error naming the key."""
+    from pipeline.adapters import oks_settings
+
+    root = _copy(tmp_path)
+    params, source = oks_settings.recall_params(root)
+    assert params["search_backend"] == "native" and params["inject_per_page_chars"] == 200
+    assert "no settings/recall.yaml" in source
+    (root / "settings").mkdir()
+    (root / "settings" / "recall.yaml").write_text(
+        "recall: {floor: 0.9, topn: 2}\nsearch_backend: FTS5\ninject: {per_page_chars: 12}\n"
+    )
+    params, _ = oks_settings.recall_params(root)
+    assert (params["search_backend"], params["recall_floor"], params["recall_topn"]) == (
+        "fts5",
+        0.9,
+        2,
+    )
+    assert params["inject_per_page_chars"] == 12 and params["recall_cooldown"] == 10
+    (root / "settings" / "recall.yaml").write_text("inject: {per_page_chars: lots}\n")
+    with pytest.raises(DataError, match="inject.per_page_chars is 'lots', not a int"):
+        oks_settings.recall_params(root)
+
+
+def test_preset_oks_follows_the_instance_settings(compose, tmp_path):
+    """No flag: an instance without settings runs OKS's code default backend (native), which is
+    not reproduced: the manifest's fallbacks say so; with ``search_backend: fts5`` nothing is
+    said. ``inject.per_page_chars`` cuts the hook's preview; k = 5 pages (10 with the hook)."""
+    root = _copy(tmp_path)
+    base = ["data=oks", f"data.path={root}", f"data.queries={root / 'queries.jsonl'}"]
+    base += ["preset=oks", "report=false", f"now={NOW.isoformat()}"]
+    runner.run(compose(base), tmp_path / "a")
+    man = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert any("search_backend is 'native'" in f for f in man["fallbacks"])
+    rec = pl.read_parquet(tmp_path / "a" / "recall.parquet")
+    assert rec.group_by("query_id").agg(pl.col("doc_id").n_unique())["doc_id"].max() <= 5
+    (root / "settings").mkdir()
+    (root / "settings" / "recall.yaml").write_text(
+        "search_backend: fts5\ninject: {per_page_chars: 12}\n"
+    )
+    cfg = compose(base + ["inject.format=oks"])
+    assert cfg.k == 10  # the hook asks recall() for max(3·3, 10) pages
+    runner.run(cfg, tmp_path / "b")
+    man = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert not any("search_backend" in f for f in man["fallbacks"])
+    text = pl.read_parquet(tmp_path / "b" / "injection.parquet")["text"].to_list()
+    previews = [ln[4:] for t in text for ln in t.split("\n") if ln.startswith("    ")]
+    assert previews and all(len(p) <= 12 for p in previews)
+
+
+def test_two_pages_with_one_stem_are_one_page(tmp_path):
+    """OKS's ``pages`` table is keyed by slug: of two files with one stem the index keeps the one
+    indexed last in (−memory score, slug) order, i.e. the lower compute_score."""
+    root = _copy(tmp_path)
+    src = (root / "wiki" / "computing" / "retry-with-backoff.md").read_text()
+    dup = root / "wiki" / "ops" / "retry-with-backoff.md"
+    dup.write_text(src.replace("importance: 0.7", "importance: 0.2"))
+    ds = oks.load(str(root))
+    docs = set(ds.nodes.filter(pl.col("slug") == "retry-with-backoff")["doc_id"].to_list())
+    # both strategy pages of one age: 0.2·e^(−λd)·1.2 < 0.7·e^(−λd)·1.2, the 0.2 page is kept
+    assert docs == {"ops/retry-with-backoff.md"}
+    assert ds.skipped["duplicate_slug"] == 1

@@ -276,6 +276,7 @@ def test_a_query_without_a_vector_needs_the_same_model(compose, tmp_path):
             f"data.path={store}",
             f"data.queries={q}",
             "preset=reme",
+            "dense.no_query_vector=error",
             f"out_dir={tmp_path / 'run'}",
         ]
     )
@@ -311,6 +312,79 @@ def test_a_query_without_a_vector_needs_the_same_model(compose, tmp_path):
     )
     with pytest.raises(ConfigError, match="query vectors are 3-d, the nodes' stored vectors 4-d"):
         runner.run(cfg, tmp_path / "run2")
+
+
+def _run(compose, tmp_path, store, q, name, *extra):
+    cfg = compose(
+        [
+            "data=reme",
+            f"data.path={store}",
+            f"data.queries={q}",
+            "preset=reme",
+            *extra,
+            f"out_dir={tmp_path / name}",
+        ]
+    )
+    runner.run(cfg, tmp_path / name)
+    man = json.loads((tmp_path / name / "manifest.json").read_text())
+    return pl.read_parquet(tmp_path / name / "recall.parquet"), man
+
+
+def test_preset_reme_falls_back_to_keyword_for_a_query_nothing_can_embed(compose, tmp_path):
+    """ReMe's default: with no embedding model for the store's vectors, a query is searched by
+    BM25 alone (search.py: no vector hit → the keyword list, raw scores); a query that carries its
+    vector still gets the hybrid list, whatever other queries share its batch."""
+    store = tmp_path / "store"
+    build(store)
+    q = tmp_path / "q.parquet"
+    _queries(
+        q,
+        [
+            {"query_id": "q1", "text": "zzz", "embedding": [0.0, 0.0, 1.0, 1.0]},
+            {"query_id": "q2", "text": "vault", "embedding": None},
+        ],
+    )
+    rec, man = _run(compose, tmp_path, store, q, "run")
+    assert any("keyword only" in f for f in man["fallbacks"])
+    assert rec.height <= 2 * 5  # k = ReMe's limit 5
+    q2 = rec.filter(pl.col("query_id") == "q2")
+    # only a2 and c2 hold "vault"; their scores are the BM25 scores (ReMe's raw keyword list)
+    assert sorted(q2["node_id"].to_list()) == [
+        "daily/2026-01-01/jwt.md#L10-L14",
+        "session/dialog/s1.jsonl#L3-L4",
+    ]
+    assert q2["score"].to_list() == pytest.approx(q2["lexical"].to_list())
+    # the keyword-only recipe (ReMe's default.yaml: no embedding store) gives the same rows
+    only = tmp_path / "q2.parquet"
+    _queries(only, [{"query_id": "q2", "text": "vault", "embedding": None}])
+    kw, _ = _run(compose, tmp_path, store, only, "kw", "channels=[lexical]")
+    assert q2.select("node_id", "rank", "score").equals(kw.select("node_id", "rank", "score"))
+    # q1 (its own vector) is the vector list of the test above: d1 0.98995, c1, c2 1/√2
+    q1 = rec.filter(pl.col("query_id") == "q1")
+    assert q1["score"].to_list()[:3] == pytest.approx([1.4 / 2**0.5, 2**-0.5, 2**-0.5], abs=1e-3)
+
+
+def test_two_embedding_caches_are_read(tmp_path):
+    """A store whose embedding model changed keeps one npz per vector space; chunks with their
+    own vector need neither, and a chunk without one takes its text's vector from the cache of
+    the chunks' width; two caches disagreeing on a needed text is an error naming both."""
+    store = tmp_path / "store"
+    build(store)
+    es = store / "metadata" / "embedding_store"
+    other = {TEXT["b1"]: [1, 2, 3], TEXT["a1"]: [4, 5, 6]}  # a 3-d model's cache
+    keys = np.array([hashlib.sha256(t.encode()).hexdigest() for t in other], dtype=str)
+    np.savez(es / "default_v1_ffff0000.npz", keys=keys, embeddings=np.array(list(other.values())))
+    ds = reme.load(str(store))
+    b1 = ds.nodes.filter(pl.col("node_id") == "digest/auth/oauth.md#L4-L8")
+    assert b1["embedding"].to_list()[0] == pytest.approx([0.6, 0.8, 0.0, 0.0], abs=1e-3)
+    assert ds.notes["vector_model"] == "reme:chunk-vectors-4d"
+    np.savez(
+        es / "default_v1_eeee0000.npz",
+        keys=keys[:1],
+        embeddings=np.array([[0.0, 0.0, 0.6, 0.8]], np.float16),
+    )
+    with pytest.raises(DataError, match="different vectors in default_v1_abc123def456.npz"):
+        reme.load(str(store))
 
 
 def test_bad_input_names_the_file_and_the_fix(tmp_path):
@@ -401,3 +475,44 @@ def test_reme_design_takes_the_stores_signals(compose, tmp_path):
     # archived.json lists s1.jsonl: its chunks (cosine 0.71 to the query) are never recalled
     assert C not in set(rec["doc_id"]) and D in set(rec["doc_id"])
     assert sig["archived_signal"].to_list() == [False, False, False, False, True, True]
+
+
+def test_inject_reme_has_remes_link_expansion_and_5_chunks(compose, tmp_path):
+    """``inject.format=reme`` with preset reme's k (ReMe's limit 5): each chunk is followed by
+    ReMe's ``render_expansion_lines`` of its file, written out by hand from the store's file
+    graph (a link to a file outside the graph, digest/missing.md, is not shown: scope REAL)."""
+    store = tmp_path / "store"
+    build(store)
+    q = tmp_path / "q.parquet"
+    _queries(q, [{"query_id": "q2", "text": "vault keys rotation", "embedding": None}])
+    rec, _ = _run(compose, tmp_path, store, q, "run", "inject.format=reme")
+    assert rec.height <= 5
+    text = pl.read_parquet(tmp_path / "run" / "injection.parquet")["text"][0]
+    assert text.count("========== ") == rec.height
+    expansion_a = [
+        "  outlinks (2):",
+        "    → digest/auth/oauth.md  (no meta)",
+        '    → session/dialog/s1.jsonl  name="s1"',
+        "        via anchor=#L2-L3",
+        "  inlinks (1):",
+        "    ← digest/auth/oauth.md  (no meta)",
+        "        via anchor=#L12-L12",
+    ]
+    lines = text.split("\n")
+    at = next(i for i, x in enumerate(lines) if x.startswith("========== " + A + ":10-14"))
+    assert lines[at + 1 : at + 1 + len(TEXT["a2"].split("\n"))] == TEXT["a2"].split("\n")
+    after = at + 1 + len(TEXT["a2"].split("\n"))
+    assert lines[after : after + len(expansion_a)] == expansion_a
+    # a file with neither out- nor in-links (resource/guide.md) adds no line
+    from pipeline.stages.inject_reme import Links
+
+    ds = reme.load(str(store))
+    links = Links(ds.tables["file_links"], ds.tables["file_nodes"])
+    assert links.expansion(D) == {"outlinks": [], "inlinks": []}
+    assert links.expansion(C)["inlinks"] == [
+        {
+            "path": A,
+            "meta": {"name": "jwt-rotation", "description": "Key rotation"},
+            "anchors": ["L2-L3"],
+        }
+    ]

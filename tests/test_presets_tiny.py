@@ -164,8 +164,12 @@ def test_reme_preset_rrf_and_single_branch_raw(compose, tmp_path):
     # dense ranks 1, 2, 3 and BM25 ranks 1, 2, 3 for n0, n1, n2: 0.7/(60 + r) + 0.3/(60 + r) = 1/(60 + r)
     assert q["node_id"].to_list()[:3] == ["n0", "n1", "n2"]
     assert q["score"].to_list()[:3] == pytest.approx([1 / 61, 1 / 62, 1 / 63], rel=1e-6)
-    # "the" is an English stopword: the BM25 branch is empty → raw cosine passes through (ReMe quirk)
-    assert _score(rec, "the", "n7") == pytest.approx(S3, abs=1e-6)
+    # "the" is an English stopword: the BM25 branch is empty → raw cosine passes through (ReMe quirk),
+    # in float16 as ReMe computes it (batch_cosine_similarity): q = e1, n7 = (1, 1, 1)/√3 → float16
+    # 0.577148 each; dot 0.577148; |n7|: 0.577148² → 0.333130, sum 0.999390 → 0.999512, √ →
+    # 0.999512; 0.577148 / 0.999512 = 0.577430 → 0.57763671875 (1/√3 = 0.577350 in float64)
+    assert _score(rec, "the", "n7") == 0.57763671875
+    assert abs(_score(rec, "the", "n7") - S3) < 2**-11  # within one float16 step of the cosine
     assert _q(rec, "the")["node_id"][0] == "n7"
 
 
@@ -310,16 +314,19 @@ def test_bme_preset_constants_match_the_spec(compose):
     cfg = compose(["preset=bme"])
     # vector prefilter: top 20 per query text, cosine > 0, merged by max, max(2·20, 24) = 40 kept
     assert (cfg.dense.per_part, cfg.dense.min_score, cfg.dense.candidates) == (20, 0.0, 40)
-    # DPP: llmCandidatePool 30 out of 30·3 = 90; BME's answer = the first maxRecallNodes 12
+    # DPP without LLM recall: recallTopK 20 out of 20·3 = 60 (settings-defaults.js recallTopK 20,
+    # recallDppCandidateMultiplier 3); k = 20; BME's answer = the first maxRecallNodes 12
     from pipeline.stages.inject import InjectParams
 
     cap = InjectParams(format="bme", max_nodes=cfg.inject.max_nodes).get("max_nodes")
-    assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 30, 3, 12)
-    # createEdge strength 0.8; temporal link 0.2; cross recall off (BME retriever's fallback)
+    assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 20, 3, 12)
+    assert cfg.k == 20
+    # createEdge strength 0.8; temporal link 0.2; cross recall on (settings-defaults.js
+    # enableCrossRecall: true)
     assert (cfg.graph.default_weight, cfg.graph.temporal_weight, cfg.cross_recall.enabled) == (
         0.8,
         0.2,
-        False,
+        True,
     )
     assert (cfg.anchors.energy, cfg.cross_recall.mult) == (2.0, 1.5)
     assert (cfg.diffuse.steps, cfg.diffuse.decay, cfg.diffuse.alpha, cfg.diffuse.top_k) == (

@@ -108,12 +108,23 @@ def bm25(query, docs, limit, k1=1.5, b=0.75):  # keyword_index/bm25_index.py
     return [i for _s, i in sorted(out, key=lambda x: (-x[0], x[1]))[:limit]]
 
 
+def batch_cosine_similarity(nd_array1, nd_array2):  # reme/utils/similarity_utils.py, verbatim
+    dot_products = np.dot(nd_array1, nd_array2.T)
+    norms1 = np.linalg.norm(nd_array1, axis=1)
+    norms2 = np.linalg.norm(nd_array2, axis=1)
+    norm_products = np.outer(norms1, norms2)
+    norm_products = np.where(norm_products == 0, 1e-10, norm_products)
+    return dot_products / norm_products
+
+
 def search_step(qvec, qtext, vecs, docs, ids, limit=5, vector_weight=0.7, multiplier=5.0):
-    """(doc index, score) of the top ``limit``; ties by node id (ReMe: by chunk store order)."""
+    """(doc index, score) of the top ``limit``; cosines as ReMe's local_file_store.vector_search
+    computes them (float16 vectors as stored); ties by node order (ReMe: chunk store order)."""
     cand = min(200, max(1, int(limit * multiplier)))
-    m = np.asarray(vecs, np.float64)
-    cos = m @ qvec / (np.linalg.norm(m, axis=1) * np.linalg.norm(qvec))
-    vec = sorted(range(len(docs)), key=lambda i: (-cos[i], ids[i]))[:cand]
+    m = np.asarray(vecs, np.float16)
+    cos = batch_cosine_similarity(np.asarray(qvec, np.float16).reshape(1, -1), m)[0]
+    cos = [float(c) for c in cos]
+    vec = sorted(range(len(docs)), key=lambda i: (-cos[i], i))[:cand]
     kw = bm25(qtext, docs, cand)
     if not kw:  # one branch empty: the other list unchanged, with its raw scores
         return [(i, cos[i]) for i in vec[:limit]]

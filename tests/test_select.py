@@ -348,3 +348,15 @@ def test_the_head_cut_by_hand():
     assert _head(nan, 2, SelectParams.defaults()).height == 5  # NaN: the whole frame
     ints = cand.with_columns(pl.Series("score", [5, 9, 1, 5, 2]))  # integer scores: no NaN test
     assert _head(ints, 2, SelectParams.defaults())["node_idx"].to_list() == [1, 2, 4, 1]
+
+
+def test_k_in_docs_with_a_row_window_is_okss_page_cut():
+    """OKS's fts5 backend: the pages of the first 4·limit node rows, at most limit pages, so a
+    query whose best 4·limit rows are one page's returns one page (OKS: fewer than limit)."""
+    from pipeline.stages.select import _cut
+
+    r = pl.DataFrame({"query_idx": [0] * 5, "node_idx": [0, 1, 2, 3, 4], "rank": [1, 2, 3, 4, 5]})
+    doc = np.array([0, 0, 0, 0, 1])  # rows 1-4 are page 0, row 5 page 1
+    assert _cut(r, 2, doc, True, 2)["node_idx"].to_list() == [0, 1, 2, 3]
+    assert _cut(r, 2, doc, True, None)["node_idx"].to_list() == [0, 1, 2, 3, 4]
+    assert _cut(r, 2, doc, False, 2)["node_idx"].to_list() == [0, 1]

@@ -100,3 +100,46 @@ def test_feedback_bme_needs_a_bme_run(tmp_path):
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     with pytest.raises(UserError, match="data=bme"):
         wb.write_back(tmp_path, {"data": {"_target_": "sample"}}, rows, now, None)
+
+
+def test_recall_owner_keys_are_written_as_retrieve_writes_them():
+    """retriever.js after a recall: activeRecallOwnerKey = first owner; pushRecentRecallOwner for
+    each owner from last to first (newest first, unique case-insensitively, at most 8)."""
+    g = {"historyState": {"recentRecallOwnerKeys": ["c:bo", "c:x1", "c:x2", "c:x3"]}}
+    wb.record_owners(g, ["c:aria", " C:BO "])
+    assert g["historyState"] == {
+        "recentRecallOwnerKeys": ["c:aria", "C:BO", "c:x1", "c:x2", "c:x3"],
+        "activeRecallOwnerKey": "c:aria",
+    }
+    wb.record_owners(g, [f"c:n{i}" for i in range(9)])
+    assert g["historyState"]["recentRecallOwnerKeys"] == [f"c:n{i}" for i in range(8)]
+    wb.record_owners(g, [])  # no owner resolved: the key is cleared, the list kept
+    assert g["historyState"]["activeRecallOwnerKey"] == ""
+    assert len(g["historyState"]["recentRecallOwnerKeys"]) == 8
+    bare = {"nodes": []}
+    wb.record_owners(bare, ["c:aria"])  # no historyState: BME writes nothing
+    assert bare == {"nodes": []}
+
+
+def test_feedback_writes_the_runs_owners_into_history_state(compose, tmp_path):
+    graph = ten_node_graph()
+    graph["historyState"] = {"recentRecallOwnerKeys": ["character:old"]}
+    store = tmp_path / "st-bme-graph.json"
+    store.write_text(json.dumps(graph), encoding="utf-8")
+    q = tmp_path / "queries.jsonl"
+    rows = [
+        {"query_id": "q1", "text": "apple", "now": T0, "active_owner_keys": ["character:aria"]},
+        {"query_id": "q2", "text": "apple", "now": T0, "active_owner_keys": ["character:bo"]},
+    ]
+    q.write_text("\n".join(json.dumps(r) for r in rows))
+    run_dir = tmp_path / "run"
+    data = ["data=bme", f"data.path={store}", f"data.queries={q}"]
+    runner.run(compose(["preset=bme", "embed=hashing", "report=false", *data]), run_dir)
+    now = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    cfg = json.loads((run_dir / "manifest.json").read_text())["config"]
+    out = wb.write_back(run_dir, cfg, pl.read_parquet(run_dir / "recall.parquet"), now, None)
+    hs = json.loads(out.read_text(encoding="utf-8"))["historyState"]
+    assert hs == {
+        "recentRecallOwnerKeys": ["character:bo", "character:aria", "character:old"],
+        "activeRecallOwnerKey": "character:bo",
+    }

@@ -23,6 +23,11 @@ open-agent-power/open-knowledge-studio @ 6a281b47 (``store.py``, ``search/fts5.p
   prompt_hash, slugs, rels, injected_at): OKS's injection history, kept for a later collab
   backend; no stage reads it yet.
 
+- ``settings/recall.yaml`` (``pipeline.adapters.oks_settings``) → ``Dataset.settings``: the
+  ``search_backend`` (OKS's code default ``native``) and ``inject.per_page_chars``.
+- Two pages with one file stem (OKS's slug): only the one OKS's index keeps is read
+  (``oks_settings.one_per_slug``); the other is counted in ``skipped["duplicate_slug"]``.
+
 Nothing under ``data.path`` is ever written (``recall feedback --format oks`` is the only writer).
 """
 
@@ -34,7 +39,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.adapters import fields, oks_pages, query_files
+from pipeline.adapters import fields, oks_pages, oks_settings, query_files
 from pipeline.adapters.common import (
     inside,
     read_json,
@@ -267,6 +272,15 @@ def with_hook_state(queries: pl.DataFrame, state: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _reference_time(rows: list[dict]):
+    """The newest ``created`` of the pages (OKS's memory curve reads the wall clock; a run reads
+    its inputs only), else the epoch."""
+    import datetime as dt
+
+    times = [r["created_at"] for r in rows if r.get("created_at") is not None]
+    return max(times) if times else dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
 def load(
     path: str,
     *,
@@ -287,6 +301,8 @@ def load(
     rows = [r for f in files for r in page_rows(wiki, f, uses, skipped)]
     if not rows:
         raise DataError(str(wiki), "no wiki pages with front matter", "add wiki/<slug>.md pages")
+    rows = oks_settings.one_per_slug(rows, _reference_time(rows), skipped)
+    settings, source = oks_settings.recall_params(root)
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(wiki))
     nodes, note = importance_to_10(nodes, "1", str(wiki))  # the schema: importance in [0, 1]
     goal_table, state = load_goals(root), load_recall_state(root)
@@ -305,7 +321,11 @@ def load(
         qrels=load_qrels(qrels, nodes) if qrels else None,
         fingerprints=fingerprints,
         skipped=+skipped,
-        notes={"importance": note} if note else {},
+        notes={
+            **({"importance": note} if note else {}),
+            "oks_settings": f"search_backend={settings['search_backend']} ({source})",
+        },
+        settings=settings,
         tables={
             "goals": goal_table,
             "recall_state": state,

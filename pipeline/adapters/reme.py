@@ -36,6 +36,7 @@ from pipeline.errors import ConfigError, DataError, require_one_of
 from pipeline.schema import conform
 
 log = logging.getLogger(__name__)
+LINK_KEYS = ("source_path", "target_path", "target_anchor")  # reme/schema/file_link.py
 NOTE_DIRS = ("daily", "digest")  # ReMe config/default.yaml: index_update_loop watch_dirs, suffix md
 
 
@@ -98,18 +99,27 @@ def resolve_links(links: list[tuple], units: dict[str, list[dict]], skipped: Cou
     return edges
 
 
-def _vectors(recs: list[dict], cache: dict, where: str, mode: str) -> list[np.ndarray] | None:
-    """Each chunk's vector (its own, else ReMe's cache by text hash); None when ``mode`` is
-    ``false`` or (``auto``) no chunk has one. A chunk without one, or two widths, is a DataError."""
+def _vectors(recs: list[dict], meta: Path, p: dict, where: str) -> tuple[list | None, str]:
+    """(each chunk's vector — its own, else ReMe's caches by text hash —, the vector space when the
+    store has one cache, else ""); None when ``data.vectors`` is ``false`` or (``auto``) no chunk
+    has one. A chunk without one, or two widths, is a DataError."""
+    mode = p["vectors"]
     if mode == "false":
-        return None
+        return None, ""
     vecs = [reme_index.chunk_vector(r, where) for r in recs]
-    vecs = [
-        v if v is not None else cache.get(reme_index.text_key(r["text"]))
-        for v, r in zip(vecs, recs)
-    ]
+    caches = reme_index.embedding_caches(meta, p["index_name"], p["store_version"])
+    space = caches[0][1] if len(caches) == 1 else ""  # two caches: the chunks' space is unnamed
+    if any(v is None for v in vecs):  # the caches matter only for a chunk without its own vector
+        own = {len(v) for v in vecs if v is not None}
+        width = own.pop() if len(own) == 1 else None
+        vecs = [
+            v
+            if v is not None
+            else reme_index.cached_vector(caches, reme_index.text_key(r["text"]), width, where)
+            for v, r in zip(vecs, recs)
+        ]
     if mode == "auto" and all(v is None for v in vecs):
-        return None
+        return None, space
     for v, r in zip(vecs, recs):
         if v is None:
             raise DataError(
@@ -125,7 +135,7 @@ def _vectors(recs: list[dict], cache: dict, where: str, mode: str) -> list[np.nd
         raise DataError(
             where, f"chunk vectors of widths {widths}", "re-embed the store with one model"
         )
-    return vecs
+    return vecs, space
 
 
 def _chunk_rows(recs: list[dict], graph: dict, vecs: list | None) -> list[dict]:
@@ -165,8 +175,7 @@ def _index_units(
         reme_index.chunks(meta, p["index_name"], p["store_version"]),
         key=lambda r: (r["path"], r["start_line"], r["end_line"], r["id"]),
     )
-    cache, space = reme_index.embedding_cache(meta, p["index_name"], p["store_version"])
-    vecs = _vectors(recs, cache, str(cpath), p["vectors"])
+    vecs, space = _vectors(recs, meta, p, str(cpath))
     in_graph = {c for n in graph.values() for c in n.get("chunk_ids") or []}
     skipped["chunk_not_in_file_graph"] += sum(r["id"] not in in_graph for r in recs)
     skipped["file_graph_chunk_missing"] += len(in_graph - {r["id"] for r in recs})
@@ -189,6 +198,7 @@ def _index_units(
     notes["index"] = (
         f"ReMe index {cpath.relative_to(root)}: {len(recs)} chunks of {len(units)} files"
     )
+    notes["_file_graph"] = graph  # taken out by load(): the link-expansion tables
     files = [
         f for f in (meta / "file_graph" / f"{p['index_name']}.jsonl.zst", cpath) if f.is_file()
     ]
@@ -221,6 +231,33 @@ def _note_units(
         )
     notes["index"] = f"no ReMe index: markdown walk of {', '.join(NOTE_DIRS)} ({len(files)} notes)"
     return rows, links, files
+
+
+def graph_tables(graph: dict[str, dict]) -> dict[str, pl.DataFrame]:
+    """ReMe's file graph as two tables for ``inject.format=reme``'s link expansion
+    (``stages/inject_reme.py``): ``file_links`` (node_path, source_path, target_path,
+    target_anchor, in each file's link order) and ``file_nodes`` (path, name, description)."""
+    s = pl.String
+    links = pl.DataFrame(
+        [
+            (path, *(None if lk.get(k) is None else str(lk[k]) for k in LINK_KEYS))
+            for path, n in graph.items()
+            for lk in n.get("links") or []
+            if isinstance(lk, dict)
+        ],
+        schema={"node_path": s, "source_path": s, "target_path": s, "target_anchor": s},
+        orient="row",
+    )
+    files = pl.DataFrame(
+        [
+            (path, str(fm.get("name") or "") or None, str(fm.get("description") or "") or None)
+            for path, n in graph.items()
+            for fm in [n["front_matter"] if isinstance(n.get("front_matter"), dict) else {}]
+        ],
+        schema={"path": s, "name": s, "description": s},
+        orient="row",
+    )
+    return {"file_links": links, "file_nodes": files}
 
 
 def _by_doc(rows: list[dict]) -> dict[str, list[dict]]:
@@ -287,6 +324,18 @@ def _units(root: Path, p: dict, index: str, skipped: Counter, notes: dict):
     return rows, links, files
 
 
+def _in_layers(nodes: pl.DataFrame, layers, skipped: Counter, root: Path) -> pl.DataFrame:
+    """The nodes of ``data.layers`` (all when it is None); the others are counted."""
+    if layers is None:
+        return nodes
+    keep = [str(x) for x in layers]
+    skipped["layer_filtered"] += int((~nodes["layer"].is_in(keep)).sum())
+    nodes = nodes.filter(pl.col("layer").is_in(keep))
+    if nodes.height == 0:
+        raise ConfigError(f"data.layers={keep}: no node of {root} is in those layers")
+    return nodes
+
+
 def load(
     path: str,
     *,
@@ -315,16 +364,12 @@ def load(
         "vector_model": vector_model,
     }
     rows, links, files = _units(root, p, index, skipped, notes)
+    graph = notes.pop("_file_graph", None)
     edge_rows = resolve_links(links, _by_doc(rows), skipped)
     for r in rows:
         r.pop("slug", None)
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
-    if layers is not None:
-        keep = [str(x) for x in layers]
-        skipped["layer_filtered"] += int((~nodes["layer"].is_in(keep)).sum())
-        nodes = nodes.filter(pl.col("layer").is_in(keep))
-        if nodes.height == 0:
-            raise ConfigError(f"data.layers={keep}: no node of {root} is in those layers")
+    nodes = _in_layers(nodes, layers, skipped, root)
     ids = set(nodes["node_id"])
     edge_rows = [e for e in edge_rows if e["src"] in ids and e["dst"] in ids]
     t_now = dt.datetime.fromisoformat(now.replace("Z", "+00:00")) if now else None
@@ -340,5 +385,6 @@ def load(
         skipped=skipped,
         notes=notes,
         freshness=fresh,
+        tables=graph_tables(graph) if graph is not None else {},
     )
     return slice_queries(ds, limit_queries)

@@ -9,7 +9,8 @@
   float16 bytes; ``_deserialize_chunk``);
 - ``embedding_store/<name>_<version>_<vector space>.npz`` (``embedding_store/
   local_embedding_store.py``): ReMe's embedding *cache*: ``keys`` = sha256 of the embedded text (not
-  chunk ids), ``embeddings`` (n × d float16). Used only for a chunk without ``_embedding_f16_b64``.
+  chunk ids), ``embeddings`` (n × d float16), one file per vector space (a store whose embedding
+  model changed keeps two). Read only for a chunk without ``_embedding_f16_b64``.
 - ``keyword_index/*.pkl``: a pickle; never opened (BM25 is rebuilt from the chunk texts, as ReMe's
   own ``_sync_keyword_index_from_chunks`` does).
 
@@ -130,30 +131,39 @@ def _finite(v: np.ndarray, rec: dict, where: str, field: str) -> np.ndarray:
     return v
 
 
-def embedding_cache(meta: Path, name: str, version: str) -> tuple[dict[str, np.ndarray], str]:
-    """(text sha256 → float16 vector, vector space id) from the one ``<name>_<version>_*.npz``; an
-    npz is read with ``allow_pickle=False`` (numpy's default), never unpickled."""
-    files = sorted((meta / "embedding_store").glob(f"{name}_{version}_*.npz"))
-    for f in files:
+def embedding_caches(meta: Path, name: str, version: str) -> list[tuple[Path, str, dict]]:
+    """Every ``<name>_<version>_<vector space>.npz`` as (file, vector space id, text sha256 →
+    float16 vector): ReMe keeps one cache per vector space (``LocalEmbeddingStore._cache_path``), so
+    a store whose embedding model changed holds two. Read with ``allow_pickle=False`` (numpy's
+    default), never unpickled."""
+    out = []
+    for f in sorted((meta / "embedding_store").glob(f"{name}_{version}_*.npz")):
         inside(meta.parent, f)
-    if not files:
-        return {}, ""
-    if len(files) > 1:
+        try:
+            with np.load(f, allow_pickle=False) as data:
+                keys, emb = data["keys"], data["embeddings"]
+        except Exception as exc:  # numpy raises several types for a bad archive
+            raise DataError(str(f), f"cannot read the npz ({str(exc)[:120]})", FIX_INDEX) from None
+        if emb.ndim != 2 or len(keys) != len(emb):
+            raise DataError(str(f), f"keys {keys.shape} / embeddings {emb.shape} differ", FIX_INDEX)
+        space = f.name[len(f"{name}_{version}_") : -len(".npz")]
+        out.append((f, space, {str(k): e.astype(np.float16) for k, e in zip(keys, emb)}))
+    return out
+
+
+def cached_vector(caches: list, key: str, width: int | None, where: str) -> np.ndarray | None:
+    """The vector of text ``key`` in the caches (those of ``width`` when the chunks' own vectors
+    have one); a text two caches give different vectors is a DataError naming both files."""
+    found = [
+        (f, v) for f, _s, c in caches if (v := c.get(key)) is not None and width in (None, len(v))
+    ]
+    if len(found) > 1 and any(not np.array_equal(found[0][1], v) for _f, v in found[1:]):
         raise DataError(
-            str(files[1].parent),
-            f"{len(files)} embedding caches ({', '.join(f.name for f in files)})",
-            "keep the one of the embedding model the store uses",
+            where,
+            f"text {key[:12]}… has different vectors in {found[0][0].name} and {found[1][0].name}",
+            "keep the cache of the embedding model the store uses",
         )
-    f = files[0]
-    try:
-        with np.load(f, allow_pickle=False) as data:
-            keys, emb = data["keys"], data["embeddings"]
-    except Exception as exc:  # numpy raises several types for a bad archive
-        raise DataError(str(f), f"cannot read the npz ({str(exc)[:120]})", FIX_INDEX) from None
-    if emb.ndim != 2 or len(keys) != len(emb):
-        raise DataError(str(f), f"keys {keys.shape} / embeddings {emb.shape} differ", FIX_INDEX)
-    space = f.name[len(f"{name}_{version}_") : -len(".npz")]
-    return {str(k): e.astype(np.float16) for k, e in zip(keys, emb)}, space
+    return found[0][1] if found else None
 
 
 def text_key(text: str) -> str:

@@ -82,12 +82,16 @@ class DenseChannel:
     seed: int
     device: str
     xr: object = None  # xb resident on the device (dense.resident), or None: xb is what is read
+    f16: object = None  # dense_f16.Float16Scores: ReMe's float16 cosines (dense.cosine=float16)
 
     def hits(self, nodes_s: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """(part, node, weight × cosine) of the search hits of a scope's query parts (``rows``,
         ascending: :meth:`part_rows`) among its nodes: each part's ``per_part`` best by its exact
         cosine, ties by node (:func:`dense.exact_top`), whatever the other parts of the scan."""
         p = self.p
+        if self.f16 is not None:
+            qi, ni, s = self.f16.top(rows, nodes_s, p.per_part or p.candidates)
+            return self._kept(rows, nodes_s, qi, ni, s)
         xs = _scope_rows(self.vectors(), nodes_s)
         index = dense.build_index(
             xs,
@@ -101,9 +105,17 @@ class DenseChannel:
             block=p.block,
         )
         qi, ni, s = _searched(index, self.xq[rows], xs, p.per_part or p.candidates, p.index)
+        return self._kept(rows, nodes_s, qi, ni, s)
+
+    def _kept(self, rows, nodes_s, qi, ni, s) -> tuple[np.ndarray, ...]:
+        """The hits past ``min_score`` and of parts with a vector, as (part, node, weight × cos)."""
+        p = self.p
         if p.min_score is not None:
             keep = s > p.min_score
             qi, ni, s = qi[keep], ni[keep], s[keep]
+        if p.no_query_vector == "keyword":  # a part left without a vector (zero row) finds nothing
+            live = np.any(np.asarray(self.xq[rows]) != 0, axis=1)
+            qi, ni, s = qi[live[qi]], ni[live[qi]], s[live[qi]]
         return rows[qi], nodes_s[ni], (s * self.part_w[rows][qi]).astype(np.float32)
 
     def ranks(self, parts: list) -> pl.DataFrame:
@@ -175,6 +187,8 @@ class DenseChannel:
     def scores(self, qi: np.ndarray, ni: np.ndarray) -> np.ndarray:
         """Exact dense score of each (query qi[j], node ni[j]) pair (:func:`dense_pairs`), where
         the vectors are resident (:meth:`vectors`)."""
+        if self.f16 is not None:  # one plain part per query (generate checks): part = query
+            return self.f16.pairs(qi, ni)
         return dense_pairs(self.xq, self.part_q, self.part_w, self.vectors(), qi, ni)
 
     def vectors(self):
@@ -414,6 +428,8 @@ def generate(
         if "dense" in enabled
         else None
     )
+    if dch is not None and dense_p.cosine == "float16":
+        dch.f16 = _float16(nodes, queries, xb, xq, part_q, part_w)
     lch = (
         LexicalChannel.tokenise(nodes, queries, lex_p, device, tokens_cache)
         if "lexical" in enabled
@@ -430,6 +446,27 @@ def generate(
     seconds = _seconds(enabled, plugins, nodes, queries, parts, log, collab_p)
     cand = _candidates(Segments.of(parts), dch, lch, seconds)
     return cand.select(list(cols)).cast(cols).sort(["query_idx", "node_idx"])
+
+
+def _float16(nodes, queries, xb, xq, part_q, part_w):
+    """ReMe's float16 scores over the stored vectors (a node or query without one: its encoded
+    vector, in float16 as ReMe's embedding store keeps it); one plain part per query only."""
+    from pipeline.channels.dense_f16 import Float16Scores, raw16
+
+    if not plain(part_q, part_w, len(xq)) or len(xq) != queries.height:
+        raise ConfigError(
+            "dense.cosine=float16 (ReMe's cosines) scores each query's own vector: turn "
+            "query.blend and query.intent_split off, or use dense.cosine=float32"
+        )
+    q16 = np.asarray(xq, np.float32).astype(np.float16)
+    if "embedding" in queries.columns:
+        own = raw16(queries, queries.height, "queries")
+        have = queries["embedding"].is_not_null().to_numpy()
+        if own.shape[1] == q16.shape[1]:
+            q16[have] = own[have]
+    if "embedding" in nodes.columns:
+        return Float16Scores(q16, raw16(nodes, nodes.height, "nodes"))
+    return Float16Scores(q16, np.asarray(xb, np.float32).astype(np.float16))  # encoded here
 
 
 def _seconds(enabled, plugins: dict, nodes, queries, parts: list, log, collab_p) -> list:

@@ -17,6 +17,7 @@ from pipeline.channels import dense
 from pipeline.channels.candidates import generate
 from pipeline.channels.collab import CollabParams
 from pipeline.common import key_prefix, stage_key
+from pipeline.errors import require_one_of
 from pipeline.stage import Params, Stage
 
 
@@ -37,6 +38,12 @@ class DenseParams(Params):
     min_score: float | None  # BME: keep only hits with cosine > min_score (null = keep all)
     prf_docs: int  # Rocchio feedback: best first-pass nodes per query (0 = off)
     prf_weight: float  # Rocchio feedback: weight of their normalised mean against the query's
+    no_query_vector: str  # error | keyword: a part nothing can embed searches nothing (ReMe)
+    cosine: str  # float32 | float16: ReMe's float16 cosines of the stored vectors (dense_f16)
+
+    def __post_init__(self) -> None:
+        require_one_of("dense.no_query_vector", self.no_query_vector, ("error", "keyword"))
+        require_one_of("dense.cosine", self.cosine, ("float32", "float16"))
 
 
 @dataclass

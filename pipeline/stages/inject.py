@@ -3,8 +3,9 @@
 
 - ``bme``: the first 12 recalled nodes plus the always-injected core, in scope-bucket sections of
   per-type markdown tables (``pipeline/stages/inject_bme.py``).
-- ``reme``: per unit, ``========== doc:start-end [score=… dense=… lexical=…] ==========`` then the
-  text; every recalled unit (ReMe returns ``limit`` results) unless ``max_nodes`` is set.
+- ``reme``: per unit, ``========== doc:start-end [score=… dense=… lexical=…] ==========``, the
+  text and ReMe's link-expansion lines of its file (``pipeline/stages/inject_reme.py``); every
+  recalled unit (ReMe returns ``limit`` results: preset reme's ``k`` 5) unless ``max_nodes`` is set.
 - ``oks``: the auto-recall hook's knowledge section (``pipeline/stages/inject_oks.py``): recalled
   pages with relevance (score) ≥ 0.7, not injected in the same ``group`` during the last 10 turns
   (queries in ``now`` order), at most 3; one line each, ``- [type] title (slug) rel=x.xx`` plus a
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from pipeline.errors import require_one_of
-from pipeline.stages import inject_bme, inject_oks
+from pipeline.stages import inject_bme, inject_oks, inject_reme
 from pipeline.stages.inject_oks import soul_boost  # noqa: F401  (the Soul Boost, re-exported)
 
 FORMATS = ("bme", "reme", "oks")
@@ -30,6 +31,22 @@ DEFAULTS = {
     "reme": {"max_nodes": None},
     "oks": {"max_nodes": 3, "floor": 0.7, "cooldown": 10},
 }  # hook top-n 3, floor 0.7, cooldown 10
+
+
+NODE_COLUMNS = (
+    "node_id",
+    "text",
+    "title",
+    "type",
+    "tags",
+    "status",
+    "importance",
+    "start_line",
+    "end_line",
+    "lesson",
+    "body",
+    "area",
+)  # the node fields the reme and oks texts read
 
 
 @dataclass
@@ -61,20 +78,6 @@ class InjectParams:
         return DEFAULTS.get(self.format, {}).get(name) if v is None else v
 
 
-def _reme(rows: list[dict]) -> str:
-    out = []
-    for r in rows:
-        span = f":{r['start_line']}-{r['end_line']}" if r.get("start_line") is not None else ""
-        parts = [f"score={r['score']:.4f}"] + [
-            f"{c}={r[c]:.4f}" for c in ("dense", "lexical") if r.get(c) is not None
-        ]
-        out += [
-            f"========== {r.get('doc_id') or r['node_id']}{span} [{' '.join(parts)}] ==========",
-            r["text"],
-        ]
-    return "\n".join(out)
-
-
 def _bme(recall, nodes, queries, p: InjectParams, include_archived: bool, edges, schema: dict):
     """``inject.format=bme``: the texts, the nodes shown and BME's ``selected`` (what it reinforces)."""
     out = inject_bme.render(
@@ -95,10 +98,13 @@ def render(
     include_archived: bool = False,
     edges: pl.DataFrame | None = None,
     log: pl.DataFrame | None = None,
+    store=None,
     **opts,
 ) -> pl.DataFrame:
     """One injection text per query that injects anything; ``node_ids`` lists the nodes it shows.
-    ``opts`` are the other ``InjectParams`` fields; the recall layer is never changed."""
+    ``store`` is the run's ``Dataset`` (its ``settings`` and ``tables``: OKS's per-page preview,
+    ReMe's file links); ``opts`` are the other ``InjectParams`` fields; the recall layer is never
+    changed."""
     require_one_of("inject.format", fmt, FORMATS)
     p = InjectParams(format=fmt, **{"max_nodes": max_nodes, "soul_boost": soul, **opts})
     schema = {
@@ -109,27 +115,12 @@ def render(
     }
     if fmt == "bme":
         return _bme(recall, nodes, queries, p, include_archived, edges, schema)
-    keep = [
-        c
-        for c in (
-            "node_id",
-            "text",
-            "title",
-            "type",
-            "tags",
-            "status",
-            "importance",
-            "start_line",
-            "end_line",
-            "lesson",
-            "body",
-            "area",
-        )
-        if c in nodes.columns
-    ]
+    keep = [c for c in NODE_COLUMNS if c in nodes.columns]
     rows = recall.join(nodes.select(keep), on="node_id", how="left").sort("query_id", "rank")
     if fmt == "oks":
         picked = inject_oks.pick(inject_oks.order(rows, queries, p, log), queries, p)
+        per_page = int((store.settings if store else {}).get("inject_per_page_chars", 200))
+        fn = lambda rs: inject_oks.text(rs, per_page)  # noqa: E731
     else:
         cap = p.get("max_nodes")
         rows = rows.filter(pl.col("rank") <= cap) if cap else rows
@@ -137,6 +128,6 @@ def render(
             qid: list(g.iter_rows(named=True))
             for (qid,), g in rows.group_by("query_id", maintain_order=True)
         }
-    fn = inject_oks.text if fmt == "oks" else _reme
+        fn = inject_reme.renderer(store)
     out = [(qid, fmt, fn(rs), [r["node_id"] for r in rs]) for qid, rs in picked.items() if rs]
     return pl.DataFrame(out, schema=schema, orient="row")

@@ -11,7 +11,9 @@ at most top-n. A group continues OKS's own state when its queries carry ``hook_n
 taken) and ``hook_seen`` ([{slug, turn}]): ``data=oks`` fills them from
 ``.oks/recall-state-<session>.json``. The text is the hook's knowledge section: a header, then per
 page ``- [type] title (slug) rel=x.xx`` and four spaces + the first 160 characters of the page
-body (whitespace collapsed, from its first 200). The title is OKS's FTS5 title column (for a CJK
+body (whitespace collapsed, from its first ``inject.per_page_chars`` of ``settings/recall.yaml``,
+default 200). The hook's floor, top-n, cooldown and minimum length are its own (0.7, 3, 10, 6:
+``OKS_RECALL_*`` environment variables, never ``settings/recall.yaml``, in OKS @ 6a281b47). The title is OKS's FTS5 title column (for a CJK
 title, its sorted jieba words: an OKS quirk); the type defaults to ``concept`` as in OKS.
 """
 
@@ -66,10 +68,11 @@ def _shown_title(title: str | None, slug: str) -> str:
     return " ".join(oks_words(title or "")) or slug
 
 
-def line(r: dict) -> str:
-    """One injected page, as the hook prints it."""
+def line(r: dict, per_page: int = PER_PAGE_CHARS) -> str:
+    """One injected page, as the hook prints it (``body_preview`` = the body's first
+    ``per_page`` characters: the instance's ``inject.per_page_chars``)."""
     body = r.get("body") if r.get("body") is not None else r.get("text") or ""
-    preview = re.sub(r"\s+", " ", body[:PER_PAGE_CHARS]).strip()[:PREVIEW_CHARS]
+    preview = re.sub(r"\s+", " ", body[:per_page]).strip()[:PREVIEW_CHARS]
     head = (
         f"- [{r.get('type') or 'concept'}] {_shown_title(r.get('title'), r['slug'])} "
         f"({r['slug']}) rel={round(r['score'], 3):.2f}"
@@ -77,9 +80,9 @@ def line(r: dict) -> str:
     return head + (f"\n    {preview}" if preview else "")
 
 
-def text(rows: list[dict]) -> str:
+def text(rows: list[dict], per_page: int = PER_PAGE_CHARS) -> str:
     """The hook's knowledge section for the pages ``rows``."""
-    return "\n".join([HEADER, *map(line, rows)])
+    return "\n".join([HEADER, *(line(r, per_page) for r in rows)])
 
 
 def order(

@@ -46,6 +46,7 @@ class SelectParams(Params):
         int | None
     )  # dpp/mmr: items diversified out of target·pool_mult (BME: 30 of 90); null = k
     k_in_docs: bool  # with top_chunks_per_doc: k counts documents (ReMe design: paths), not units
+    doc_window: int | None  # k_in_docs: the documents among the first doc_window·k rows (OKS: 4)
     spread_gap: (
         float  # > 0: repeated doc_ids pushed down this many positions each (pipeline.stages.spread)
     )
@@ -86,10 +87,16 @@ def group_by_doc(r: pl.DataFrame, doc_idx: np.ndarray, per_doc: int) -> pl.DataF
     )
 
 
-def _cut(r: pl.DataFrame, k: int, doc_idx: np.ndarray | None, k_in_docs: bool) -> pl.DataFrame:
-    """The first ``k`` rows per query, or (``k_in_docs``) the rows of its first ``k`` documents."""
+def _cut(
+    r: pl.DataFrame, k: int, doc_idx: np.ndarray | None, k_in_docs: bool, window: int | None
+) -> pl.DataFrame:
+    """The first ``k`` rows per query, or (``k_in_docs``) the rows of its first ``k`` documents,
+    among its first ``window``·k rows when ``window`` is set (OKS's fts5 backend: the pages of
+    the 4·limit best node rows, at most ``limit``)."""
     if not k_in_docs or doc_idx is None:
         return r.filter(pl.col("rank") <= k)
+    if window:
+        r = r.filter(pl.col("rank") <= window * k)
     d = pl.Series(doc_idx[r["node_idx"].to_numpy()])
     first = r.with_columns(doc=d).with_columns(
         pl.col("rank").min().over("query_idx", "doc").alias("first")
@@ -120,7 +127,7 @@ def select(
         )
     r = spread(r, doc_idx, float(p.spread_gap))
     if p.method == "topk":
-        return _cut(r, k, doc_idx, p.k_in_docs)
+        return _cut(r, k, doc_idx, p.k_in_docs, p.doc_window)
     no_gain = pl.lit(None, GAIN_DTYPE[_gain_dtype(p)]).alias("dpp_gain")
     if r.height == 0:  # the dpp_gain column all the same: a run's schema is not its queries'
         return r.with_columns(no_gain)
@@ -158,12 +165,17 @@ def _head(cand: pl.DataFrame, k: int, p: SelectParams) -> pl.DataFrame:
 def _cuttable(columns: list[str], p: SelectParams) -> bool:
     """Whether a query's selection depends on its highest scores alone: no priority column
     (``sort_by``), no per-document grouping, no spreading."""
-    return not (any(c in columns for c in p.sort_by) or p.top_chunks_per_doc or p.spread_gap)
+    by_docs = p.k_in_docs and not p.doc_window  # k documents: no row depth bounds them
+    return not (
+        any(c in columns for c in p.sort_by) or p.top_chunks_per_doc or p.spread_gap or by_docs
+    )
 
 
 def _depth(k: int, p: SelectParams) -> int:
     """How many of a query's best rows the selection can reach: ``k``, or the dpp/mmr pool."""
-    return max(1, k if p.method == "topk" else max(k, p.pool_mult * int(p.target or k)))
+    if p.method == "topk":
+        return max(1, k * (p.doc_window or 1))
+    return max(1, k, p.pool_mult * int(p.target or k))
 
 
 def scored_rows(cand: pl.DataFrame, scored, k: int, p: SelectParams) -> pl.DataFrame:

@@ -7,7 +7,9 @@ table's column) use those, L2-normalised (cosine, as ReMe scores them), and noth
 them; ``Dataset.notes["vector_model"]`` names their model. A query's own ``embedding`` is the vector
 of its ``current`` part (its text, or ``query_rewrite``); any other part (context blend, intent
 segments, a query without a vector) is encoded by ``embed.encoder`` only when its ``model_id`` is
-that model (``embed.model_path`` = a local copy of it), else a ConfigError. Every node needs a vector,
+that model (``embed.model_path`` = a local copy of it), else a ConfigError — or, with
+``dense.no_query_vector=keyword`` (preset reme), a zero row that the dense channel skips, so that
+query is searched by keyword only (ReMe's fallback; a ``fallbacks`` entry in the manifest). Every node needs a vector,
 every vector the same width as the nodes': a missing vector or another width is an error, never a
 silent mix of two vector spaces; query vectors without node vectors are refused too."""
 
@@ -18,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from pipeline.backend import fallback
 from pipeline.common import call_target, corpus_step
 from pipeline.errors import ConfigError
 from pipeline.stages import query
@@ -122,11 +125,17 @@ def embed_run(state, nodes: pl.DataFrame, queries: pl.DataFrame) -> int:
     return n1 + n2
 
 
+def _encodes(state, width: int) -> bool:
+    """Whether ``embed.encoder`` is the model (and width) of the nodes' stored vectors."""
+    model = state.ds.notes.get("vector_model", "an unnamed model")
+    return state.encoder.model_id == model and state.encoder.dim == width
+
+
 def _own_model(state, width: int, why: str) -> None:
     """Refuse to encode query texts next to stored node vectors of another model or width."""
     model = state.ds.notes.get("vector_model", "an unnamed model")
     enc = state.encoder
-    if enc.model_id != model or enc.dim != width:
+    if not _encodes(state, width):
         raise ConfigError(
             f"the nodes carry stored {width}-d vectors of {model!r} (data={state.ds.name}), but "
             f"{why} and embed.encoder is {enc.model_id!r} ({enc.dim}-d): give the queries an "
@@ -161,6 +170,14 @@ def embed_parts(state, nodes: pl.DataFrame, queries: pl.DataFrame, qplan: pl.Dat
     todo = np.flatnonzero(~own)
     if not len(todo):
         return out, 0
+    if state.cfg.dense.get("no_query_vector") == "keyword" and not _encodes(state, width):
+        fallback(
+            f"the nodes carry stored {width}-d vectors of "
+            f"{state.ds.notes.get('vector_model', 'an unnamed model')!r} and embed.encoder is "
+            f"another model: queries without a stored 'embedding' search by keyword only "
+            "(dense.no_query_vector=keyword, ReMe's fallback when no embedding model answers)"
+        )
+        return out, 0  # zero rows: DenseChannel.hits returns nothing for them
     first = queries["query_id"][int(qi[todo[0]])]
     _own_model(
         state, width, f"query {first!r} needs its text embedded ({qplan['part'][int(todo[0])]})"

@@ -7,6 +7,8 @@ ranks 1 … ``inject.max_nodes``, BME's ``maxRecallNodes`` 12; once per query) i
 ``accessCount = (accessCount || 0) + 1``, ``importance = min(10, (importance || 5) + 0.1)`` (so a
 stored 0 restarts at 5, as JavaScript's ``||`` does), ``lastAccessTime = now`` (ms epoch). One
 addition per access, in order, so the floats are the ones ST-BME's replay of the same recalls gives.
+After each query's recall, ``historyState.activeRecallOwnerKey`` and ``recentRecallOwnerKeys`` are
+written as ``retrieve`` writes them (:func:`record_owners`), from the owners the run used.
 Deviation: ST-BME reinforces after each recall and the next recall sees it; a batch run recalls
 every query against the stored graph, and the reinforcement is applied afterwards.
 
@@ -30,6 +32,49 @@ from pipeline.errors import UserError
 from pipeline.io import atomic_write_bytes
 
 MAX_RECALL_NODES = 12  # settings-defaults.js recallMaxNodes
+RECENT_RECALL_OWNER_LIMIT = 8  # graph/knowledge-state.js
+
+
+def unique_strings(values: list) -> list[str]:
+    """``uniqueStrings``: trimmed, non-empty, first of each case-insensitive key."""
+    out, seen = [], set()
+    for v in values:
+        s = str("" if v is None else v).strip()
+        if s and s.lower() not in seen:
+            seen.add(s.lower())
+            out.append(s)
+    return out
+
+
+def record_owners(graph: dict, keys: list[str]) -> None:
+    """What ``retrieve`` writes after a recall (retriever.js): ``historyState.activeRecallOwnerKey``
+    = the first active owner (else ""), each owner pushed, last to first, onto
+    ``recentRecallOwnerKeys`` (``pushRecentRecallOwner``: newest first, unique, at most 8). A graph
+    without ``historyState`` is left as it is, as BME does."""
+    hs = graph.get("historyState")
+    if not isinstance(hs, dict):
+        return
+    hs["activeRecallOwnerKey"] = keys[0] if keys else ""
+    for key in reversed(keys):
+        k = str(key or "").strip()
+        if k:
+            recent = hs.get("recentRecallOwnerKeys") or []
+            hs["recentRecallOwnerKeys"] = unique_strings([k, *recent])[:RECENT_RECALL_OWNER_LIMIT]
+            hs["activeRecallOwnerKey"] = k
+
+
+def owner_keys(data: dict, order: list[str]) -> list[list[str]]:
+    """Per query of ``order``, the active owner keys the run used (the queries file read again
+    by the adapter: the query's own, else the owners of its ``char_name``); [] without one."""
+    if not data.get("queries"):
+        return [[] for _ in order]
+    from pipeline.adapters import bme as adapter
+
+    ds = adapter.load(str(data["path"]), queries=str(data["queries"]))
+    if "active_owner_keys" not in ds.queries.columns:
+        return [[] for _ in order]
+    by_q = dict(zip(ds.queries["query_id"].to_list(), ds.queries["active_owner_keys"].to_list()))
+    return [list(by_q.get(q) or []) for q in order]
 
 
 def reinforce(node: dict, now_ms: int) -> None:
@@ -92,6 +137,10 @@ def write_back(
     graph, _files, _kind = read_graph(store)
     cap = (cfg.get("inject") or {}).get("max_nodes") or MAX_RECALL_NODES
     now_ms = int(round(now.timestamp() * 1000))
-    apply(graph, picks(Path(run_dir), rows, int(cap)), now_ms)
+    order = rows["query_id"].unique(maintain_order=True).to_list()
+    owners = owner_keys(data, order)
+    for q_picks, keys in zip(picks(Path(run_dir), rows, int(cap)), owners):
+        record_owners(graph, keys)  # retrieve() sets the owners, then reinforces its selection
+        apply(graph, [q_picks], now_ms)
     atomic_write_bytes(target, json.dumps(graph, ensure_ascii=False, indent=2).encode("utf-8"))
     return target
