@@ -22,6 +22,7 @@ from pipeline.common import call_target
 from pipeline.hooks.bme import write_bme_cards
 from pipeline.hooks.hermes import RecallMemoryProvider
 from pipeline.hooks.oks import RecallSearchBackend
+from pipeline.hooks.reme import add_routes
 from pipeline.hooks.source import Source
 from pipeline.serve import RecallCache, Service
 from pipeline.serve.app import build_app
@@ -144,7 +145,12 @@ def test_reme_route_of_the_serve_app(oks):
         f"inject.max_nodes={LIMIT}",
     )
     ref, ref_inj = reference(ref_cfg, tmp, "reme-reference", dataset=_part(cfg, [hit, new]))
-    client = TestClient(build_app(service))  # `recall serve`'s app: the ReMe routes are mounted
+    app = build_app(service)  # `recall serve`'s app: the ReMe routes are mounted
+    n_routes = len(app.routes)
+    add_routes(app, service)  # as the README's older example does: added once only
+    assert len(app.routes) == n_routes
+    assert {r.path for r in app.routes} >= {"/recall", "/reme/search", "/reme/health_check"}
+    client = TestClient(app)
     for i, (text, cache) in enumerate([(hit, "hit"), (new, None)]):
         r = client.post("/reme/search", json={"query": text, "limit": LIMIT})
         assert r.status_code == 200, r.text

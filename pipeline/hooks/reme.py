@@ -104,7 +104,10 @@ def answer_of(service, query: str, limit: int, scope: str | None) -> tuple[dict,
 
 
 def add_routes(app, service) -> None:
-    """Add ``POST /reme/search`` and ``POST /reme/health_check`` to the serve app."""
+    """Add ``POST /reme/search`` and ``POST /reme/health_check`` to the serve app (nothing when
+    they are there already: ``build_app`` adds them)."""
+    if any(getattr(r, "path", None) == f"{PREFIX}/search" for r in app.routes):
+        return
 
     async def search(request: Request) -> JSONResponse:
         raw = await request.body()
