@@ -37,6 +37,7 @@ NOT_RECIPE = (
     "analyze",
     "namespace",
     "serve",
+    "bme_cards",
 )
 
 

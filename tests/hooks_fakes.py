@@ -95,6 +95,9 @@ class FakeService:
         injection = None if format == "rows" else entry["injection"].get(format)
         return {"rows": rows, "injection": injection, "cache": cache, "scope_version": "v1"}
 
+    def render(self, text, rows, format):
+        return _inject("render", rows)[format] if rows and format != "rows" else None
+
     def health(self):
         return {"entries": len(self.entries)}
 

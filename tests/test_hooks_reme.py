@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 from starlette.testclient import TestClient
 
-from hooks_fakes import HIT, REME, FakeService, build_app, serving
+from hooks_fakes import HIT, REME, ROWS_REME, FakeService, build_app, serving
 from pipeline.hooks.reme import MAX_BODY, add_routes, chunk
 
 
@@ -52,7 +52,7 @@ def test_plugin_search_and_health(app, service):
         one = reme_call(endpoint, "search", {"query": REME, "limit": 1})
     assert health["metadata"]["health"]["healthy"] is True
     assert health["metadata"]["health"]["components"] == service.health()
-    want = service.recall(REME, k=5, format="reme")
+    want = service.recall(REME, k=5, format="reme")  # two rows: the block of the whole entry
     assert found["answer"] == want["injection"].strip()  # what the plugin injects
     meta = found["metadata"]
     assert meta["counts"] == {"returned": 2, "cache": "hit"}
@@ -65,8 +65,12 @@ def test_plugin_search_and_health(app, service):
          "end_line": 4, "text": "", "scores": {"score": 0.0098, "dense": 0.64, "lexical": 0.0}},
     ]  # fmt: skip
     assert [r["id"] for r in one["metadata"]["results"]] == ["daily/2026-11-30.md#L3-L7"]
-    assert one["answer"] == service.recall(REME, k=1, format="reme")["injection"]
-    assert ("what did we decide about the deploy window", None, 5, "reme") in service.calls
+    # limit 1: the block of the first row only (the entry's block covers both)
+    assert (
+        one["answer"]
+        == want["injection"].split("\n", 2)[0] + "\n" + "text of " + ROWS_REME[0]["node_id"]
+    )
+    assert ("what did we decide about the deploy window", None, 5, "rows") in service.calls
 
 
 def test_chunk_without_lines():

@@ -14,6 +14,10 @@ normalisation too), ``tokenEstimate`` = ``estimateTokens`` (``retrieval/injector
 ``generationCount`` 0, ``manuallyEdited`` and ``authoritativeInputUsed`` false,
 ``selectedNodeIds`` = the entry's rows' node ids in rank order (at most ``maxRecallNodes``, 12).
 
+``recall precompute … inject.format=bme bme_cards.out=OUT [bme_cards.chat=CHAT]`` writes the cards
+of ``CHAT`` (default ``data.queries``, e.g. the chat ``data=bme`` reads) from the cache just built
+(:func:`precompute_cards`), matching messages to entries by text (:class:`TextIndex`).
+
 A message that already has a ``bme_recall`` key is left as it is; so are messages whose text has
 no cache entry or an empty injection. Lines not given a card are copied byte for byte; a line given
 one is written as ``JSON.stringify`` writes it (compact). The input file is only read.
@@ -129,6 +133,53 @@ def write_bme_cards(
         written += 1
     atomic_write_bytes(dst, b"".join(lines))
     return written
+
+
+class TextIndex:
+    """Cache entries by normalised query text alone (``pipeline.serve.keys.normalise``; the first
+    entry of a text wins): a chat's user messages find the entries their own queries got, whatever
+    other fields (context, now, viewer, scene) keyed those queries."""
+
+    def __init__(self, entries: list[dict]) -> None:
+        from pipeline.serve.keys import normalise
+
+        self._normalise, self._by = normalise, {}
+        for e in entries:
+            self._by.setdefault(normalise(e["query_text"]), e)
+
+    def get(self, text: str, scope: str | None = None) -> dict | None:
+        """The first entry whose query text normalises as ``text`` does, or None."""
+        return self._by.get(self._normalise(text))
+
+
+def check_cards(cfg) -> None:
+    """Refuse ``bme_cards.out`` (before a precompute runs) unless ``inject.format=bme``, a chat
+    is named (``bme_cards.chat``, else ``data.queries``) and ``out`` does not exist yet."""
+    opts = cfg.get("bme_cards") or {}
+    if not opts.get("out"):
+        return
+    if cfg.inject.format != "bme":
+        raise UserError(
+            f"bme_cards.out={opts['out']}: cards need the bme block; add inject.format=bme"
+        )
+    if not (opts.get("chat") or cfg.data.get("queries")):
+        raise UserError("bme_cards.out is set but no chat: add bme_cards.chat=<chat.jsonl>")
+    if Path(opts["out"]).exists():
+        raise UserError(f"bme_cards.out={opts['out']}: exists; name a file that does not exist")
+
+
+def precompute_cards(cfg, namespace: str) -> tuple[str, int] | None:
+    """After ``recall precompute``: (out, cards written) of ``bme_cards`` from the namespace's
+    live generation (:class:`TextIndex`, no computation); None when ``bme_cards.out`` is unset."""
+    from pipeline.serve.cache import RecallCache
+
+    check_cards(cfg)
+    opts = cfg.get("bme_cards") or {}
+    if not opts.get("out"):
+        return None
+    chat = opts.get("chat") or cfg.data.get("queries")
+    source = Source(TextIndex(RecallCache(cfg.cache_dir, namespace).entries()))
+    return str(opts["out"]), write_bme_cards(chat, opts["out"], source)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,8 +12,9 @@ its text, with ``metadata.results`` (chunk dicts: ``id``, ``path``, ``start_line
 checks ``{endpoint}/health_check`` for ``metadata.health.healthy`` true. So its ``endpoint`` here is
 ``http://HOST:PORT/reme``.
 
-The answer is the entry's ``reme`` injection (``inject.format=reme``, the same block layout) for
-the first ``limit`` rows. ReMe's filters that the cache cannot honour (``min_score`` > 0, dates,
+The answer is the ``reme`` block (``inject.format=reme``, the same layout) of the first ``limit``
+rows, rendered over those rows by ``service.render`` (``Service.recall``'s injection covers the
+whole entry). The routes are part of every ``recall serve`` app (``pipeline.serve.app.build_app``). ReMe's filters that the cache cannot honour (``min_score`` > 0, dates,
 ``search_filter``, ``vector_weight``, ``tool_context_id``) are refused with a 400, never ignored.
 ``scope`` (not a ReMe field; ReMe's requests allow extra fields) picks the recall scope.
 """
@@ -40,7 +41,8 @@ ROW_KEYS = ("node_id", "doc_id", "rank", "score", "text")
 
 
 class BadRequest(ValueError):
-    """A request ReMe's ``search`` would not answer as asked; its message is the 400's answer."""
+    """A request ReMe's ``search`` would not answer as asked; its message is the 400's answer
+    (the service's own refusals keep their status: an unknown scope is a 404)."""
 
 
 def envelope(answer: str, success: bool = True, status: int = 200, **metadata) -> JSONResponse:
@@ -94,8 +96,18 @@ def chunk(row: dict) -> dict:
     }
 
 
+def answer_of(service, query: str, limit: int, scope: str | None) -> tuple[dict, str]:
+    """(``service.recall``'s answer cut to ``limit`` rows, the ``reme`` block of those rows):
+    ``recall``'s injection is the whole entry's, so the block is rendered over the cut rows."""
+    entry = service.recall(query, scope=scope, k=limit, format="rows")
+    return entry, (service.render(query, entry["rows"], "reme") or "").strip()
+
+
 def add_routes(app, service) -> None:
-    """Add ``POST /reme/search`` and ``POST /reme/health_check`` to the serve app."""
+    """Add ``POST /reme/search`` and ``POST /reme/health_check`` to the serve app (nothing when
+    they are there already: ``build_app`` adds them)."""
+    if any(getattr(r, "path", None) == f"{PREFIX}/search" for r in app.routes):
+        return
 
     async def search(request: Request) -> JSONResponse:
         raw = await request.body()
@@ -103,16 +115,13 @@ def add_routes(app, service) -> None:
             if len(raw) > MAX_BODY:
                 return envelope(f"Error: the body is over {MAX_BODY} bytes", False, 413)
             query, limit, scope = parse_search(raw)
-            entry = await run_in_threadpool(
-                service.recall, query, scope=scope, k=limit, format="reme"
-            )
+            entry, answer = await run_in_threadpool(answer_of, service, query, limit, scope)
         except (BadRequest, UserError) as exc:
-            return envelope(str(exc).splitlines()[0], False, 400)
-        rows = sorted(entry["rows"], key=lambda r: r["rank"])[:limit]
+            return envelope(str(exc).splitlines()[0], False, getattr(exc, "status", 400))
+        rows = entry["rows"]
         counts = {"returned": len(rows), "cache": entry.get("cache")}
         results = [chunk(r) for r in rows]
         version = entry.get("scope_version")
-        answer = (entry.get("injection") or "").strip()
         return envelope(answer, results=results, counts=counts, scope_version=version)
 
     async def health_check(request: Request) -> JSONResponse:

@@ -1,7 +1,11 @@
 """Where a hook gets a recall entry: a cache read (fast, never computes), then a recaller (a
 ``pipeline.serve.Service`` in process, or ``HttpRecaller`` for a running ``recall serve``), which
 computes a miss. An entry is ``Service.recall``'s dict: ``rows`` (``node_id``, ``doc_id``,
-``rank``, ``score``, score components), ``injection`` (str or None), ``scope_version``.
+``rank``, ``score``, score components, ``title``, ``text``), ``injection`` (str or None),
+``scope_version``; a cache read gives ``RecallCache.get``'s entry (the same keys and more), its
+rows cut to ``k`` as the recaller cuts them. A cache read is the precompute's build as it is: its
+injection is in the precompute's ``inject.format`` whatever ``format`` says, and it is not checked
+against the store's current scope versions (``recall serve`` checks both).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ class Recaller(Protocol):
 
 
 def normalize(text: str) -> str:
-    """The cache's text normalisation: CRLF → LF, then strip."""
+    """CRLF → LF, then strip (ST-BME's ``normalizeRecallInputText``; the cache's own key
+    normalisation, ``pipeline.serve.keys.normalise``, also turns a lone CR into LF)."""
     return str(text).replace("\r\n", "\n").strip()
 
 
@@ -55,7 +60,10 @@ class Source:
         """The cache's entry of ``text``, or None (no cache, or a miss). Never computes."""
         if self.cache is None:
             return None
-        return self.cache.get(text, scope=scope or self.scope)
+        entry = self.cache.get(text, scope=scope or self.scope)
+        if entry is None or self.k is None:
+            return entry
+        return {**entry, "rows": entry["rows"][: self.k]}  # as the recaller cuts a miss
 
     def recall(self, text: str, scope: str | None = None) -> dict | None:
         """The cache's entry, else the recaller's (which computes a miss); None without either."""

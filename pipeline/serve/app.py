@@ -1,4 +1,5 @@
-"""The HTTP routes of ``recall serve`` (Starlette): ``GET /health`` and ``POST /recall``.
+"""The HTTP routes of ``recall serve`` (Starlette): ``GET /health`` and ``POST /recall``, and
+ReMe's ``POST /reme/search`` and ``POST /reme/health_check`` (``pipeline.hooks.reme``).
 
 ``POST /recall`` takes ``{"text": str, "scope"?: str | [str], "k"?: int > 0, "format"?: "rows" |
 "reme" | "oks" | "bme"}`` and answers ``{"rows": [...], "injection": str | null, "cache": "hit" |
@@ -22,6 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from pipeline.errors import UserError
+from pipeline.hooks import reme
 from pipeline.serve.service import BadRequest
 
 MAX_BODY = 1 << 20  # 1 MiB: a query text is far shorter
@@ -128,7 +130,7 @@ async def _internal(request: Request, exc: Exception) -> Response:
 
 
 def build_app(service) -> Starlette:
-    """The Starlette app serving ``service`` (a ``pipeline.serve.Service``)."""
+    """The Starlette app serving ``service`` (a ``pipeline.serve.Service``), ReMe's routes included."""
     app = Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
@@ -138,4 +140,5 @@ def build_app(service) -> Starlette:
     )
     app.state.service = service
     app.state.encoded = Encoded()
+    reme.add_routes(app, service)
     return app

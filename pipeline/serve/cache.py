@@ -93,6 +93,11 @@ class RecallCache:
         self._refresh()
         return len(self._live[1])
 
+    def entries(self) -> list[dict]:
+        """Every entry of the generation held, in partition order (read-only)."""
+        self._refresh()
+        return list(self._live[1].values())
+
     def get(self, text: str, scope=None, fields: dict | None = None) -> dict | None:
         """The entry of ``text`` in ``scope`` (None, a doc_scope string or a list of them), or
         None; ``fields``: the query's other columns (context, viewer, now, …) when it has any

@@ -40,11 +40,17 @@ def injection(cfg: DictConfig, ds, nodes: pl.DataFrame, entry: dict, fmt: str) -
     rendered from the entry's rows."""
     if fmt == "rows" or fmt == cfg.inject.format:
         return entry["injection"]
-    if not entry["rows"]:
+    return rendered(cfg, ds, nodes, entry["rows"], entry["query_text"], fmt)
+
+
+def rendered(cfg: DictConfig, ds, nodes: pl.DataFrame, rows: list[dict], text: str, fmt: str):
+    """The block in ``fmt`` of ``rows`` (an entry's rows, or its first k) of the query ``text``,
+    rendered by :func:`blocks`; None when nothing is injected."""
+    if not rows or fmt in ("rows", "none"):
         return None
-    rows = pl.DataFrame(entry["rows"]).with_columns(query_id=pl.lit("q"))
-    queries = pl.DataFrame({"query_id": ["q"], "text": [entry["query_text"]]})
-    return blocks(cfg, ds, nodes, rows, queries, fmt).get("q")
+    frame = pl.DataFrame(rows).with_columns(query_id=pl.lit("q"))
+    queries = pl.DataFrame({"query_id": ["q"], "text": [text]})
+    return blocks(cfg, ds, nodes, frame, queries, fmt).get("q")
 
 
 def body(entry: dict, k: int | None, inj: str | None, cache: str) -> dict:

@@ -149,6 +149,13 @@ class Service:
         inj = render.injection(self.cfg, state.ds, state.nodes, entry, fmt)
         return render.body(entry, k, inj, cache)
 
+    def render(self, text: str, rows: list[dict], format: str) -> str | None:
+        """The ``format`` block of ``rows`` (e.g. the first k rows of a :meth:`recall` answer,
+        whose injection is the whole entry's) for the query ``text``; None for ``rows``."""
+        _text, _scope, _k, fmt = check_request(text, None, None, format)
+        state = self.current()
+        return render.rendered(self.cfg, state.ds, state.nodes, rows, text, fmt)
+
     def prefetch(self, text: str, scope=None) -> Future | None:
         """Start computing ``text``'s entry in the background (Hermes' ``queue_prefetch``): a
         future of the entry, kept in memory so the next :meth:`recall` of it is a hit; None when
