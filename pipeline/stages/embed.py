@@ -26,7 +26,7 @@ from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-LENGTH_STEP = 8  # SentenceEncoder pads a text to its token count rounded up to this
+LENGTH_STEP = 16  # a text's padded width: its token count rounded up to this (docs/notes/embed.md)
 
 
 def text_key(cache_id: str, text: str) -> str:
@@ -118,6 +118,7 @@ class SentenceEncoder:
         self._model = None
         self._ids: dict[str, str] = {}
         self._device = None
+        self._batching_ok = False  # set by _load: batching_keeps_bits on the CPU
 
     def resolved_path(self) -> Path:
         """The local model folder: ``model_path``, or the bundled MiniLM package's."""
@@ -133,21 +134,28 @@ class SentenceEncoder:
         return Path(path).resolve()
 
     def rows(self, device: str) -> int:
-        """Rows of every forward pass on ``device``: ``batch_size`` on the CPU; on an accelerator
-        ``device_batch_size`` when set (a batch of 64 short texts leaves an H200 idle: 8k texts/s,
-        docs/benchmarks.md "First GPU run"), else ``batch_size``. At least 2 (:meth:`encode`)."""
+        """Rows of every forward pass on an accelerator: ``device_batch_size`` when set (a batch of
+        64 short texts leaves an H200 idle: 8k texts/s, docs/benchmarks.md "First GPU run"), else
+        ``batch_size``; at least 2 (:meth:`encode`). On the CPU ``batch_size``: the most rows of a
+        pass, which (see :meth:`encode`) changes no bit."""
         n = self.batch_size if device == "cpu" else (self.device_batch_size or self.batch_size)
         return max(int(n), 2)
 
     def cache_id(self, device: str) -> str:
         """Everything that changes the vectors on ``device`` (see the module docstring); the
-        embedding cache key."""
+        embedding cache key. On the CPU a vector is the text's own one-row pass (:meth:`encode`),
+        so ``batch_size`` is not in it; on an accelerator the fixed row count is."""
         if device not in self._ids:
             root = self.resolved_path()
             files = sorted(
                 [p.relative_to(root).as_posix(), p.stat().st_size]
                 for p in root.rglob("*")
                 if p.is_file()
+            )
+            shape = (
+                {"rows": "one text alone per pass"}  # what batching must reproduce (encode)
+                if device == "cpu"
+                else {"batch_size": self.rows(device), "rows": "filled to batch_size"}
             )
             self._ids[device] = _settings_id(
                 model_id=self.model_id,
@@ -156,10 +164,9 @@ class SentenceEncoder:
                 dim=self.dim,
                 normalize=True,
                 max_seq_length=self.max_seq_length,
-                batch_size=self.rows(device),  # how texts are batched (encode)
-                length_step=LENGTH_STEP,
-                rows="filled to batch_size",  # every batch has batch_size rows (encode)
+                length_step=LENGTH_STEP,  # the padded width: token count rounded up to this
                 device=device,  # another device's kernels give other bits
+                **shape,
             )
         return self._ids[device]
 
@@ -181,54 +188,124 @@ class SentenceEncoder:
                 )
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
+            self._model.eval()  # loaded in training mode: dropout on
             self._device = device
+            self._batching_ok = device == "cpu" and batching_keeps_bits(
+                self._model, self.rows(device), device
+            )
         return self._model
 
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
         """texts → (n, dim) float32, L2-normalised; a text's vector depends on the text alone.
 
-        The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length); then
-        texts are batched with texts of the same padded length — the token count rounded up to
-        LENGTH_STEP (max_seq_length at most), a function of the text alone — and every batch is
-        filled up to ``batch_size`` rows with filler rows (the empty text; at least one, so every
-        batch is padded and its attention mask is never dropped). Every forward pass thus has one
-        of a few fixed shapes (``batch_size`` × width): sentence-transformers pads a batch to its
-        longest text, and that length changed a text's float bits (measured; so did an unpadded
-        batch), and on an AVX-512 Xeon the row count changed them too (a text alone in 2 rows
-        against 8 or 64 rows; measured 2026-12-02, where an AMD EPYC had kept them). Checked by
-        ``tests/test_embed.py``: alone, with other texts, at other rows.
+        The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length)
+        gives each text its padded width: its token count rounded up to LENGTH_STEP
+        (max_seq_length at most), a function of the text alone. On the CPU a text's vector is,
+        by definition, that of a forward pass holding the text alone at its padded width. Texts
+        are batched (sorted by length, up to ``batch_size`` rows, each pass padded to the widest
+        one's padded width) only where :func:`batching_keeps_bits` showed, on this model and
+        machine when the model was loaded, that neither the row count, the other rows nor a wider
+        multiple of LENGTH_STEP changes a row's bits (docs/notes/embed.md: MKL on an AMD EPYC
+        keeps them; an AVX-512 Xeon's row count changed them, 2026-12-02); elsewhere every text
+        gets its own one-row pass. On an accelerator every pass has ``rows(device)`` rows of one
+        padded width, filled with filler rows (the empty text; at least one), as cuBLAS picks its
+        kernels by shape. Checked by ``tests/test_embed.py``: alone, in a handful, in a corpus.
         """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         import torch
 
         model = self._load(device)
-        model.eval()  # loaded in training mode: dropout on
         tokens = _tokens(model, list(texts))
+        width = padded_widths(tokens, int(model.max_seq_length))
+        if device != "cpu":
+            batches = fixed_batches(width, self.rows(device))
+        elif self._batching_ok:
+            batches = sorted_batches(width, self.batch_size, int(model.max_seq_length))
+        else:
+            batches = [(int(w), np.array([i]), 1) for i, w in enumerate(width)]
         filler = _tokens(model, [""])[0]
-        limit = int(model.max_seq_length)
-        n = np.array([len(t["input_ids"]) for t in tokens])
-        width = np.minimum(-(-n // LENGTH_STEP) * LENGTH_STEP, limit)
-        rows = self.rows(device)
-        batches = []
-        for w in np.unique(width):
-            idx = np.flatnonzero(width == w)
-            batches += [(int(w), idx[s : s + rows - 1]) for s in range(0, len(idx), rows - 1)]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         with torch.inference_mode():
             steps = progress.progress(
                 batches, "embed", total=len(texts), unit="text", size=lambda b: len(b[1])
             )
-            for w, idx in steps:  # the batches as they are: counted after each one is done
+            for w, idx, rows in steps:  # the batches as they are: counted after each one is done
                 items = [tokens[i] for i in idx] + [filler] * (rows - len(idx))
-                feats = model.tokenizer.pad(
-                    items, padding="max_length", max_length=w, return_tensors="pt"
-                )
-                feats = {k: v.to(device) for k, v in feats.items()}
-                vec = model.forward({**feats, "modality": "text"})["sentence_embedding"]
-                vec = torch.nn.functional.normalize(vec, p=2, dim=1)
-                out[idx] = vec[: len(idx)].float().cpu().numpy()
+                out[idx] = forward_pass(model, items, w, device)[: len(idx)]
         return out
+
+
+def padded_widths(tokens: list[dict], limit: int) -> np.ndarray:
+    """Each text's padded width: its token count rounded up to LENGTH_STEP, ``limit`` at most."""
+    n = np.array([len(t["input_ids"]) for t in tokens], dtype=np.int64)
+    return np.minimum(-(-n // LENGTH_STEP) * LENGTH_STEP, limit)
+
+
+def fixed_batches(width: np.ndarray, rows: int) -> list[tuple[int, np.ndarray, int]]:
+    """(width, text indices, rows) per pass: texts of one padded width, ``rows - 1`` at most, the
+    pass filled to ``rows`` (an accelerator's fixed shapes)."""
+    out = []
+    for w in np.unique(width):
+        idx = np.flatnonzero(width == w)
+        out += [(int(w), idx[s : s + rows - 1], rows) for s in range(0, len(idx), rows - 1)]
+    return out
+
+
+def sorted_batches(width: np.ndarray, rows: int, limit: int) -> list[tuple[int, np.ndarray, int]]:
+    """(width, text indices, rows) per pass: texts sorted by padded width, ``rows`` at most per
+    pass, padded to the pass's widest; no filler rows. A ``limit`` off the LENGTH_STEP grid is a
+    width of its own (a wider multiple of LENGTH_STEP is what keeps bits; another width need not)."""
+    off_grid = (width == limit) & (limit % LENGTH_STEP != 0)
+    order = np.lexsort((np.arange(len(width)), width, off_grid))
+    out = []
+    for group in (order[~off_grid[order]], order[off_grid[order]]):
+        for s in range(0, len(group), rows):
+            idx = group[s : s + rows]
+            out.append((int(width[idx].max()), idx, len(idx)))
+    return out
+
+
+def forward_pass(model, items: list[dict], width: int, device: str) -> np.ndarray:
+    """One forward pass of unpadded token features padded to ``width``: unit vectors, one a row."""
+    import torch
+
+    feats = model.tokenizer.pad(items, padding="max_length", max_length=width, return_tensors="pt")
+    feats = {k: v.to(device) for k, v in feats.items()}
+    vec = model.forward({**feats, "modality": "text"})["sentence_embedding"]
+    return torch.nn.functional.normalize(vec, p=2, dim=1).float().cpu().numpy()
+
+
+PROBE_TOKENS = (2, 5, 9, 16, 17, 31, 40, 70)  # token counts of the batching probe's texts
+
+
+def batching_keeps_bits(model, rows: int, device: str = "cpu") -> bool:
+    """Whether batching reproduces each text's one-row vector to the bit on this model and
+    machine: texts of PROBE_TOKENS tokens alone, against passes of 2, 3, all of them and
+    ``rows`` rows (the four shortest repeated), at their padded width and LENGTH_STEP wider."""
+    import torch
+
+    words = "the cat sat on a mat and we had tea in my house by an old red door".split()
+    ids = model.tokenizer.convert_tokens_to_ids(words)
+    special = _tokens(model, [""])[0]
+    texts = [_probe_item(special, ids, n) for n in PROBE_TOKENS]
+    width = padded_widths(texts, int(model.max_seq_length))
+    with torch.inference_mode():
+        alone = [forward_pass(model, [t], int(w), device)[0] for t, w in zip(texts, width)]
+        for group in ([1, 0], [0, 3, 6], list(range(len(texts))), [i % 4 for i in range(rows)]):
+            w = int(width[group].max())
+            for pad in {w, min(w + LENGTH_STEP, int(model.max_seq_length))}:
+                got = forward_pass(model, [texts[i] for i in group], pad, device)
+                if any(got[r].tobytes() != alone[i].tobytes() for r, i in enumerate(group)):
+                    return False
+    return True
+
+
+def _probe_item(special: dict, ids: list[int], n: int) -> dict:
+    """Token features of an ``n``-token text ([CLS] words [SEP]) in ``special``'s layout."""
+    body = [ids[(7 * k) % len(ids)] for k in range(max(n - 2, 0))]
+    cls, sep = special["input_ids"]
+    return {k: ([cls, *body, sep] if k == "input_ids" else [v[0]] * n) for k, v in special.items()}
 
 
 def _tokens(model, texts: list[str], chunk: int = 1024) -> list[dict]:
