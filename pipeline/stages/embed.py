@@ -26,6 +26,7 @@ from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+MERGE_WIDTH = 128  # padded widths up to this share passes on the CPU (sorted_batches)
 LENGTH_STEP = 16  # a text's padded width: its token count rounded up to this (docs/notes/embed.md)
 
 
@@ -202,12 +203,12 @@ class SentenceEncoder:
         gives each text its padded width: its token count rounded up to LENGTH_STEP
         (max_seq_length at most), a function of the text alone. On the CPU a text's vector is,
         by definition, that of a forward pass holding the text alone at its padded width. Texts
-        are batched (sorted by length, up to ``batch_size`` rows, each pass padded to the widest
-        one's padded width) only where :func:`batching_keeps_bits` showed, on this model and
-        machine when the model was loaded, that neither the row count, the other rows nor a wider
-        multiple of LENGTH_STEP changes a row's bits (docs/notes/embed.md: MKL on an AMD EPYC
-        keeps them; an AVX-512 Xeon's row count changed them, 2026-12-02); elsewhere every text
-        gets its own one-row pass. On an accelerator every pass has ``rows(device)`` rows of one
+        are batched by :func:`sorted_batches` (up to ``batch_size`` rows; widths up to MERGE_WIDTH
+        share a pass padded to its widest, wider ones pass at their own width) only where
+        :func:`batching_keeps_bits` showed, on this model and machine when the model was loaded,
+        that those passes give each row its one-row bits (MKL on an AMD EPYC keeps them:
+        docs/notes/embed.md; an AVX-512 Xeon's row count changed them, 2026-12-02); elsewhere every
+        text gets its own one-row pass. On an accelerator every pass has ``rows(device)`` rows of one
         padded width, filled with filler rows (the empty text; at least one), as cuBLAS picks its
         kernels by shape. Checked by ``tests/test_embed.py``: alone, in a handful, in a corpus.
         """
@@ -253,13 +254,17 @@ def fixed_batches(width: np.ndarray, rows: int) -> list[tuple[int, np.ndarray, i
 
 
 def sorted_batches(width: np.ndarray, rows: int, limit: int) -> list[tuple[int, np.ndarray, int]]:
-    """(width, text indices, rows) per pass: texts sorted by padded width, ``rows`` at most per
-    pass, padded to the pass's widest; no filler rows. A ``limit`` off the LENGTH_STEP grid is a
-    width of its own (a wider multiple of LENGTH_STEP is what keeps bits; another width need not)."""
-    off_grid = (width == limit) & (limit % LENGTH_STEP != 0)
-    order = np.lexsort((np.arange(len(width)), width, off_grid))
+    """(width, text indices, rows) per pass, ``rows`` at most, no filler rows. Texts of a padded
+    width up to MERGE_WIDTH share passes (sorted by width, each pass padded to its widest: a wider
+    multiple of LENGTH_STEP up to there kept every bit measured); a wider one, or a ``limit`` off
+    the LENGTH_STEP grid, has passes of its own width only (208 and 224 changed bits of a
+    120-token text that 128-192 kept: docs/notes/embed.md)."""
+    alone = (width > MERGE_WIDTH) | ((width == limit) & (limit % LENGTH_STEP != 0))
+    key = np.where(alone, width, 0)
+    order = np.lexsort((np.arange(len(width)), width, key))
     out = []
-    for group in (order[~off_grid[order]], order[off_grid[order]]):
+    for k in np.unique(key):
+        group = order[key[order] == k]
         for s in range(0, len(group), rows):
             idx = group[s : s + rows]
             out.append((int(width[idx].max()), idx, len(idx)))
@@ -276,27 +281,28 @@ def forward_pass(model, items: list[dict], width: int, device: str) -> np.ndarra
     return torch.nn.functional.normalize(vec, p=2, dim=1).float().cpu().numpy()
 
 
-PROBE_TOKENS = (2, 5, 9, 16, 17, 31, 40, 70)  # token counts of the batching probe's texts
+PROBE_TOKENS = (2, 5, 9, 16, 17, 31, 40, 70, 120, 140, 150)  # the batching probe's texts
 
 
 def batching_keeps_bits(model, rows: int, device: str = "cpu") -> bool:
-    """Whether batching reproduces each text's one-row vector to the bit on this model and
-    machine: texts of PROBE_TOKENS tokens alone, against passes of 2, 3, all of them and
-    ``rows`` rows (the four shortest repeated), at their padded width and LENGTH_STEP wider."""
+    """Whether :func:`sorted_batches` reproduces each text's one-row vector to the bit on this
+    model and machine: texts of PROBE_TOKENS tokens alone, against sorted passes of 2, 3 and
+    ``rows`` rows (the texts repeated to fill it)."""
     import torch
 
     words = "the cat sat on a mat and we had tea in my house by an old red door".split()
     ids = model.tokenizer.convert_tokens_to_ids(words)
     special = _tokens(model, [""])[0]
     texts = [_probe_item(special, ids, n) for n in PROBE_TOKENS]
-    width = padded_widths(texts, int(model.max_seq_length))
+    limit = int(model.max_seq_length)
+    width = padded_widths(texts, limit)
     with torch.inference_mode():
         alone = [forward_pass(model, [t], int(w), device)[0] for t, w in zip(texts, width)]
-        for group in ([1, 0], [0, 3, 6], list(range(len(texts))), [i % 4 for i in range(rows)]):
-            w = int(width[group].max())
-            for pad in {w, min(w + LENGTH_STEP, int(model.max_seq_length))}:
-                got = forward_pass(model, [texts[i] for i in group], pad, device)
-                if any(got[r].tobytes() != alone[i].tobytes() for r, i in enumerate(group)):
+        for r in (2, 3, rows):
+            many = np.arange(max(r, len(texts))) % len(texts)
+            for w, idx, n in sorted_batches(width[many], r, limit):
+                got = forward_pass(model, [texts[many[i]] for i in idx], w, device)
+                if any(got[j].tobytes() != alone[many[i]].tobytes() for j, i in enumerate(idx)):
                     return False
     return True
 
