@@ -293,8 +293,8 @@ def batching_keeps_bits(model, rows: int, device: str = "cpu") -> bool:
     words = "the cat sat on a mat and we had tea in my house by an old red door".split()
     ids = model.tokenizer.convert_tokens_to_ids(words)
     special = _tokens(model, [""])[0]
-    texts = [_probe_item(special, ids, n) for n in PROBE_TOKENS]
     limit = int(model.max_seq_length)
+    texts = [_probe_item(special, ids, min(n, limit)) for n in PROBE_TOKENS]
     width = padded_widths(texts, limit)
     with torch.inference_mode():
         alone = [forward_pass(model, [t], int(w), device)[0] for t, w in zip(texts, width)]
