@@ -139,11 +139,10 @@ def test_alone_in_a_handful_and_in_a_corpus_give_the_same_bytes(monkeypatch):
     counts = [*range(2, 46)]
     texts = _texts_by_tokens(counts, seed=7)
     order = np.random.default_rng(7).permutation(len(texts))  # not sorted by length
-    enc._load("cpu")  # the load's probe passes are not counted
+    assert enc.batching_ok("cpu")  # the probe holds here (else one text a pass); not counted
     shapes = _spy_passes(monkeypatch)
     whole = np.empty((len(texts), enc.dim), np.float32)
     whole[order] = enc.encode([texts[i] for i in order])
-    assert enc._batching_ok  # the probe holds on this machine (else one text a pass)
     # sorted: 15 texts of width 16, 16 of 32, then the 13 at the limit; 4 a pass, the fourth mixed
     assert shapes == [(4, 16)] * 3 + [(4, 32)] * 4 + [(3, 32)] + [(4, 40)] * 3 + [(1, 40)]
     for i in range(len(texts)):

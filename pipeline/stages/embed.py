@@ -119,7 +119,7 @@ class SentenceEncoder:
         self._model = None
         self._ids: dict[str, str] = {}
         self._device = None
-        self._batching_ok = False  # set by _load: batching_keeps_bits on the CPU
+        self._batching_ok: bool | None = None  # batching_ok's probe result for the loaded model
 
     def resolved_path(self) -> Path:
         """The local model folder: ``model_path``, or the bundled MiniLM package's."""
@@ -191,10 +191,17 @@ class SentenceEncoder:
                 self._model.max_seq_length = self.max_seq_length
             self._model.eval()  # loaded in training mode: dropout on
             self._device = device
-            self._batching_ok = device == "cpu" and batching_keeps_bits(
-                self._model, self.rows(device), device
-            )
+            self._batching_ok = None  # batching_ok: probed when first needed
         return self._model
+
+    def batching_ok(self, device: str) -> bool:
+        """Whether CPU passes may hold several texts: :func:`batching_keeps_bits` on the loaded
+        model, run once per load, the first time a call has more than one text."""
+        model = self._load(device)
+        if self._batching_ok is None:
+            rows = self.rows(device)
+            self._batching_ok = device == "cpu" and batching_keeps_bits(model, rows, device)
+        return self._batching_ok
 
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
         """texts → (n, dim) float32, L2-normalised; a text's vector depends on the text alone.
@@ -205,7 +212,7 @@ class SentenceEncoder:
         by definition, that of a forward pass holding the text alone at its padded width. Texts
         are batched by :func:`sorted_batches` (up to ``batch_size`` rows; widths up to MERGE_WIDTH
         share a pass padded to its widest, wider ones pass at their own width) only where
-        :func:`batching_keeps_bits` showed, on this model and machine when the model was loaded,
+        :func:`batching_keeps_bits` showed, on this model and machine (:meth:`batching_ok`),
         that those passes give each row its one-row bits (MKL on an AMD EPYC keeps them:
         docs/notes/embed.md; an AVX-512 Xeon's row count changed them, 2026-12-02); elsewhere every
         text gets its own one-row pass. On an accelerator every pass has ``rows(device)`` rows of one
@@ -221,7 +228,7 @@ class SentenceEncoder:
         width = padded_widths(tokens, int(model.max_seq_length))
         if device != "cpu":
             batches = fixed_batches(width, self.rows(device))
-        elif self._batching_ok:
+        elif len(texts) > 1 and self.batching_ok(device):
             batches = sorted_batches(width, self.batch_size, int(model.max_seq_length))
         else:
             batches = [(int(w), np.array([i]), 1) for i, w in enumerate(width)]
@@ -281,13 +288,13 @@ def forward_pass(model, items: list[dict], width: int, device: str) -> np.ndarra
     return torch.nn.functional.normalize(vec, p=2, dim=1).float().cpu().numpy()
 
 
-PROBE_TOKENS = (2, 5, 9, 16, 17, 31, 40, 70, 120, 140, 150)  # the batching probe's texts
+PROBE_TOKENS = (2, 5, 9, 16, 17, 31, 40, 70, 120, 140)  # the batching probe's texts
 
 
 def batching_keeps_bits(model, rows: int, device: str = "cpu") -> bool:
     """Whether :func:`sorted_batches` reproduces each text's one-row vector to the bit on this
-    model and machine: texts of PROBE_TOKENS tokens alone, against sorted passes of 2, 3 and
-    ``rows`` rows (the texts repeated to fill it)."""
+    model and machine: texts of PROBE_TOKENS tokens alone, against sorted passes of 2 and 3
+    rows and of ``rows`` rows (the five shortest repeated to fill it)."""
     import torch
 
     words = "the cat sat on a mat and we had tea in my house by an old red door".split()
@@ -298,8 +305,8 @@ def batching_keeps_bits(model, rows: int, device: str = "cpu") -> bool:
     width = padded_widths(texts, limit)
     with torch.inference_mode():
         alone = [forward_pass(model, [t], int(w), device)[0] for t, w in zip(texts, width)]
-        for r in (2, 3, rows):
-            many = np.arange(max(r, len(texts))) % len(texts)
+        for r in (2, 3, rows):  # all texts in 2 and 3 rows; the five shortest fill ``rows``
+            many = np.arange(len(texts)) if r < len(texts) else np.arange(r) % 5
             for w, idx, n in sorted_batches(width[many], r, limit):
                 got = forward_pass(model, [texts[many[i]] for i in idx], w, device)
                 if any(got[j].tobytes() != alone[many[i]].tobytes() for j, i in enumerate(idx)):
