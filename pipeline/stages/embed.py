@@ -4,9 +4,10 @@
 ``key = sha256(encoder.cache_id(device), text)``: a rerun embeds nothing and a one-node change
 embeds one node. ``cache_id(device)`` holds everything that changes the vectors: the model id, the
 resolved model folder and its files' sizes, max_seq_length, the padded width's step, the shape
-of a text's pass (on the CPU the text alone, on an accelerator the fixed row count), normalisation, dim, the device kind (another device's kernels
-give other bits), this module's source and the sentence-transformers/torch
-versions. ``HashingEmbedder`` is a deterministic, model-free embedder for fast unit tests only.
+of a text's pass (on the CPU the text alone, on an accelerator the fixed row count),
+normalisation, dim, the device kind (another device's kernels give other bits), this module's
+source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a deterministic,
+model-free embedder for fast unit tests only.
 """
 
 from __future__ import annotations
