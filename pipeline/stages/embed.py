@@ -3,10 +3,11 @@
 ``EmbeddingCache`` is a SQLite table ``key → float32 bytes`` where
 ``key = sha256(encoder.cache_id(device), text)``: a rerun embeds nothing and a one-node change
 embeds one node. ``cache_id(device)`` holds everything that changes the vectors: the model id, the
-resolved model folder and its files' sizes, max_seq_length, the batching (the rows of a forward
-pass on that device, length step), normalisation, dim, the device kind (another device's kernels
-give other bits), this module's source and the sentence-transformers/torch
-versions. ``HashingEmbedder`` is a deterministic, model-free embedder for fast unit tests only.
+resolved model folder and its files' sizes, max_seq_length, the padded width's step, the shape
+of a text's pass (on the CPU the text alone, on an accelerator the fixed row count),
+normalisation, dim, the device kind (another device's kernels give other bits), this module's
+source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a deterministic,
+model-free embedder for fast unit tests only.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-LENGTH_STEP = 8  # SentenceEncoder pads a text to its token count rounded up to this
+MERGE_WIDTH = 128  # padded widths up to this share passes on the CPU (sorted_batches)
+LENGTH_STEP = 16  # a text's padded width: its token count rounded up to this (docs/notes/embed.md)
 
 
 def text_key(cache_id: str, text: str) -> str:
@@ -118,6 +120,7 @@ class SentenceEncoder:
         self._model = None
         self._ids: dict[str, str] = {}
         self._device = None
+        self._batching_ok: bool | None = None  # batching_ok's probe result for the loaded model
 
     def resolved_path(self) -> Path:
         """The local model folder: ``model_path``, or the bundled MiniLM package's."""
@@ -133,21 +136,28 @@ class SentenceEncoder:
         return Path(path).resolve()
 
     def rows(self, device: str) -> int:
-        """Rows of every forward pass on ``device``: ``batch_size`` on the CPU; on an accelerator
-        ``device_batch_size`` when set (a batch of 64 short texts leaves an H200 idle: 8k texts/s,
-        docs/benchmarks.md "First GPU run"), else ``batch_size``. At least 2 (:meth:`encode`)."""
+        """Rows of every forward pass on an accelerator: ``device_batch_size`` when set (a batch of
+        64 short texts leaves an H200 idle: 8k texts/s, docs/benchmarks.md "First GPU run"), else
+        ``batch_size``; at least 2 (:meth:`encode`). On the CPU ``batch_size``: the most rows of a
+        pass, which (see :meth:`encode`) changes no bit."""
         n = self.batch_size if device == "cpu" else (self.device_batch_size or self.batch_size)
         return max(int(n), 2)
 
     def cache_id(self, device: str) -> str:
         """Everything that changes the vectors on ``device`` (see the module docstring); the
-        embedding cache key."""
+        embedding cache key. On the CPU a vector is the text's own one-row pass (:meth:`encode`),
+        so ``batch_size`` is not in it; on an accelerator the fixed row count is."""
         if device not in self._ids:
             root = self.resolved_path()
             files = sorted(
                 [p.relative_to(root).as_posix(), p.stat().st_size]
                 for p in root.rglob("*")
                 if p.is_file()
+            )
+            shape = (
+                {"rows": "one text alone per pass"}  # what batching must reproduce (encode)
+                if device == "cpu"
+                else {"batch_size": self.rows(device), "rows": "filled to batch_size"}
             )
             self._ids[device] = _settings_id(
                 model_id=self.model_id,
@@ -156,10 +166,9 @@ class SentenceEncoder:
                 dim=self.dim,
                 normalize=True,
                 max_seq_length=self.max_seq_length,
-                batch_size=self.rows(device),  # how texts are batched (encode)
-                length_step=LENGTH_STEP,
-                rows="filled to batch_size",  # every batch has batch_size rows (encode)
+                length_step=LENGTH_STEP,  # the padded width: token count rounded up to this
                 device=device,  # another device's kernels give other bits
+                **shape,
             )
         return self._ids[device]
 
@@ -181,54 +190,136 @@ class SentenceEncoder:
                 )
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
+            self._model.eval()  # loaded in training mode: dropout on
             self._device = device
+            self._batching_ok = None  # batching_ok: probed when first needed
         return self._model
+
+    def batching_ok(self, device: str) -> bool:
+        """Whether CPU passes may hold several texts: :func:`batching_keeps_bits` on the loaded
+        model, run once per load, the first time a call has more than one text."""
+        model = self._load(device)
+        if self._batching_ok is None:
+            rows = self.rows(device)
+            self._batching_ok = device == "cpu" and batching_keeps_bits(model, rows, device)
+        return self._batching_ok
 
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
         """texts → (n, dim) float32, L2-normalised; a text's vector depends on the text alone.
 
-        The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length); then
-        texts are batched with texts of the same padded length — the token count rounded up to
-        LENGTH_STEP (max_seq_length at most), a function of the text alone — and every batch is
-        filled up to ``batch_size`` rows with filler rows (the empty text; at least one, so every
-        batch is padded and its attention mask is never dropped). Every forward pass thus has one
-        of a few fixed shapes (``batch_size`` × width): sentence-transformers pads a batch to its
-        longest text, and that length changed a text's float bits (measured; so did an unpadded
-        batch), and on an AVX-512 Xeon the row count changed them too (a text alone in 2 rows
-        against 8 or 64 rows; measured 2026-12-02, where an AMD EPYC had kept them). Checked by
-        ``tests/test_embed.py``: alone, with other texts, at other rows.
+        The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length)
+        gives each text its padded width: its token count rounded up to LENGTH_STEP
+        (max_seq_length at most), a function of the text alone. On the CPU a text's vector is,
+        by definition, that of a forward pass holding the text alone at its padded width. Texts
+        are batched by :func:`sorted_batches` (up to ``batch_size`` rows; widths up to MERGE_WIDTH
+        share a pass padded to its widest, wider ones pass at their own width) only where
+        :func:`batching_keeps_bits` showed, on this model and machine (:meth:`batching_ok`),
+        that those passes give each row its one-row bits (MKL on an AMD EPYC keeps them:
+        docs/notes/embed.md; an AVX-512 Xeon's row count changed them, 2026-12-02); elsewhere every
+        text gets its own one-row pass. On an accelerator every pass has ``rows(device)`` rows of one
+        padded width, filled with filler rows (the empty text; at least one), as cuBLAS picks its
+        kernels by shape. Checked by ``tests/test_embed.py``: alone, in a handful, in a corpus.
         """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         import torch
 
         model = self._load(device)
-        model.eval()  # loaded in training mode: dropout on
         tokens = _tokens(model, list(texts))
+        width = padded_widths(tokens, int(model.max_seq_length))
+        if device != "cpu":
+            batches = fixed_batches(width, self.rows(device))
+        elif len(texts) > 1 and self.batching_ok(device):
+            batches = sorted_batches(width, self.batch_size, int(model.max_seq_length))
+        else:
+            batches = [(int(w), np.array([i]), 1) for i, w in enumerate(width)]
         filler = _tokens(model, [""])[0]
-        limit = int(model.max_seq_length)
-        n = np.array([len(t["input_ids"]) for t in tokens])
-        width = np.minimum(-(-n // LENGTH_STEP) * LENGTH_STEP, limit)
-        rows = self.rows(device)
-        batches = []
-        for w in np.unique(width):
-            idx = np.flatnonzero(width == w)
-            batches += [(int(w), idx[s : s + rows - 1]) for s in range(0, len(idx), rows - 1)]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         with torch.inference_mode():
             steps = progress.progress(
                 batches, "embed", total=len(texts), unit="text", size=lambda b: len(b[1])
             )
-            for w, idx in steps:  # the batches as they are: counted after each one is done
+            for w, idx, rows in steps:  # the batches as they are: counted after each one is done
                 items = [tokens[i] for i in idx] + [filler] * (rows - len(idx))
-                feats = model.tokenizer.pad(
-                    items, padding="max_length", max_length=w, return_tensors="pt"
-                )
-                feats = {k: v.to(device) for k, v in feats.items()}
-                vec = model.forward({**feats, "modality": "text"})["sentence_embedding"]
-                vec = torch.nn.functional.normalize(vec, p=2, dim=1)
-                out[idx] = vec[: len(idx)].float().cpu().numpy()
+                out[idx] = forward_pass(model, items, w, device)[: len(idx)]
         return out
+
+
+def padded_widths(tokens: list[dict], limit: int) -> np.ndarray:
+    """Each text's padded width: its token count rounded up to LENGTH_STEP, ``limit`` at most."""
+    n = np.array([len(t["input_ids"]) for t in tokens], dtype=np.int64)
+    return np.minimum(-(-n // LENGTH_STEP) * LENGTH_STEP, limit)
+
+
+def fixed_batches(width: np.ndarray, rows: int) -> list[tuple[int, np.ndarray, int]]:
+    """(width, text indices, rows) per pass: texts of one padded width, ``rows - 1`` at most, the
+    pass filled to ``rows`` (an accelerator's fixed shapes)."""
+    out = []
+    for w in np.unique(width):
+        idx = np.flatnonzero(width == w)
+        out += [(int(w), idx[s : s + rows - 1], rows) for s in range(0, len(idx), rows - 1)]
+    return out
+
+
+def sorted_batches(width: np.ndarray, rows: int, limit: int) -> list[tuple[int, np.ndarray, int]]:
+    """(width, text indices, rows) per pass, ``rows`` at most, no filler rows. Texts of a padded
+    width up to MERGE_WIDTH share passes (sorted by width, each pass padded to its widest: a wider
+    multiple of LENGTH_STEP up to there kept every bit measured); a wider one, or a ``limit`` off
+    the LENGTH_STEP grid, has passes of its own width only (208 and 224 changed bits of a
+    120-token text that 128-192 kept: docs/notes/embed.md)."""
+    alone = (width > MERGE_WIDTH) | ((width == limit) & (limit % LENGTH_STEP != 0))
+    key = np.where(alone, width, 0)
+    order = np.lexsort((np.arange(len(width)), width, key))
+    out = []
+    for k in np.unique(key):
+        group = order[key[order] == k]
+        for s in range(0, len(group), rows):
+            idx = group[s : s + rows]
+            out.append((int(width[idx].max()), idx, len(idx)))
+    return out
+
+
+def forward_pass(model, items: list[dict], width: int, device: str) -> np.ndarray:
+    """One forward pass of unpadded token features padded to ``width``: unit vectors, one a row."""
+    import torch
+
+    feats = model.tokenizer.pad(items, padding="max_length", max_length=width, return_tensors="pt")
+    feats = {k: v.to(device) for k, v in feats.items()}
+    vec = model.forward({**feats, "modality": "text"})["sentence_embedding"]
+    return torch.nn.functional.normalize(vec, p=2, dim=1).float().cpu().numpy()
+
+
+PROBE_TOKENS = (2, 5, 9, 16, 17, 31, 40, 70, 120, 140)  # the batching probe's texts
+
+
+def batching_keeps_bits(model, rows: int, device: str = "cpu") -> bool:
+    """Whether :func:`sorted_batches` reproduces each text's one-row vector to the bit on this
+    model and machine: texts of PROBE_TOKENS tokens alone, against sorted passes of 2 and 3
+    rows and of ``rows`` rows (the five shortest repeated to fill it)."""
+    import torch
+
+    words = "the cat sat on a mat and we had tea in my house by an old red door".split()
+    ids = model.tokenizer.convert_tokens_to_ids(words)
+    special = _tokens(model, [""])[0]
+    limit = int(model.max_seq_length)
+    texts = [_probe_item(special, ids, min(n, limit)) for n in PROBE_TOKENS]
+    width = padded_widths(texts, limit)
+    with torch.inference_mode():
+        alone = [forward_pass(model, [t], int(w), device)[0] for t, w in zip(texts, width)]
+        for r in (2, 3, rows):  # all texts in 2 and 3 rows; the five shortest fill ``rows``
+            many = np.arange(len(texts)) if r < len(texts) else np.arange(r) % 5
+            for w, idx, n in sorted_batches(width[many], r, limit):
+                got = forward_pass(model, [texts[many[i]] for i in idx], w, device)
+                if any(got[j].tobytes() != alone[many[i]].tobytes() for j, i in enumerate(idx)):
+                    return False
+    return True
+
+
+def _probe_item(special: dict, ids: list[int], n: int) -> dict:
+    """Token features of an ``n``-token text ([CLS] words [SEP]) in ``special``'s layout."""
+    body = [ids[(7 * k) % len(ids)] for k in range(max(n - 2, 0))]
+    cls, sep = special["input_ids"]
+    return {k: ([cls, *body, sep] if k == "input_ids" else [v[0]] * n) for k, v in special.items()}
 
 
 def _tokens(model, texts: list[str], chunk: int = 1024) -> list[dict]:
