@@ -28,7 +28,7 @@ from pipeline.errors import ConfigError
 log = logging.getLogger(__name__)
 
 MERGE_WIDTH = 128  # padded widths up to this share passes on the CPU (sorted_batches)
-LENGTH_STEP = 16  # a text's padded width: its token count rounded up to this (docs/notes/embed.md)
+LENGTH_STEP = 16  # a text's padded width: its token count rounded up to this (docs/architecture.md "Embedding bits")
 
 
 def text_key(cache_id: str, text: str) -> str:
@@ -215,7 +215,7 @@ class SentenceEncoder:
         share a pass padded to its widest, wider ones pass at their own width) only where
         :func:`batching_keeps_bits` showed, on this model and machine (:meth:`batching_ok`),
         that those passes give each row its one-row bits (MKL on an AMD EPYC keeps them:
-        docs/notes/embed.md; an AVX-512 Xeon's row count changed them, 2026-12-02); elsewhere every
+        docs/architecture.md "Embedding bits"; an AVX-512 Xeon's row count changed them, 2026-12-02); elsewhere every
         text gets its own one-row pass. On an accelerator every pass has ``rows(device)`` rows of one
         padded width, filled with filler rows (the empty text; at least one), as cuBLAS picks its
         kernels by shape. Checked by ``tests/test_embed.py``: alone, in a handful, in a corpus.
@@ -266,7 +266,7 @@ def sorted_batches(width: np.ndarray, rows: int, limit: int) -> list[tuple[int, 
     width up to MERGE_WIDTH share passes (sorted by width, each pass padded to its widest: a wider
     multiple of LENGTH_STEP up to there kept every bit measured); a wider one, or a ``limit`` off
     the LENGTH_STEP grid, has passes of its own width only (208 and 224 changed bits of a
-    120-token text that 128-192 kept: docs/notes/embed.md)."""
+    120-token text that 128-192 kept: docs/architecture.md "Embedding bits")."""
     alone = (width > MERGE_WIDTH) | ((width == limit) & (limit % LENGTH_STEP != 0))
     key = np.where(alone, width, 0)
     order = np.lexsort((np.arange(len(width)), width, key))
