@@ -74,6 +74,16 @@ THRESHOLDS = (
 
 # module-level integer constants that are not sizes a branch compares with, and why
 NOT_SIZES = {
+    "pipeline.adapters.query_files.ST_CONTEXT": "earlier chat messages a SillyTavern query keeps (BME's)",
+    "pipeline.hooks.bme.VERSION": "the version of ST-BME's bme_recall card",
+    "pipeline.hooks.bme.MAX_NODES": "ST-BME's recallMaxNodes, the nodes a card names",
+    "pipeline.hooks.reme.DEFAULT_LIMIT": "ReMe's search limit when a request gives none",
+    "pipeline.hooks.reme.MAX_BODY": "the largest request body accepted, a guard, not a compute size",
+    "pipeline.serve.app.MAX_BODY": "the largest request body accepted, a guard, not a compute size",
+    "pipeline.serve.cache.RETRIES": "reads of a generation retried while a precompute swaps it",
+    "pipeline.serve.layout.KEEP": "finished generations kept beside the live one for readers",
+    "pipeline.stages.inject_reme.MAX_LINKS_PER_DIRECTION": "ReMe's link-expansion lines per direction",
+    "pipeline.writeback.bme.RECENT_RECALL_OWNER_LIMIT": "ST-BME's recentRecallOwnerKeys length",
     "pipeline.adapters.bme_nodes.INHIBIT_EDGE_TYPE": "ST-BME's edgeType code of an inhibitory edge",
     "pipeline.adapters.bme_store.GRAPH_VERSION": "the newest ST-BME graph version read",
     "pipeline.adapters.reme_meta.META_VERSION": "the version of ReMe's meta/*.json signal files",

