@@ -104,10 +104,16 @@ def parse_extra(spec: str) -> list[tuple[str, str | None, str]]:
 
 
 def data_args(name: str, path: str | None, limit: int | None) -> list[str]:
-    """The ``data=…`` overrides of one dataset: its name, its path if given, its query slice."""
+    """The ``data=…`` overrides of one dataset: its name, its path if given (with the
+    ``queries.jsonl`` there, as ``scripts/oks_store.py`` writes it), its query slice."""
     return (
         [f"data={name}"]
         + ([f"data.path={path}"] if path else [])
+        + (
+            [f"data.queries={path}/queries.jsonl"]
+            if path and Path(path, "queries.jsonl").is_file()
+            else []
+        )
         + ([f"data.limit_queries={limit}"] if limit else [])
     )
 
