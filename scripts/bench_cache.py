@@ -25,8 +25,8 @@ from pathlib import Path
 import polars as pl
 from hydra import compose, initialize_config_dir
 
-from pipeline import precompute, runner
 from pipeline.adapters import locomo
+from pipeline.run import precompute, runner
 from pipeline.synth.corpus import make
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")

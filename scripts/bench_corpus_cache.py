@@ -1,4 +1,4 @@
-"""Benchmark: the corpus-side values a later run reads back from disk (``pipeline.npzcache``)
+"""Benchmark: the corpus-side values a later run reads back from disk (``pipeline.core.npzcache``)
 against computing them, in one process, on the synthetic corpus of ``scripts/bench_pipeline.py``.
 
     PYTHONPATH=. .venv/bin/python scripts/bench_corpus_cache.py [--nodes 1000000] [--repeat 3]
@@ -24,9 +24,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pipeline
 
-from pipeline import npzcache  # noqa: E402
 from pipeline.channels import lexical, token_cache  # noqa: E402
 from pipeline.channels.candidates import node_fields  # noqa: E402
+from pipeline.core import npzcache  # noqa: E402
 from pipeline.ops import entities, entity_cache  # noqa: E402
 from pipeline.stages import hubs  # noqa: E402
 from pipeline.stages.channels import LexicalParams  # noqa: E402

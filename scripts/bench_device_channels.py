@@ -19,8 +19,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from pipeline import backend
 from pipeline.channels import bm25_device, dense, lexical
+from pipeline.core import backend
 from pipeline.ops.topk import topk_sparse
 
 K = 100  # candidates per query (conf/dense/flat.yaml, conf/lexical/bm25.yaml)

@@ -28,7 +28,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline import precompute  # noqa: E402
+from pipeline.run import precompute  # noqa: E402
 from pipeline.synth import workspaces  # noqa: E402
 
 

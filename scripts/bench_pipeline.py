@@ -4,7 +4,7 @@
         [--preset best] [--names 20] [--edges-per-node 4] [--dup-share 0.2] [--vectors encoder]
         [overrides, e.g. diffuse.solver=push embed=hashing]
 
-What runs is ``pipeline.querypath.recall_queries``, the function ``recall run preset=<name>``
+What runs is ``pipeline.run.querypath.recall_queries``, the function ``recall run preset=<name>``
 calls (``runner.run``), with the preset's whole config: every stage of ``querypath.STAGES`` that
 the preset enables (channels, fusion, graph with the temporal chain and the entity hub layer,
 diffusion with the query-entity hub seeds, score terms and factors, selection), query groups and
@@ -26,7 +26,7 @@ the timing: with ``embed=hashing`` these are ``recall run ... embed=hashing``'s 
 sparse word-hash features tie many cosines exactly.
 ``--warm N`` first runs the query path untimed on the last N queries, then removes every cache
 folder it wrote but ``--keep`` (default ``tokens,entities``: the nodes' field tokens and entity
-mentions, ``pipeline/npzcache.py``, cached for groups of ``MIN_ROWS`` nodes or more), so the timed
+mentions, ``pipeline/core/npzcache.py``, cached for groups of ``MIN_ROWS`` nodes or more), so the timed
 run reads them back as a later run over the same nodes does; ``--keep none`` keeps nothing (the
 same warm-up, e.g. memory this process has touched once, without the cached values).
 ``--overlap M`` then reruns the first M queries, untimed, with every PPR solve checked against
@@ -55,9 +55,10 @@ import numpy as np
 import polars as pl
 from hydra import compose, initialize_config_dir
 
-from pipeline import backend, querypath
-from pipeline.common import StageLog
-from pipeline.ingest import nodes_and_queries
+from pipeline.contract.ingest import nodes_and_queries
+from pipeline.core import backend
+from pipeline.core.common import StageLog
+from pipeline.run import querypath
 from pipeline.stages import query
 from pipeline.synth.corpus import make
 
@@ -143,7 +144,7 @@ def keep_only(root: Path, names: str) -> None:
 def encoded(cfg, ds) -> tuple[np.ndarray, np.ndarray]:
     """(node vectors, query vectors) of ``cfg.embed.encoder`` over the texts the embed stage
     encodes (nodes: ``embed_texts``; queries: their text), in the generator's row order."""
-    from pipeline.common import call_target
+    from pipeline.core.common import call_target
     from pipeline.stages.vectors import embed_texts
 
     enc = call_target(cfg.embed.encoder)

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from pipeline import progress
+from pipeline.core import progress
 from pipeline.ops.ppr_push import ppr_push_top
 
 

@@ -33,8 +33,8 @@ import polars as pl
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from pipeline import precompute, runner
-from pipeline.common import call_target
+from pipeline.core.common import call_target
+from pipeline.run import precompute, runner
 from pipeline.serve import RecallCache, Service, keys
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +107,7 @@ def free_port() -> int:
 
 def http_hits(a, over, texts) -> dict:
     port = free_port()
-    cmd = [sys.executable, "-m", "pipeline.cli", "serve", *over, f"port={port}"]
+    cmd = [sys.executable, "-m", "pipeline.cli.main", "serve", *over, f"port={port}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

@@ -91,7 +91,7 @@ import torch
 
 print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.cuda.is_available(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
-from pipeline import backend
+from pipeline.core import backend
 
 print(backend.faiss_summary())
 for mod in ("cupy", "cugraph", "cudf", "polars", "hydra", "bm25s", "pytrec_eval", "igraph", "leidenalg",

@@ -41,6 +41,6 @@ def with_neighbours(nodes, include_title: bool) -> list[str]:
 vectors.embed_texts = with_neighbours
 
 if __name__ == "__main__":
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     main()

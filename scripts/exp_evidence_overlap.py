@@ -21,7 +21,7 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
 from pipeline.adapters import locomo
-from pipeline.errors import reported
+from pipeline.contract.errors import reported
 
 QUESTION_WORDS = {"would", "likely", "did", "does", "has", "have", "what", "when", "how", "many"}
 NAMES = {

@@ -49,7 +49,7 @@ def pooled(cfg, nodes, device):
     """``vectors.embed_nodes`` with every node's vector pooled from its windows."""
     from pathlib import Path
 
-    from pipeline.common import call_target
+    from pipeline.core.common import call_target
     from pipeline.stages.embed import EmbeddingCache
 
     encoder = call_target(cfg.embed.encoder)
@@ -71,6 +71,6 @@ def pooled(cfg, nodes, device):
 vectors.embed_nodes = pooled
 
 if __name__ == "__main__":
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     main()

@@ -97,9 +97,10 @@ def main() -> int:
     """Compose ``recall run``'s config from the arguments, run the query path, print the overlap."""
     from hydra import compose, initialize_config_dir
 
-    from pipeline import backend, querypath
-    from pipeline.common import StageLog, call_target
-    from pipeline.ingest import nodes_and_queries
+    from pipeline.contract.ingest import nodes_and_queries
+    from pipeline.core import backend
+    from pipeline.core.common import StageLog, call_target
+    from pipeline.run import querypath
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("config", overrides=sys.argv[1:])

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from pipeline import backend, common, ingest
 from pipeline.channels import candidates
+from pipeline.contract import ingest
+from pipeline.core import backend, common
 from pipeline.stages import channels, evaluate, fuse
 from pipeline.stages.embed import embed_cached
 from pipeline.stages.select import SelectParams, recall_rows, select

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 from pipeline.report.bootstrap import bootstrap_ci, bootstrap_means, metric_cis
 
 

@@ -4,7 +4,9 @@ in every cache key, so changing any of them is a miss (and leaving them alone is
 import numpy as np
 import pytest
 
-from pipeline import cachekeys, common, ingest, runner, version
+from pipeline.contract import ingest
+from pipeline.core import common, version
+from pipeline.run import cachekeys, runner
 from pipeline.stages import embed
 from pipeline.stages.embed import EmbeddingCache, SentenceEncoder, embed_cached
 

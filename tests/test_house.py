@@ -4,8 +4,8 @@ runner a page long, every stage of the query path behind the one interface."""
 import ast
 
 from conftest import REPO
-from pipeline import querypath
-from pipeline.stage import Stage
+from pipeline.core.stage import Stage
+from pipeline.run import querypath
 
 MAX_FUNCTION_LINES = 60
 

@@ -5,9 +5,9 @@ key is a ConfigError naming it."""
 
 import pytest
 
-from pipeline.errors import ConfigError
-from pipeline.paths import CONF_DIR
-from pipeline.stage import group_yaml
+from pipeline.contract.errors import ConfigError
+from pipeline.contract.paths import CONF_DIR
+from pipeline.core.stage import group_yaml
 from pipeline.stages.channels import DenseParams, LexicalParams
 from pipeline.stages.cooccur import CooccurParams
 from pipeline.stages.diffuse import DiffusionParams

@@ -19,10 +19,10 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
+from pipeline.core.stage import Params, Stage
 from pipeline.ops import cooccur
 from pipeline.ops.eligible import eligible
 from pipeline.ops.scope import scope_groups
-from pipeline.stage import Params, Stage
 
 log = logging.getLogger(__name__)
 SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "cooccur": pl.Float64}

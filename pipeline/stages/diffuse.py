@@ -10,9 +10,11 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from pipeline import backend
-from pipeline.backend import namespaces
-from pipeline.errors import require_one_of
+from pipeline.contract.errors import require_one_of
+from pipeline.core import backend
+from pipeline.core.backend import namespaces
+from pipeline.core.progress import inner, progress
+from pipeline.core.stage import Params, Stage
 from pipeline.ops.expand import expand
 from pipeline.ops.pedsa import pedsa
 from pipeline.ops.ppr import ppr_top
@@ -20,8 +22,6 @@ from pipeline.ops.ppr_push import ppr_push_top
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.speakers import named_for
 from pipeline.ops.topk import int_order, topk_abs_mask
-from pipeline.progress import inner, progress
-from pipeline.stage import Params, Stage
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
 

@@ -17,11 +17,11 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.core.stage import Params, Stage
 from pipeline.ops.eligible import eligible as eligible_nodes
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long
-from pipeline.stage import Params, Stage
 
 
 @dataclass
