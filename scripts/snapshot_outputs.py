@@ -15,7 +15,7 @@ sha256 of every ``recall.parquet``, ``metrics.json`` and recall-cache partition.
 one line per file (``same`` / ``DIFFERENT`` / ``missing``) and exits 1 unless every file is the same;
 its last line is ``identical: <n>/<total>``. ``--extra DATA=PATH:PRESET,PRESET`` (repeatable) adds
 pairs on a dataset that needs a path (``data=oks data.path=PATH``, e.g. an instance written by
-``scripts/oks_store.py``) and presets of its own (``oks_team``); ``--limit-queries N`` runs the first
+``scripts/parity/oks_store.py``) and presets of its own (``oks_team``); ``--limit-queries N`` runs the first
 ``N`` queries of every dataset (``data.limit_queries``), a slice that keeps a snapshot short. The snapshots hold recall ids and scores, never corpus
 text; keep them out of the repository (``runs/`` is ignored).
 """
@@ -105,7 +105,7 @@ def parse_extra(spec: str) -> list[tuple[str, str | None, str]]:
 
 def data_args(name: str, path: str | None, limit: int | None) -> list[str]:
     """The ``data=…`` overrides of one dataset: its name, its path if given (with the
-    ``queries.jsonl`` there, as ``scripts/oks_store.py`` writes it), its query slice."""
+    ``queries.jsonl`` there, as ``scripts/parity/oks_store.py`` writes it), its query slice."""
     return (
         [f"data={name}"]
         + ([f"data.path={path}"] if path else [])

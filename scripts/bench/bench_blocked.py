@@ -1,6 +1,6 @@
 """Blocked dense scan over a memmapped .npy vs FAISS flat on the same embeddings.
 
-    .venv/bin/python scripts/bench_blocked.py [--nodes 200000] [--queries 1000] [--block 65536]
+    .venv/bin/python scripts/bench/bench_blocked.py [--nodes 200000] [--queries 1000] [--block 65536]
 
 Prints seconds, queries/s and the agreement of the top-10 ids (ties aside, expect ~1.0).
 """

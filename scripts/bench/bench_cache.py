@@ -1,7 +1,7 @@
 """Recall cache: cold vs warm vs ~1%-changed reruns of ``recall precompute``.
 
-    .venv/bin/python scripts/bench_cache.py --data locomo [--preset best] [--embed minilm]
-    .venv/bin/python scripts/bench_cache.py --data synthetic --nodes 20000 --queries 2000 --workspaces 100
+    .venv/bin/python scripts/bench/bench_cache.py --data locomo [--preset best] [--embed minilm]
+    .venv/bin/python scripts/bench/bench_cache.py --data synthetic --nodes 20000 --queries 2000 --workspaces 100
 
 The dataset is written as a Parquet folder (``data=parquet``) under ``--work``; the embedding cache
 is warmed first, so "cold" means an empty recall cache, not un-embedded texts. The change edits
@@ -29,12 +29,12 @@ from pipeline.adapters import locomo
 from pipeline.run import precompute, runner
 from pipeline.synth.corpus import make
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
+CONF = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 def write_locomo(dst: Path) -> None:
     ds = locomo.load(
-        str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev5.json.gz")
+        str(Path(__file__).resolve().parents[3] / "shared/data/locomo/locomo_dev5.json.gz")
     )
     _write(ds, dst)
 

@@ -1,7 +1,7 @@
 """Benchmark: ItemCF and Swing (pipeline.ops.collab, sparse products over all teams at once)
 against a plain Python loop (dicts of sets, the usual per-basket / per-pair loops).
 
-    python scripts/bench_collab.py --rows 100000 1000000 --loop-max 100000
+    python scripts/bench/bench_collab.py --rows 100000 1000000 --loop-max 100000
 
 Synthetic log: 1 000 rows per team, 60 pages and 50 sessions per team (basket = session), pages
 drawn from 6 planted clusters. Prints, per size, each side's median wall seconds and median CPU
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pipeline
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's pipeline
 
 from pipeline.ops import collab  # noqa: E402
 

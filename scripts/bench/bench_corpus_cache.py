@@ -1,7 +1,7 @@
 """Benchmark: the corpus-side values a later run reads back from disk (``pipeline.core.npzcache``)
-against computing them, in one process, on the synthetic corpus of ``scripts/bench_pipeline.py``.
+against computing them, in one process, on the synthetic corpus of ``scripts/bench/bench_pipeline.py``.
 
-    PYTHONPATH=. .venv/bin/python scripts/bench_corpus_cache.py [--nodes 1000000] [--repeat 3]
+    PYTHONPATH=. .venv/bin/python scripts/bench/bench_corpus_cache.py [--nodes 1000000] [--repeat 3]
 
 Rows: the nodes' field tokens (``LexicalChannel.tokenise``'s node side: ``lexical.tokenize_fields``
 with ``preset=best``'s tokenizer, against ``channels.token_cache.tokenised`` reading its file) and
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pipeline
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's pipeline
 
 from pipeline.channels import lexical, token_cache  # noqa: E402
 from pipeline.channels.candidates import node_fields  # noqa: E402

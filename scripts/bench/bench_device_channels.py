@@ -1,6 +1,6 @@
 """The device channels (issue 29) against the host baselines, in one process, one table.
 
-    python scripts/bench_device_channels.py [--nodes 20000] [--queries 200] [--devices cpu,cuda]
+    python scripts/bench/bench_device_channels.py [--nodes 20000] [--queries 200] [--devices cpu,cuda]
 
 Dense: ``dense.index=torch`` (blocked matrix product + topk, ``channels.dense_torch``) vs FAISS's
 flat scan (faiss-cpu), each followed by ``dense.exact_top`` (the channel's answer), on random unit

@@ -22,7 +22,7 @@ The last line printed is ``min speedup vs per-query loops: <ratio>``.
 Block sizes (0 = auto): PEDSA 2^24 // N queries per call, PPR 2^26 // N (its dense output is N×B).
 Building the sparse seed matrix of a block and reading its results is inside the batched timings.
 
-Usage: python scripts/bench_diffusion.py [--quick] [--subset 100] [--pedsa-block 0] [--ppr-block 0]
+Usage: python scripts/bench/bench_diffusion.py [--quick] [--subset 100] [--pedsa-block 0] [--ppr-block 0]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 

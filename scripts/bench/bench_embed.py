@@ -7,7 +7,7 @@ kept, interleaved): texts/s, our time over plain's, the least cosine between the
 vectors, and whether every checked text gives the same bytes alone, in a handful of 5 and in the
 whole list. Exits 1 when a ratio exceeds ``--max-ratio`` or a check fails.
 
-Usage: RECALL_DATA_DIR=... python scripts/bench_embed.py [--short 300] [--long 76] [--small 76]
+Usage: RECALL_DATA_DIR=... python scripts/bench/bench_embed.py [--short 300] [--long 76] [--small 76]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Benchmark: two host steps of a big corpus against the way they ran before, in one process.
 
-    PYTHONPATH=. .venv/bin/python scripts/bench_host_steps.py [--nodes 1000000] [--queries 10000]
+    PYTHONPATH=. .venv/bin/python scripts/bench/bench_host_steps.py [--nodes 1000000] [--queries 10000]
 
-On the synthetic corpus of ``scripts/bench_pipeline.py`` (``pipeline/synth/corpus.py``, 20 names
+On the synthetic corpus of ``scripts/bench/bench_pipeline.py`` (``pipeline/synth/corpus.py``, 20 names
 per cluster):
 
 - **entity keys**: ``entities.extract`` text by text (the old hub path) against
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from hydra import compose, initialize_config_dir
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pipeline
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's pipeline
 
 from pipeline.channels import lexical  # noqa: E402
 from pipeline.channels.candidates import LexicalChannel, Segments  # noqa: E402
@@ -33,7 +33,7 @@ from pipeline.ops import entities, topk  # noqa: E402
 from pipeline.stages.channels import LexicalParams  # noqa: E402
 from pipeline.synth.corpus import make  # noqa: E402
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
+CONF = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 def full_sort(r, k: int):

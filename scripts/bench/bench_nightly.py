@@ -8,7 +8,7 @@ queries scoped to each). A changed workspace has the text of its first note edit
 recipe). With ``--check`` a third precompute builds a fresh cache on the edited data and the rows
 the rerun's cache serves are compared with it (``precompute.served``).
 
-    python scripts/bench_nightly.py [--workspaces 10000] [--changed 0.01] [--out /tmp/bench_nightly] [--check]
+    python scripts/bench/bench_nightly.py [--workspaces 10000] [--changed 0.01] [--out /tmp/bench_nightly] [--check]
 
 Last line: ``nightly rerun at <W> workspaces, <p>% changed: <ratio> of the full build``.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.run import precompute  # noqa: E402

@@ -7,7 +7,7 @@ The loop is timed on --loop-n queries and extrapolated per query to all of them 
 The last line is ``speedup vs per-query loop: <ratio>``. Both paths do the same FLOPs (100 MU iterations of
 d=384 products per query), so on CPU the gain comes mostly at small m where the loop is overhead-bound.
 
-    .venv/bin/python scripts/bench_novelty.py [--n 10000] [--loop-n 300] [--chunk 1024] [--workers 2] [--threads 1]
+    .venv/bin/python scripts/bench/bench_novelty.py [--n 10000] [--loop-n 300] [--chunk 1024] [--workers 2] [--threads 1]
 """
 
 from __future__ import annotations

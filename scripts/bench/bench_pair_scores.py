@@ -1,7 +1,7 @@
 """Benchmark: the dense rescore (``dense.pair_scores`` → ``ops.pairdot``) against numpy's
 ``einsum``, which it replaced, in one process.
 
-    PYTHONPATH=. .venv/bin/python scripts/bench_pair_scores.py [--nodes 100000] [--queries 10000]
+    PYTHONPATH=. .venv/bin/python scripts/bench/bench_pair_scores.py [--nodes 100000] [--queries 10000]
         [--hits 108] [--devices cpu,cuda]
 
 The pairs are ``exact_top``'s: each query with ``--hits`` nodes (k + RESCORE_EXTRA at k = 100) of
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pipeline
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's pipeline
 
 from pipeline.ops import pairdot  # noqa: E402
 

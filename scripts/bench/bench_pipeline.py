@@ -1,6 +1,6 @@
 """End-to-end batch recall on synthetic corpora through the real query path, next to a FAISS flat scan.
 
-    .venv/bin/python scripts/bench_pipeline.py [--sizes 10000 100000] [--queries 1000]
+    .venv/bin/python scripts/bench/bench_pipeline.py [--sizes 10000 100000] [--queries 1000]
         [--preset best] [--names 20] [--edges-per-node 4] [--dup-share 0.2] [--vectors encoder]
         [overrides, e.g. diffuse.solver=push embed=hashing]
 
@@ -30,7 +30,7 @@ mentions, ``pipeline/core/npzcache.py``, cached for groups of ``MIN_ROWS`` nodes
 run reads them back as a later run over the same nodes does; ``--keep none`` keeps nothing (the
 same warm-up, e.g. memory this process has touched once, without the cached values).
 ``--overlap M`` then reruns the first M queries, untimed, with every PPR solve checked against
-the exact solver (``scripts/ppr_overlap.py``). The floor is ``IndexFlatIP.search(xq, 100)`` over
+the exact solver (``scripts/bench/ppr_overlap.py``). The floor is ``IndexFlatIP.search(xq, 100)`` over
 the same embeddings in the same process. Prints a table of the stage times the run's own
 ``StageLog`` records (the manifest's ``timings_s``); after each size's row counts, the SHA-256 of
 its recall frame's CSV text (the same before and after a change that should not alter results);
@@ -65,7 +65,7 @@ from pipeline.synth.corpus import make
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ppr_overlap  # noqa: E402
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
+CONF = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 def rss_mb() -> float:

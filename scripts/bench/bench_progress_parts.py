@@ -2,7 +2,7 @@
 least 20 parts (``progress.INNER_MIN`` queries and more) against one part per thread, on a random
 graph, with the log lines it prints and a check that both give the same bits.
 
-    PYTHONPATH=. .venv/bin/python scripts/bench_progress_parts.py [--nodes 50000] [--queries 4000]
+    PYTHONPATH=. .venv/bin/python scripts/bench/bench_progress_parts.py [--nodes 50000] [--queries 4000]
         [--workers 2]
 """
 

@@ -12,7 +12,7 @@ with that checkout's code (e.g. the per-scope path on main), checks that both wr
 Above ``--against-max`` workspaces (default 10,000) the other checkout runs on that many only and
 its recall seconds are scaled to W (its cost per workspace is flat: docs/benchmarks.md).
 
-Usage: python scripts/bench_scopes.py [--sizes 500,2000] [--notes 40] [--queries 5] [--out /tmp/bench_scopes]
+Usage: python scripts/bench/bench_scopes.py [--sizes 500,2000] [--notes 40] [--queries 5] [--out /tmp/bench_scopes]
        [--against /work/main] [--against-max 10000] [--profile]
 """
 
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.synth.workspaces import make, write  # noqa: E402

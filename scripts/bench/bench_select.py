@@ -3,7 +3,7 @@
 Both main rows use --dtype (float32, what the select stage uses by default); the other dtype's batched
 time is shown for reference only (not in the ratio). The script checks both give the same picks.
 
-Usage: python scripts/bench_select.py [--B 10000] [--P 60] [--d 384] [--k 8] [--device cpu] [--threads N]
+Usage: python scripts/bench/bench_select.py [--B 10000] [--P 60] [--d 384] [--k 8] [--device cpu] [--threads N]
 """
 
 from __future__ import annotations

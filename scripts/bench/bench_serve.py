@@ -1,7 +1,7 @@
 """``recall serve``: hit lookups over HTTP and in process, misses with and without micro-batching,
 against a per-request ``recall run`` of the same texts, all in one script.
 
-    PYTHONPATH=. .venv/bin/python scripts/bench_serve.py [--data sample] [--preset best]
+    PYTHONPATH=. .venv/bin/python scripts/bench/bench_serve.py [--data sample] [--preset best]
         [--embed hashing] [--requests 8000] [--clients 32] [--misses 64] [--work /tmp/bench-serve]
 
 Steps: ``recall precompute`` of the dataset into ``--work/cache``; ``recall serve`` in its own
@@ -37,7 +37,7 @@ from pipeline.core.common import call_target
 from pipeline.run import precompute, runner
 from pipeline.serve import RecallCache, Service, keys
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def overrides(a, work: Path) -> list[str]:

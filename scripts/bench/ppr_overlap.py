@@ -1,6 +1,6 @@
 """How far a PPR solver's top-`keep` sets are from the exact solver's, on a real run's inputs.
 
-    .venv/bin/python scripts/ppr_overlap.py data=musique preset=best diffuse.solver=push [overrides]
+    .venv/bin/python scripts/bench/ppr_overlap.py data=musique preset=best diffuse.solver=push [overrides]
 
 Runs ``querypath.recall_queries`` (the query path of ``recall run``) with ``diffuse.SOLVERS``
 wrapped: every call of the configured solver also calls the exact solver (``ops.ppr.ppr_top``) on
@@ -8,7 +8,7 @@ the same adjacency and seeds (hubs and hub seeds included), and the two top list
 query. Prints, for k in 10, 50 and ``keep``: the mean over queries of |top-k ∩ exact top-k| /
 min(k, |exact top-k|), the share of queries whose top-k sets are equal, and the exact PPR mass of
 the solver's top k over the exact top k's (``top_overlap``). Nothing is written.
-``scripts/bench_pipeline.py --overlap`` uses the same wrapper on the synthetic corpus.
+``scripts/bench/bench_pipeline.py --overlap`` uses the same wrapper on the synthetic corpus.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from pipeline.ops.topk import topk_long
 from pipeline.stages import diffuse
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
+CONF = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 def top_overlap(got, ref, ks: list[int]) -> dict[int, tuple[np.ndarray, ...]]:

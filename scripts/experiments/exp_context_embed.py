@@ -2,9 +2,9 @@
 neighbours in the same session (same ``doc_id``, ``seq`` ± 1), so that a short answer ("It was an
 awesome time!") carries the question it answers. Everything else is ``recall run``.
 
-    python scripts/exp_context_embed.py prev run data=locomo preset=best report=false \\
+    python scripts/experiments/exp_context_embed.py prev run data=locomo preset=best report=false \\
         cache_dir=/tmp/ctx-prev out_dir=runs/h17s5/locomo-ctxprev
-    python scripts/exp_context_embed.py prevnext run ...   # the turn before and the turn after
+    python scripts/experiments/exp_context_embed.py prevnext run ...   # the turn before and the turn after
 
 Use a cache folder of its own: the channels stage's cache key holds the config and the nodes, not
 the embedded texts, so a shared cache would serve the unchanged run's candidates. Results:

@@ -1,7 +1,7 @@
 """Diagnostic (issue 17): per LoCoMo category, how many judged evidence turns share no content word
 with their question, and where a run ranks those turns against the ones that do.
 
-    python scripts/exp_evidence_overlap.py RUN_DIR [--data ../shared/data/locomo/locomo_dev5.json.gz]
+    python scripts/experiments/exp_evidence_overlap.py RUN_DIR [--data ../shared/data/locomo/locomo_dev5.json.gz]
 
 A content word: lower-cased `\\w\\w+`, Snowball-stemmed (English), not a bm25s English stopword, not a
 speaker's name, not one of the question words below. An evidence turn counts once per question

@@ -4,7 +4,7 @@ cosine ≥ TH) of the corpus vocabulary. For each multi-hop / open-domain eviden
 no content word with its question, the script asks whether an expansion word occurs in it, and how
 often one occurs in the other turns of the same conversation (the expansion's false hits).
 
-    python scripts/exp_vocab_expansion.py [--data ../shared/data/locomo/locomo_dev5.json.gz]
+    python scripts/experiments/exp_vocab_expansion.py [--data ../shared/data/locomo/locomo_dev5.json.gz]
 
 Words: lower-cased `[a-z]{3,}`, minus bm25s's English stopwords, speakers' names and the question
 words of exp_evidence_overlap.py; "shares a word" is judged on Snowball stems, as there. Results:

@@ -3,9 +3,9 @@
 tokenizer's character offsets) and pool the windows into the node's one vector, so that the end
 of a long abstract counts too. Everything else is ``recall run``; a short text is embedded as before.
 
-    python scripts/exp_window_embed.py mean run data=scifact preset=best report=false \\
+    python scripts/experiments/exp_window_embed.py mean run data=scifact preset=best report=false \\
         cache_dir=/tmp/win-mean out_dir=runs/h17s6/scifact-best-winmean
-    python scripts/exp_window_embed.py firstmean run ...   # normalise(first window + mean)
+    python scripts/experiments/exp_window_embed.py firstmean run ...   # normalise(first window + mean)
 
 Pools: ``mean`` = normalised mean of the windows; ``firstmean`` = normalised sum of the first window
 (today's vector) and that mean. Use a cache folder of its own (the channels stage's cache key holds

@@ -4,7 +4,7 @@ For a text of n tokens: whether its vector alone equals its vector in passes of 
 (other texts of its length around it), and which padded widths give the same bytes (each width
 mapped to the narrowest width with its bytes). docs/architecture.md "Embedding bits" reads these.
 
-Usage: python scripts/probe_embed_bits.py [--rows 1 2 3 8 17 33 64]
+Usage: python scripts/experiments/probe_embed_bits.py [--rows 1 2 3 8 17 33 64]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Write a synthetic OKS instance in OKS v0.6.5's on-disk format, for parity runs.
 
-    python scripts/oks_store.py OUT_DIR [--pages 60] [--queries 40] [--seed 1]
+    python scripts/parity/oks_store.py OUT_DIR [--pages 60] [--queries 40] [--seed 1]
 
 Layout and fields as open-agent-power/open-knowledge-studio @ 6a281b47 keeps them
 (``assets/_meta/frontmatter-schema.md``, ``cli/knowledge_studio/store.py``): ``wiki/<area>/<slug>.md``

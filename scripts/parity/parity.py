@@ -1,11 +1,11 @@
 """Parity of the reference presets with the reference systems' own code (the oracles in
 ``../shared/oracles``), one subcommand per system, each in its own module:
 
-    python scripts/parity.py reme ...   # scripts/parity_reme.py: ReMe's search_step
-    python scripts/parity.py oks ...    # scripts/parity_oks.py: OKS's recall() with fts5
-    python scripts/parity.py bme ...    # scripts/parity_bme.py: ST-BME's retrieve()
+    python scripts/parity/parity.py reme ...   # scripts/parity/parity_reme.py: ReMe's search_step
+    python scripts/parity/parity.py oks ...    # scripts/parity/parity_oks.py: OKS's recall() with fts5
+    python scripts/parity/parity.py bme ...    # scripts/parity/parity_bme.py: ST-BME's retrieve()
 
-``python scripts/parity.py SYSTEM --help`` lists each one's options. The oracles are development
+``python scripts/parity/parity.py SYSTEM --help`` lists each one's options. The oracles are development
 tools (they need the upstream sources and scratch venvs, see ``../shared/oracles/README.md``);
 CI does not run them.
 """

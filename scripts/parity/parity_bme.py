@@ -1,7 +1,7 @@
 """Parity of preset=bme data=bme with ST-BME's own code (the oracle in ../shared/oracles/bme): the
-``bme`` subcommand of ``scripts/parity.py``.
+``bme`` subcommand of ``scripts/parity/parity.py``.
 
-    python scripts/parity.py bme GRAPH_DIR [GRAPH_DIR ...] [--bme SRC] [--out DIR] [--drop-visibility]
+    python scripts/parity/parity.py bme GRAPH_DIR [GRAPH_DIR ...] [--bme SRC] [--out DIR] [--drop-visibility]
 
 ``bme``: each GRAPH_DIR holds ``graph.json`` + ``queries.jsonl`` (``oracles/bme/make_graph.py``
 writes them). Runs ST-BME's own ``retrieve()`` (``oracles/bme/run_bme.mjs``, char name Aria, its
@@ -41,7 +41,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import oracle_dir  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ORACLES = oracle_dir.oracles()
 
 
@@ -170,7 +170,7 @@ def _run_bme(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    """The ``bme`` subcommand of ``scripts/parity.py``."""
+    """The ``bme`` subcommand of ``scripts/parity/parity.py``."""
     b = sub.add_parser("bme", help="ST-BME retrieve() vs preset=bme data=bme")
     b.add_argument("graphs", nargs="+", help="folders with graph.json + queries.jsonl")
     b.add_argument("--bme", default="/tmp/oracles/stbme", help="git archive of ST-BME 590da3b")

@@ -1,9 +1,9 @@
 """Parity of preset=oks data=oks with OKS's own code (``../shared/oracles/oks_recall.py``): the
-``oks`` subcommand of ``scripts/parity.py``.
+``oks`` subcommand of ``scripts/parity/parity.py``.
 
-    python scripts/parity.py oks STORE [STORE ...] [--limit 5] [--venv V] [--src S] [--out DIR] [--hook]
+    python scripts/parity/parity.py oks STORE [STORE ...] [--limit 5] [--venv V] [--src S] [--out DIR] [--hook]
 
-``oks``: for each OKS instance (``scripts/oks_store.py`` writes them; each holds
+``oks``: for each OKS instance (``scripts/parity/oks_store.py`` writes them; each holds
 ``queries.jsonl``) runs OKS's real ``recall()`` with backend fts5 (``oks_recall.py``, limit 5) and
 ``recall run data=oks preset=oks`` (no other flag: k 5 pages among the first 4·5 node rows, as
 OKS's fts5 backend), then compares the page lists position by position.
@@ -33,7 +33,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import oracle_dir  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ORACLES = oracle_dir.oracles()
 TOL = 1e-5
 
@@ -227,7 +227,7 @@ def _run_oks(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    """The ``oks`` subcommand of ``scripts/parity.py``."""
+    """The ``oks`` subcommand of ``scripts/parity/parity.py``."""
     o = sub.add_parser("oks", help="OKS fts5 recall vs preset=oks data=oks")
     o.add_argument("stores", nargs="+")
     o.add_argument("--limit", type=int, default=5)

@@ -1,7 +1,7 @@
 """Parity of preset=reme data=reme with ReMe's own code (``../shared/oracles/reme_search.py``): the
-``reme`` subcommand of ``scripts/parity.py``:
+``reme`` subcommand of ``scripts/parity/parity.py``:
 
-    python scripts/parity.py reme --cases 57f827a0 681a1674 [--mirror M] [--oracles O] [--work W]
+    python scripts/parity/parity.py reme --cases 57f827a0 681a1674 [--mirror M] [--oracles O] [--work W]
 
 ``reme``: ReMe workspaces written by ReMe itself (LongMemEval cases, agentscope-ai/ReMe @ b2e51d73)
 are searched by ReMe's real ``search_step`` (``reme_search.py``) and by ``recall run data=reme
@@ -37,7 +37,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import oracle_dir  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CASES = "benchmark/longmemeval/meta-workspace/evaluations/init/043d23be72c9c181c9362817ffae85c7e4cb4df6/initial/cases"
 DATASET = "benchmark/longmemeval/meta-workspace/dataset/cases"
 DATA_COMMIT = "b2e51d73"
@@ -267,7 +267,7 @@ def reme(args) -> int:
 
 
 def add_parser(sub) -> None:
-    """The ``reme`` subcommand of ``scripts/parity.py``."""
+    """The ``reme`` subcommand of ``scripts/parity/parity.py``."""
     r = sub.add_parser("reme", help="preset=reme data=reme vs ReMe's search_step")
     r.add_argument("--cases", nargs="+", default=["57f827a0", "681a1674", "71017277", "2a1811e2"])
     r.add_argument("--mirror", default="/work/.mirror/agentscope-ai+ReMe/repo")
