@@ -224,7 +224,7 @@ def _knowledge_section(stdout: str) -> str:
 
 
 def test_run_and_precompute_never_touch_the_store(compose, tmp_path):
-    from pipeline.precompute import precompute
+    from pipeline.run.precompute import precompute
 
     store = tmp_path / "store"
     shutil.copytree(STORE, store)

@@ -2,8 +2,11 @@
 it, never from a higher one, so the bottom (the data contract) can be read and tested without the
 top (the commands). Every ``import`` — at the top of a file or inside a function — counts
 (:func:`test_import_cycles.import_graph`); a module in no layer fails the test, and a planted upward
-import is found, so the check itself is tested."""
+import is found, so the check itself is tested. Every import of a ``pipeline`` module, in ``pipeline/``,
+``tests/`` and ``scripts/``, names a module of this checkout (an installed copy of the package
+elsewhere would otherwise answer an import of a module that was moved)."""
 
+import ast
 from pathlib import Path
 
 from conftest import REPO
@@ -91,3 +94,75 @@ def test_layer_of_takes_the_longest_prefix():
     assert LAYERS[layer_of("pipeline.serve.cli")][0] == "cli"
     assert LAYERS[layer_of("pipeline")][0] == "contract"
     assert layer_of("pipelines.x") is None
+
+
+def _bound_names(init: Path) -> set[str]:
+    """Names a package's ``__init__.py`` binds at its top level (defs, classes, assignments,
+    imports, the names of its ``__all__``)."""
+    out = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            out |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+                out |= set(ast.literal_eval(node.value))  # served by a module __getattr__
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return out
+
+
+def stale_imports(root: Path, dirs=("pipeline", "tests", "scripts")) -> list[str]:
+    """Absolute imports of ``pipeline.*`` under ``root``'s ``dirs`` that name no module of
+    ``root/pipeline`` (``from <package> import x``: x is a submodule or a name the package binds)."""
+    files = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in (root / "pipeline").rglob("*.py")
+    }
+    out = []
+    for d in dirs:
+        for path in sorted((root / d).rglob("*.py")) if (root / d).is_dir() else []:
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    init = files.get(node.module)
+                    names = [node.module] + [
+                        f"{node.module}.{a.name}"
+                        for a in node.names
+                        if init is not None
+                        and init.name == "__init__.py"
+                        and a.name not in _bound_names(init)
+                    ]
+                else:
+                    continue
+                rel = path.relative_to(root).as_posix()
+                out += [
+                    f"{rel}:{node.lineno} {n}"
+                    for n in names
+                    if (n == "pipeline" or n.startswith("pipeline.")) and n not in files
+                ]
+    return sorted(out)
+
+
+def test_every_pipeline_import_names_a_module_of_this_checkout():
+    assert stale_imports(REPO) == []
+
+
+def test_a_stale_import_is_found(tmp_path):
+    for rel in ("pipeline/__init__.py", "pipeline/run/__init__.py"):
+        _write(tmp_path, rel, "__version__ = '0'\n")
+    _write(tmp_path, "pipeline/run/runner.py")
+    _write(
+        tmp_path,
+        "tests/test_x.py",
+        "from pipeline import __version__, runner\n"
+        "from pipeline.run import runner as r\n"
+        "def f():\n    from pipeline.precompute import precompute\n"
+        "import pipeline.run.runner\nimport pipeline.cli\n",
+    )
+    assert stale_imports(tmp_path) == [
+        "tests/test_x.py:1 pipeline.runner",
+        "tests/test_x.py:4 pipeline.precompute",
+        "tests/test_x.py:6 pipeline.cli",
+    ]

@@ -23,7 +23,7 @@ from pipeline.contract.paths import CONF_DIR
 def main(cfg: DictConfig) -> None:
     """``recall precompute``: refresh the recall cache; print partitions rewritten/removed and cache hits/misses."""
     from pipeline.hooks.bme import check_cards, precompute_cards
-    from pipeline.precompute import precompute
+    from pipeline.run.precompute import precompute
     from pipeline.run.precompute_tiers import TIER_NAMES
 
     def body() -> None:
