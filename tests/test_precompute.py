@@ -176,9 +176,9 @@ def test_removed_query_drops_its_entry(setup, tmp_path):
     assert not _cached(tmp_path)["query_id"].str.starts_with("q-c3").any()
 
 
-def test_cli_last_line(setup, tmp_path):
-    data, _cfg = setup
-    args = [
+def precompute_argv(data, cache_dir, out_dir) -> list[str]:
+    """``recall precompute`` on ``make_data``'s store as a subprocess command line."""
+    return [
         sys.executable,
         "-m",
         "pipeline.cli.main",
@@ -188,9 +188,14 @@ def test_cli_last_line(setup, tmp_path):
         "embed=hashing",
         "device=cpu",
         "k=5",
-        f"cache_dir={tmp_path / 'cache'}",
-        f"out_dir={tmp_path / 'o'}",
+        f"cache_dir={cache_dir}",
+        f"out_dir={out_dir}",
     ]
+
+
+def test_cli_last_line(setup, tmp_path):
+    data, _cfg = setup
+    args = precompute_argv(data, tmp_path / "cache", tmp_path / "o")
     out = subprocess.run(args, capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "cache: 0 hits, 8 misses"
     out = subprocess.run(args, capture_output=True, text=True, check=True)

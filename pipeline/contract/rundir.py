@@ -92,7 +92,7 @@ RENAMED = {
     "fusion": "fuse",
     "eval": "evaluate",
     "scope": "scope_policy",
-}  # config groups before issue 15
+}  # config group names of run directories written before 0.1.0's group renames
 MOVED = {
     ("query", "anchors"): ("anchors", "enabled"),
     ("query", "anchor_energy"): ("anchors", "energy"),

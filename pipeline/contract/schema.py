@@ -4,7 +4,7 @@
 contract type, and raises :class:`DataError` naming the file, row and field of the first problem.
 
 Queries: a null (or absent) ``doc_scope`` means the whole corpus; an empty ``doc_scope`` list is a
-DataError (it would mean "see nothing", and used to fail open as "see everything"): omit it for the
+DataError (it would mean "see nothing"; it must never fail open as "see everything"): omit it for the
 whole corpus, or list the doc ids the query may see.
 """
 

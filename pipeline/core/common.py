@@ -98,7 +98,7 @@ class StageLog:
 def table_digest(frame: pl.DataFrame) -> bytes:
     """SHA-256 of a table in row order: its column names and dtypes, its shape, and each row's
     hash over every column (``hash_rows``), in row order. Two tables with the same rows in another
-    order get other digests (a sum of row hashes would not: issue 26, items 1 and 2)."""
+    order get other digests (a sum of row hashes would not)."""
     h = hashlib.sha256(repr((frame.shape, list(frame.schema.items()))).encode())
     h.update(frame.hash_rows(seed=0).to_numpy().tobytes())
     return h.digest()

@@ -1,4 +1,4 @@
-"""``preset=auto``: ``best``, adapted to what a query group's corpus has (issue 17).
+"""``preset=auto``: ``best``, adapted to what a query group's corpus has.
 
 Two pure functions and the glue that applies them once per query group:
 

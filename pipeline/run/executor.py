@@ -117,7 +117,7 @@ class ShardWorker:
         self.device = backend.resolve_device(self.cfg.device)
         # common.corpus_step: embeddings, graph, hubs, signals, once per worker and node table;
         # keyed by each table's ordered digest, so a shard whose pack holds the same nodes in
-        # another order computes its own (issue 26, item 1)
+        # another order computes its own
         self.memo: dict = {}
         if (
             "dense" in self.cfg.channels
