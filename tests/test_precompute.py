@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from isolated import fresh_run
-from pipeline import precompute
+from pipeline.run import precompute
 
 SCOPES = ("c1", "c2", "c3")
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
@@ -181,7 +181,7 @@ def precompute_argv(data, cache_dir, out_dir) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "pipeline.cli.main",
         "precompute",
         "data=parquet",
         f"data.path={data}",
@@ -229,7 +229,7 @@ def test_key_index_equals_partitions_and_is_only_trusted_when_it_matches_them(se
     must hold exactly what the partitions hold, after a first build and after an edit. An index
     that disagrees with the partitions it indexes (emptied, a partition's bytes changed, or no
     manifest) is not read: the partitions are."""
-    from pipeline import precompute_write
+    from pipeline.run import precompute_write
 
     data, cfg = setup
     precompute.precompute(cfg())

@@ -11,7 +11,7 @@ import time
 import polars as pl
 import pytest
 
-from pipeline import precompute
+from pipeline.run import precompute
 from pipeline.serve import RecallCache, Service, layout
 from pipeline.serve.cache import load_generation
 from serve_support import config, reference, rows_of, same_bits
