@@ -61,3 +61,18 @@ def test_nested_key_typo_on_the_command_line_is_one_line(tmp_path):
     assert [ln for ln in p.stderr.splitlines() if ln.strip()] == [
         ln for ln in p.stderr.splitlines() if ln.startswith("error: unknown option 'data.pth'")
     ]
+
+
+def test_a_closed_pipe_ends_help_quietly():
+    """``recall --help | head -1``: the reader is gone before the help is written (closed here
+    before the child has imported anything); no traceback, the status a shell gives a command
+    SIGPIPE stopped (141)."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err

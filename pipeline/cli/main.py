@@ -6,6 +6,7 @@ User errors (bad data, bad options) print one line naming the file/field and the
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -219,7 +220,19 @@ def check_nested_keys(args: list[str], groups: set[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch ``recall <command> [args]`` (run, precompute, tune or a tool on finished runs); the exit status."""
+    """Dispatch ``recall <command> [args]`` (run, precompute, tune or a tool on finished runs); the exit status.
+
+    A reader that closes the pipe early (``recall --help | head``) ends the output quietly, as
+    the Python docs' SIGPIPE note recommends: stdout goes to devnull, the status is 141
+    (128 + SIGPIPE), as a shell reports a command a closed pipe stopped."""
+    try:
+        return _dispatch(argv)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _dispatch(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
