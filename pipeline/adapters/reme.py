@@ -157,6 +157,7 @@ def _chunk_rows(recs: list[dict], graph: dict, vecs: list | None) -> list[dict]:
                 "seq": seq[r["path"]],
                 "updated_at": _utc(fnode.get("st_mtime")),
                 "chunk_id": r["id"],
+                "store_order": r["_store_order"],
                 **({"embedding": vecs[i].astype(np.float32)} if vecs is not None else {}),
             }
         )
@@ -171,10 +172,13 @@ def _index_units(
     meta = root / "metadata"
     graph = reme_index.file_nodes(meta, p["index_name"])
     cpath = reme_index.chunks_file(meta, p["index_name"], p["store_version"])
-    recs = sorted(
-        reme_index.chunks(meta, p["index_name"], p["store_version"]),
-        key=lambda r: (r["path"], r["start_line"], r["end_line"], r["id"]),
-    )
+    stored = reme_index.chunks(meta, p["index_name"], p["store_version"])
+    first: dict[str, int] = {}
+    for i, r in enumerate(stored):  # ReMe's file_chunks dict: a repeated id keeps its first place
+        first.setdefault(r["id"], i)
+    recs = sorted(stored, key=lambda r: (r["path"], r["start_line"], r["end_line"], r["id"]))
+    for r in recs:
+        r["_store_order"] = first[r["id"]]
     vecs, space = _vectors(recs, meta, p, str(cpath))
     in_graph = {c for n in graph.values() for c in n.get("chunk_ids") or []}
     skipped["chunk_not_in_file_graph"] += sum(r["id"] not in in_graph for r in recs)
