@@ -54,6 +54,7 @@ from pipeline.precompute_write import ENTRY_COLUMNS, KEY_COLUMNS, KEY_INDEX, rea
 from pipeline.serve import keys as serve_keys
 from pipeline.serve import layout
 from pipeline.stages.select import with_node_text
+from pipeline.stages.vectors import keyword_store
 
 __all__ = ["precompute", "served", "injections", "live", "KEY_COLUMNS", "ENTRY_COLUMNS"]
 __all__ += ["KEY_INDEX", "read_keys", "compute_missing", "recall_rows"]
@@ -164,6 +165,7 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     """Bring the dataset's namespace under ``<cfg.cache_dir>/recall`` up to date (under its lock, as
     a new generation); returns hits, misses, partitions, namespace, generation and timings."""
     ds = dataset if dataset is not None else call_target(cfg.data)
+    cfg = keyword_store(cfg, ds)
     namespace = serve_keys.namespace(cfg, ds.name)
     ns_dir = layout.namespace_dir(cfg.cache_dir, namespace)
     with layout.locked(ns_dir):

@@ -15,6 +15,7 @@ from pipeline.common import StageLog, call_target
 from pipeline.errors import ConfigError
 from pipeline.ingest import nodes_and_queries
 from pipeline.outputs import write_outputs
+from pipeline.stages.vectors import keyword_store
 
 
 def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = None) -> dict:
@@ -29,6 +30,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     device = backend.resolve_device(cfg.device)
     with log.stage("ingest"):
         ds = dataset if dataset is not None else call_target(cfg.data)
+        cfg = keyword_store(cfg, ds)
         nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))
     log.rows |= {
         "nodes": nodes.height,

@@ -196,6 +196,8 @@ def _index_units(
         for lk in n.get("links") or []
         if lk.get("target_path")
     ]
+    if vecs is None and p["vectors"] == "auto":  # ReMe indexed it without an embedding model
+        notes["store_vectors"] = "none"
     if vecs is not None:
         width = len(vecs[0])
         notes["vector_model"] = p["vector_model"] or f"reme:{space or 'chunk-vectors'}-{width}d"
