@@ -1,22 +1,27 @@
 """Parity of preset=reme data=reme with ReMe's own code (``../shared/oracles/reme_search.py``): the
 ``reme`` subcommand of ``scripts/parity.py``:
 
-    python scripts/parity.py reme --cases 57f827a0 681a1674 [--mirror M] [--oracles O] [--work W]
+    python scripts/parity.py reme [--cases 57f827a0 681a1674 ...] [--ws DIR ...] [--modes keyword hybrid]
+        [--mirror M] [--oracles O] [--oracle-venv V] [--oracle-src S] [--work W]
 
-``reme``: ReMe workspaces written by ReMe itself (LongMemEval cases, agentscope-ai/ReMe @ b2e51d73)
-are searched by ReMe's real ``search_step`` (``reme_search.py``) and by ``recall run data=reme
-preset=reme`` (no other flag: k is ReMe's limit 5), in two modes: ``keyword`` (ReMe with vector_weight
-0: BM25 only; ours as a user runs it: the queries carry no vector and no local copy of the store's
-API model exists, so each query is searched by keyword, preset reme's ReMe fallback) and ``hybrid`` (ReMe with the oracle's ``hash_embed`` 256-d stand-in
-embedding; ours with the same vectors brought as stored vectors: each chunk's
-``_embedding_f16_b64`` replaced by float16(hash_embed(ReMe's truncation of its text)) in a copy of
-the store, and each query's ``embedding`` = float16(hash_embed(truncated query)): ReMe truncates
-every text it embeds, queries included, to 8,192 characters, or a 92% budget of 2·8,192 width
-units when the text is not ASCII). Queries per workspace: the
-case's LongMemEval question and the front-matter ``description`` of each indexed file (up to 12).
-Prints, per mode, how many queries give the same top-5 (path, lines) in the same order, the mean
-overlap of the top-5 sets, and the largest score difference on agreeing ranks; lists each
-differing query. Every input is copied first; nothing under the mirror or a store is modified.
+Workspaces ReMe wrote: ``--cases``, LongMemEval cases of ReMe's own benchmark
+(agentscope-ai/ReMe @ b2e51d73, ``reme_workspace.tar.gz``; queries: the case's question, its qrels
+the answer sessions' files, and the front-matter ``description`` of up to 12 indexed files, its
+qrels that file), and ``--ws``, folders of ``scripts/reme_workspaces.py`` (``workspace/`` indexed by
+ReMe's own code, ``queries.jsonl`` with ``relevant``). Each is searched by ReMe's real
+``search_step`` (``reme_search.py``, limit 5) and by ``recall run data=reme preset=reme`` (no other
+flag: k is ReMe's limit 5), in two modes: ``keyword`` (ReMe with vector_weight 0: BM25 only; ours
+as a user runs it: the queries carry no vector and no local copy of the store's API model exists,
+so each query is searched by keyword, preset reme's ReMe fallback) and ``hybrid`` (ReMe with the
+oracle's ``hash_embed`` 256-d stand-in embedding; ours with the same vectors brought as stored
+vectors: each chunk's ``_embedding_f16_b64`` replaced by float16(hash_embed(ReMe's truncation of
+its text)) in a copy of the store, and each query's ``embedding`` = float16(hash_embed(truncated
+query)): ReMe truncates every text it embeds, queries included, to 8,192 characters, or a 92%
+budget of 2·8,192 width units when the text is not ASCII). Prints, per mode, how many queries give
+the same top-5 (path, lines) in the same order, the mean overlap of the top-5 sets, the largest
+score difference on agreeing ranks and how many of those scores are the very same float, and
+document R@5 of both sides; lists each differing query. Every input is copied first; nothing
+under the mirror or a store is modified.
 """
 
 from __future__ import annotations

@@ -132,7 +132,8 @@ def _locomo(ws: Path, conv: int, sessions: int, copies: bool) -> list[dict]:
 
 def _musique(ws: Path, first: int, count: int, layout: str) -> list[dict]:
     """MuSiQue questions' paragraphs as ``resource/`` notes (one per paragraph), or (``long``)
-    one long ``digest/`` note per question, one heading per paragraph."""
+    one long ``digest/`` note per question, one heading per paragraph; queries: the questions
+    (their supporting paragraphs' notes) and some paragraph titles (their note)."""
     rows = json.load(gzip.open(DATA / "hipporag" / "musique_train.json.gz"))[first : first + count]
     queries = []
     for qi, r in enumerate(rows):
@@ -142,6 +143,7 @@ def _musique(ws: Path, first: int, count: int, layout: str) -> list[dict]:
             secs = [f"## {p['title']}\n\n{p['paragraph_text']}\n" for p in paras]
             _write(ws, rel, _front(f"musique-{first + qi}", paras[0]["title"]) + "\n".join(secs))
             queries.append({"text": r["question"], "relevant": [rel]})
+            queries += [{"text": p["title"], "relevant": [rel]} for p in paras[1:4]]
             continue
         rel_of = {}
         for p in paras:
@@ -150,6 +152,7 @@ def _musique(ws: Path, first: int, count: int, layout: str) -> list[dict]:
             rel_of[p["idx"]] = rel
         sup = [rel_of[p["idx"]] for p in paras if p.get("is_supporting")]
         queries.append({"text": r["question"], "relevant": sup})
+        queries += [{"text": p["title"], "relevant": [rel_of[p["idx"]]]} for p in paras[:2]]
     return queries
 
 
