@@ -5,9 +5,11 @@
 import json
 
 import polars as pl
+import pytest
 
 from pipeline import runner
 from pipeline.adapters import reme
+from pipeline.errors import DataError
 from pipeline.stages.select import ranked
 from reme_store import chunk_record, file_node, write_store
 
@@ -72,3 +74,13 @@ def test_a_store_without_vectors_is_searched_by_keyword_with_ties_in_store_order
     assert all(abs(s - want) < 1e-6 for s in rec["score"].to_list())
     assert rec["channel"].to_list() == ["lexical", "lexical"]
     assert any("keyword search only" in f for f in out["manifest"]["fallbacks"])
+
+
+def test_an_empty_chunk_store_is_one_clear_error(tmp_path):
+    # ReMe wrote such workspaces (LongMemEval case gpt4_a56e767c: a graph and a chunk store,
+    # both empty); before, the run failed on "nodes table has no 'node_id' column"
+    write_store(tmp_path / "ws", [], [])
+    with pytest.raises(DataError) as e:
+        reme.load(str(tmp_path / "ws"))
+    assert "file_chunks_default_v1.jsonl.zst" in str(e.value)
+    assert "holds no chunk" in str(e.value) and "index_update" in str(e.value)

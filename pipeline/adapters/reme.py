@@ -173,6 +173,12 @@ def _index_units(
     graph = reme_index.file_nodes(meta, p["index_name"])
     cpath = reme_index.chunks_file(meta, p["index_name"], p["store_version"])
     stored = reme_index.chunks(meta, p["index_name"], p["store_version"])
+    if not stored:  # ReMe's search finds nothing in it; a run over no node is refused
+        raise DataError(
+            str(cpath),
+            "ReMe's chunk store holds no chunk (nothing was indexed)",
+            "let ReMe index the workspace (its index_update job) before recalling from it",
+        )
     first: dict[str, int] = {}
     for i, r in enumerate(stored):  # ReMe's file_chunks dict: a repeated id keeps its first place
         first.setdefault(r["id"], i)
