@@ -38,18 +38,19 @@ def ranks_and_scores(ch, segs) -> tuple[pl.DataFrame, Callable]:
     body = ch.tokens.fields["body"].tocsr()
     tie = ch.tie if ch.tie is not None else np.arange(body.shape[0])
     q_out, n_out, r_out = [], [], []
-    table: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # query → (its nodes sorted, scores)
+    table: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # query → (its hit nodes sorted, scores)
     for rows, qs in segs.parts:
         tf, lens, slot = reme_bm25.slots(body[rows], tie[rows])
         nodes = rows[slot]
-        perm = np.argsort(nodes, kind="stable")
         for q in qs:
             s = reme_bm25.scores(tf, lens, ch.q_order[q], ch.p.k1, ch.p.b)
             top = reme_bm25.top_k(s, ch.p.candidates)
             q_out.append(np.full(len(top), q, np.int64))
             n_out.append(nodes[top])
             r_out.append(np.arange(1, len(top) + 1, dtype=np.int32))
-            table[int(q)] = (nodes[perm], s[perm])
+            hit = np.flatnonzero(s)  # only the nodes holding a query term: memory ∝ hits
+            by_node = np.argsort(nodes[hit], kind="stable")
+            table[int(q)] = (nodes[hit][by_node], s[hit][by_node])
     cat = lambda a, t: np.concatenate(a) if a else np.zeros(0, t)  # noqa: E731
     ranks = pl.DataFrame(
         {
