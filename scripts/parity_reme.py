@@ -20,7 +20,9 @@ query)): ReMe truncates every text it embeds, queries included, to 8,192 charact
 budget of 2·8,192 width units when the text is not ASCII). Prints, per mode, how many queries give
 the same top-5 (path, lines) in the same order, the mean overlap of the top-5 sets, the largest
 score difference on agreeing ranks and how many of those scores are the very same float, and
-document R@5 of both sides; lists each differing query. Every input is copied first; nothing
+document R@5 of both sides; lists each differing query. ``--keyword-index load`` lets ReMe load
+the workspace's persisted BM25 pickle (the oracle scans it first) and runs ours with
+``data.keyword_slots=true`` (its slot layout, read from the opcodes). Every input is copied first; nothing
 under the mirror or a store is modified.
 """
 
@@ -172,6 +174,8 @@ def _oracle(args, ws: Path, queries: Path, out: Path, mode: str) -> dict[str, li
         "5",
         "--mode",
         mode,
+        "--keyword-index",
+        args.keyword_index,
     ]
     subprocess.run(cmd, check=True, capture_output=True)
     hits = {}
@@ -270,9 +274,10 @@ def _runs(args, name: str, ws: Path, rows: list[dict], work: Path, hash_embed) -
         "".join(json.dumps({"query_id": r["query_id"], "text": r["text"]}) + "\n" for r in rows)
     )
     runs = {}
+    slots = ["data.keyword_slots=true"] if args.keyword_index == "load" else []
     if "keyword" in args.modes:
         runs["keyword"] = (
-            _ours(ws, qj, work / "ours" / name / "keyword", []),
+            _ours(ws, qj, work / "ours" / name / "keyword", slots),
             _oracle(args, ws, qj, work / f"{name}.oracle.keyword.jsonl", "keyword"),
         )
     if "hybrid" in args.modes:

@@ -232,6 +232,8 @@ class LexicalChannel:
     device: str = "cpu"
     q_order: list | None = None  # order=reme: each query's distinct term ids in query order
     tie: np.ndarray | None = None  # order=reme: each node's store order (None: node order)
+    slot: np.ndarray | None = None  # order=reme: each node's persisted BM25 slot (-1: none)
+    n_slots: int = 0  # order=reme: that index's slots, deleted ones included
 
     @classmethod
     def tokenise(
@@ -255,7 +257,7 @@ class LexicalChannel:
             return cls(tokens, q_terms, p, device)
         tie = store_order(nodes)
         order = lexical_reme.query_terms(tok, texts, tokens.vocab)
-        return cls(tokens, q_terms, p, device, order, tie)
+        return cls(tokens, q_terms, p, device, order, tie, *lexical_reme.slots(nodes))
 
     def ranks_and_scores(self, segs: Segments) -> tuple[pl.DataFrame, Callable]:
         """(query_idx, node_idx, lexical_rank) of every segment's queries over its own nodes, and

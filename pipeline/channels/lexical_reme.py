@@ -1,7 +1,9 @@
 """The lexical channel in ReMe's order (``lexical.order=reme``, preset reme): each query's
 ``candidates`` best chunks by ReMe's own BM25 arithmetic and top-k (``pipeline.ops.reme_bm25``),
-over the body field (ReMe indexes the chunk text only), the documents in store order (the nodes'
-``store_order`` column, ``data=reme``; node order without it). Its scores are ReMe's float32 bits
+over the body field (ReMe indexes the chunk text only), the documents in ReMe's slot order: its
+persisted index's slots when ``data=reme`` read them (``keyword_slot`` / ``keyword_slots``,
+``adapters/reme_slots.py``: deleted slots included, as ReMe's loaded index keeps them), else the
+store order (``store_order``; node order without it), as ReMe's rebuilt index. Its scores are ReMe's float32 bits
 and its ties ReMe's order, which ``select.tie_break`` then keeps. A brute-force pass per query,
 as ReMe's: for ReMe-sized stores.
 """
@@ -32,6 +34,15 @@ def query_terms(tokenizer, texts: list[str], vocab: dict[str, int]) -> list[list
     return out
 
 
+def slots(nodes: pl.DataFrame) -> tuple[np.ndarray | None, int]:
+    """(each node's slot in ReMe's persisted BM25 index, -1 for none; the index's slots), or
+    (None, 0) when the nodes carry none (``keyword_slot``, ``keyword_slots``: ``data=reme``)."""
+    if "keyword_slot" not in nodes.columns or nodes["keyword_slot"].is_null().all():
+        return None, 0
+    n = int(nodes["keyword_slots"].max())
+    return nodes["keyword_slot"].fill_null(-1).to_numpy().astype(np.int64), n
+
+
 def ranks_and_scores(ch, segs) -> tuple[pl.DataFrame, Callable]:
     """(query_idx, node_idx, lexical_rank) of every segment's queries over its own nodes, and the
     score of (query, node) pairs: ReMe's score, 0 for a node without a term."""
@@ -40,8 +51,11 @@ def ranks_and_scores(ch, segs) -> tuple[pl.DataFrame, Callable]:
     q_out, n_out, r_out = [], [], []
     table: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # query → (its hit nodes sorted, scores)
     for rows, qs in segs.parts:
-        tf, lens, slot = reme_bm25.slots(body[rows], tie[rows])
-        nodes = rows[slot]
+        slot = None if ch.slot is None else ch.slot[rows]
+        if slot is not None and not (slot >= 0).any():
+            slot = None
+        tf, lens, at = reme_bm25.slots(body[rows], tie[rows], slot, ch.n_slots)
+        nodes = np.where(at >= 0, rows[np.maximum(at, 0)], -1)
         for q in qs:
             s = reme_bm25.scores(tf, lens, ch.q_order[q], ch.p.k1, ch.p.b)
             top = reme_bm25.top_k(s, ch.p.candidates)

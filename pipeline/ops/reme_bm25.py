@@ -23,11 +23,11 @@ import scipy.sparse as sp
 def scores(
     tf: sp.csc_matrix, lens: np.ndarray, terms: list[int], k1: float, b: float
 ) -> np.ndarray:
-    """ReMe's float32 BM25 score of every document (rows of ``tf``, term counts, in ReMe's slot
-    order; ``lens`` their token counts, all > 0) for one query's distinct term ids in query order
-    (``BM25Index._score_query``)."""
-    n_docs = len(lens)
-    out = np.zeros(n_docs, dtype=np.float32)
+    """ReMe's float32 BM25 score of every slot (rows of ``tf``, term counts, in ReMe's slot
+    order; ``lens`` their token counts, 0 for a deleted slot, which scores 0) for one query's
+    distinct term ids in query order (``BM25Index._score_query``)."""
+    out = np.zeros(len(lens), dtype=np.float32)
+    n_docs = int((lens > 0).sum())  # live slots (a deleted one has no length here)
     if not n_docs:
         return out
     avg_len = int(lens.sum()) / n_docs  # Python float, as ReMe's total_len / n_docs
@@ -60,13 +60,26 @@ def top_k(s: np.ndarray, limit: int) -> np.ndarray:
     return top[np.argsort(-s[top])]
 
 
-def slots(tf: sp.csr_matrix, order: np.ndarray) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray]:
-    """(term counts by term, token counts, row of each slot) of ReMe's keyword index over the
-    rows of ``tf`` (documents × terms), ``order`` their store order: rows without a term get no
-    slot."""
+def slots(
+    tf: sp.csr_matrix, order: np.ndarray, slot: np.ndarray | None = None, n_slots: int = 0
+) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray]:
+    """(term counts by term, token counts, row of each slot or -1) of ReMe's keyword index over
+    the rows of ``tf`` (documents × terms). Rebuilt (``slot`` None): a slot per row with a term,
+    in ``order`` (the store order). Persisted: row ``i`` at slot ``slot[i]`` (-1: none) of
+    ``n_slots``, the others deleted slots (no row, length 0)."""
     lens = np.asarray(tf.sum(axis=1)).ravel().astype(np.int64)
-    rows = np.lexsort((np.arange(len(order)), order))
-    rows = rows[lens[rows] > 0]
-    sub = tf[rows].tocsc()
+    if slot is None:
+        rows = np.lexsort((np.arange(len(order)), order))
+        rows = rows[lens[rows] > 0]
+    else:
+        rows = np.full(n_slots, -1, np.int64)
+        have = slot >= 0
+        rows[slot[have]] = np.flatnonzero(have)
+    live = rows >= 0
+    pick = sp.csr_matrix(
+        (np.ones(int(live.sum()), np.float32), (np.flatnonzero(live), rows[live])),
+        shape=(len(rows), tf.shape[0]),
+    )
+    sub = (pick @ tf).tocsc()
     sub.sort_indices()  # each term's slots ascending, as ReMe's posting lists
-    return sub, lens[rows], rows
+    return sub, np.where(live, lens[np.maximum(rows, 0)], 0), rows
