@@ -357,6 +357,13 @@ def add_parser(sub) -> None:
     r.add_argument(
         "--modes", nargs="+", default=["keyword", "hybrid"], choices=["keyword", "hybrid"]
     )
+    r.add_argument(
+        "--keyword-index",
+        default="rebuild",
+        choices=["rebuild", "load"],
+        help="ReMe rebuilds BM25 from the chunks (default) or loads its bm25_*.pkl; load runs "
+        "ours with data.keyword_slots=true",
+    )
     r.add_argument("--mirror", default="/work/.mirror/agentscope-ai+ReMe/repo")
     r.add_argument("--oracles", default=str(oracle_dir.oracles()))
     r.add_argument("--oracle-venv", default="/tmp/oracles/reme_venv")
