@@ -124,6 +124,7 @@ def recall_rows(
     sub = ds.part(queries, scope_nodes(cfg, nodes, queries))
     log = StageLog()
     backend.reset()
+    cfg = keyword_store(cfg, ds)  # keys and namespaces stay the given recipe's (serve's too)
     sub_nodes, sub_queries = drop_empty(sub)
     got = querypath.recall_queries(
         cfg, sub, sub_nodes, sub_queries, backend.resolve_device(cfg.device), log, memo
@@ -165,7 +166,6 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     """Bring the dataset's namespace under ``<cfg.cache_dir>/recall`` up to date (under its lock, as
     a new generation); returns hits, misses, partitions, namespace, generation and timings."""
     ds = dataset if dataset is not None else call_target(cfg.data)
-    cfg = keyword_store(cfg, ds)
     namespace = serve_keys.namespace(cfg, ds.name)
     ns_dir = layout.namespace_dir(cfg.cache_dir, namespace)
     with layout.locked(ns_dir):
