@@ -84,3 +84,29 @@ def test_an_empty_chunk_store_is_one_clear_error(tmp_path):
         reme.load(str(tmp_path / "ws"))
     assert "file_chunks_default_v1.jsonl.zst" in str(e.value)
     assert "holds no chunk" in str(e.value) and "index_update" in str(e.value)
+
+
+def test_precompute_of_a_store_without_vectors_equals_the_run(compose, tmp_path):
+    """The keyword-only fallback applies on every path: a precomputed entry (precompute.recall_rows,
+    the path of serve's misses too) holds the run's rows, and the namespace is the given recipe's
+    (what ``recall lookup`` / serve compute without the dataset)."""
+    from pipeline import precompute
+    from pipeline.serve import keys
+    from test_precompute import _cached, _plain
+
+    _store(tmp_path / "ws")
+    q = tmp_path / "q.jsonl"
+    q.write_text(
+        "".join(
+            json.dumps({"query_id": f"q{i}", "text": t}) + "\n"
+            for i, t in enumerate(["apple", "bread"])
+        )
+    )
+    over = ["data=reme", f"data.path={tmp_path / 'ws'}", f"data.queries={q}", "preset=reme"]
+    cfg = compose([*over, f"cache_dir={tmp_path / 'cache'}"])
+    res = precompute.precompute(cfg)
+    assert res["misses"] == 2
+    assert res["namespace"] == keys.namespace(cfg, "reme")  # what lookup and serve look for
+    plain = _plain(compose([*over, "report=false"]), tmp_path)
+    assert plain["channel"].unique().to_list() == ["lexical"]
+    assert _cached(tmp_path).select(plain.columns).equals(plain)
