@@ -360,6 +360,8 @@ def _units(root: Path, p: dict, index: str, skipped: Counter, notes: dict):
         rows, links, files = _index_units(root, p, skipped, notes)
     else:
         rows, links, files = _note_units(root, skipped, notes)
+        if p["vectors"] == "auto":  # no ReMe index: ReMe's default config searches by keyword
+            notes["store_vectors"] = "none"
     if (root / "metadata").is_dir():
         if pk := reme_index.pickles(root / "metadata"):
             notes["pickles_ignored"] = (
