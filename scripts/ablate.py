@@ -67,7 +67,7 @@ def run_variant(out: Path, sets: str, overrides: list[str], cache: Path) -> None
     cmd = [
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "pipeline.cli.main",
         "run",
         "--multirun",
         f"data={sets}",

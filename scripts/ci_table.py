@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import reported
+from pipeline.contract.errors import reported
 from pipeline.report.bootstrap import Interval, metric_cis
 from pipeline.report.compare import compare, markdown_table
 

@@ -3,14 +3,14 @@
 #
 #   scripts/device_check.sh [libs|model|channels|all]      (default: all)
 #
-# channels: scripts/bench_device_channels.py at 1M nodes x 1,000 queries: the torch dense top-k
+# channels: scripts/bench/bench_device_channels.py at 1M nodes x 1,000 queries: the torch dense top-k
 #        (dense.index=torch) and the BM25 sparse product (lexical.scorer=torch) on cuda and cpu
 #        against faiss-cpu's flat scan and the host's scipy product, same answer checked (also
 #        part of libs, right after its GPU tests; at most 150 s; torch on cpu: 200 queries).
 # libs:  which FAISS/CuPy/cuGraph it loads; the GPU-marked tests that need no model weights (CPU/GPU
 #        parity of a full run with embed=hashing, CuPy PEDSA/PPR, batched DPP, NMF/FISTA, cuGraph
 #        dispatch where installed) and the CPU twins of the CuPy guards; a timed sample run on cpu
-#        and cuda; scripts/bench_pipeline.py at 100k nodes (cpu and cuda) and 1M nodes (cuda).
+#        and cuda; scripts/bench/bench_pipeline.py at 100k nodes (cpu and cuda) and 1M nodes (cuda).
 # model: the MiniLM tests (encoder parity cpu/cuda, a full run with embed=minilm), encoder
 #        throughput per device, and the timed sample run with MiniLM.
 #
@@ -91,7 +91,7 @@ import torch
 
 print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.cuda.is_available(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
-from pipeline import backend
+from pipeline.core import backend
 
 print(backend.faiss_summary())
 for mod in ("cupy", "cugraph", "cudf", "polars", "hydra", "bm25s", "pytrec_eval", "igraph", "leidenalg",
@@ -130,7 +130,7 @@ PY
 
 channels_step() {  # issue 29: the device channels against the host baselines, one table
   step "device channels: torch dense top-k and BM25 sparse product, 1M nodes x 1,000 queries, cuda and cpu"
-  t 150 python3 scripts/bench_device_channels.py --nodes 1000000 --queries 1000 --devices cuda,cpu \
+  t 150 python3 scripts/bench/bench_device_channels.py --nodes 1000000 --queries 1000 --devices cuda,cpu \
     --cpu-queries 200 \
     2>&1 | tee -a "$OUT/bench.log" | tail -9
 }
@@ -149,15 +149,15 @@ if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call c
     | tee -a "$OUT/gpu_tests.log" | tail -5  # the dense channel, resident vectors on cuda: the host bits
   step "bench_pipeline: 1M nodes x 1,000 queries on cuda (PPR, then PEDSA); 100k on cuda"
   {
-    t 150 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda | tail -9
-    t 120 python3 scripts/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda diffuse=pedsa | tail -9
-    t 100 python3 scripts/bench_pipeline.py --sizes 100000 --queries 1000 device=cuda | tail -9
+    t 150 python3 scripts/bench/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda | tail -9
+    t 120 python3 scripts/bench/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda diffuse=pedsa | tail -9
+    t 100 python3 scripts/bench/bench_pipeline.py --sizes 100000 --queries 1000 device=cuda | tail -9
   } 2>&1 | tee -a "$OUT/bench.log"
   channels_step
   step sample run, embed=hashing, cpu then cuda
   sample_run hashing 2>&1 | tee -a "$OUT/runs.log"
   step "bench_pipeline: 100k nodes x 1,000 queries on cpu (the same process's baseline for the cuda row)"
-  t 100 python3 scripts/bench_pipeline.py --sizes 100000 --queries 1000 device=cpu 2>&1 | tail -9 \
+  t 100 python3 scripts/bench/bench_pipeline.py --sizes 100000 --queries 1000 device=cpu 2>&1 | tail -9 \
     | tee -a "$OUT/bench.log"
   step CPU twins of the CuPy guards
   t 60 python3 -m pytest -q -p no:cacheprovider tests/test_xp_guards.py tests/test_graphalgo.py 2>&1 \

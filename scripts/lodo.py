@@ -11,7 +11,7 @@ after `--` go to every run (e.g. `embed=hashing` for a quick check of the harnes
 gives each recipe's paired gain over `best` on the query halves a / b (`recall tune` fits on a).
 
 `--search N` adds N recipes drawn at random (seeded) from the `best` search space of
-conf/tune_spaces.yaml (`pipeline.tune.sample_space`), each `preset=best` plus its drawn values, as
+conf/tune_spaces.yaml (`pipeline.run.tune.sample_space`), each `preset=best` plus its drawn values, as
 `search-00` ... Every recipe runs on every set once, so each fold's choice among all candidates is a
 random search on its two fit sets scored by the worst shortfall, and the held-out set never takes part.
 """
@@ -26,17 +26,19 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import DataError, reported, require_one_of
+from pipeline.contract.errors import DataError, reported, require_one_of
 from pipeline.report.compare import markdown_table
 from pipeline.report.lodo import half_gains, lodo_table
-from pipeline.tune import sample_space, search_space
+from pipeline.run.tune import sample_space, search_space
 
 RECIPES = {  # name → Hydra overrides; the first listed wins ties
     "best": ["preset=best"],
     "best_musique": ["preset=best_musique"],
     "best_scifact": ["preset=best_scifact"],
     "best-no-diffusion": ["preset=best", "diffuse=none"],
-    "auto": ["preset=auto"],  # best adapted per query group to its corpus (pipeline/autopreset.py)
+    "auto": [
+        "preset=auto"
+    ],  # best adapted per query group to its corpus (pipeline/run/autopreset.py)
 }
 METRIC = {"locomo": "recall@5", "musique": "recall@5", "scifact": "ndcg@10"}
 

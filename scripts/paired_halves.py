@@ -5,7 +5,7 @@
 Rows: (run, half, n, one `gain [low, high]` cell per metric); recall in points, nDCG/MRR as
 fractions; 95% percentile bootstrap of the mean paired difference (1,000 resamples, seed 13;
 `pipeline.report.bootstrap.paired_difference`). The halves are `query_part=a|b`
-(`pipeline.ingest.query_half`): queries are recalled independently, so a half's rows in a full run
+(`pipeline.contract.ingest.query_half`): queries are recalled independently, so a half's rows in a full run
 are the rows a `query_part` run of that half gives.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import reported
-from pipeline.ingest import query_half
+from pipeline.contract.errors import reported
+from pipeline.contract.ingest import query_half
 from pipeline.report.bootstrap import paired_difference
 from pipeline.report.compare import markdown_table
 

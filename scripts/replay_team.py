@@ -47,10 +47,10 @@ import polars as pl
 from pipeline.adapters import locomo
 from pipeline.channels import collab as collab_channel
 from pipeline.channels.candidates import generate
-from pipeline.dataset import Dataset
+from pipeline.contract.dataset import Dataset
+from pipeline.core.stage import group_yaml
 from pipeline.ops.scope import scope_groups
 from pipeline.report.bootstrap import bootstrap_ci
-from pipeline.stage import group_yaml
 from pipeline.stages.channels import LexicalParams
 from pipeline.stages.fuse import fuse
 from pipeline.stages.inject_team import cf_boosts

@@ -2,6 +2,8 @@
 
     .venv/bin/python scripts/snapshot_outputs.py save runs/snap-before [--data sample,locomo,musique,scifact]
                                                    [--presets best,bme,reme,oks,hipporag] [--embed minilm]
+                                                   [--extra oks=/path/to/instance:oks,oks_team]
+                                                   [--limit-queries 20]
     ... refactor ...
     .venv/bin/python scripts/snapshot_outputs.py save runs/snap-after --emb-from runs/snap-before (same options)
     .venv/bin/python scripts/snapshot_outputs.py compare runs/snap-before runs/snap-after
@@ -11,7 +13,10 @@ preset=best, or the first pair) in fresh processes, each with its own cache fold
 snapshot (so nothing is reused from an earlier code version), and writes ``hashes.json``: the
 sha256 of every ``recall.parquet``, ``metrics.json`` and recall-cache partition. ``compare`` prints
 one line per file (``same`` / ``DIFFERENT`` / ``missing``) and exits 1 unless every file is the same;
-its last line is ``identical: <n>/<total>``. The snapshots hold recall ids and scores, never corpus
+its last line is ``identical: <n>/<total>``. ``--extra DATA=PATH:PRESET,PRESET`` (repeatable) adds
+pairs on a dataset that needs a path (``data=oks data.path=PATH``, e.g. an instance written by
+``scripts/parity/oks_store.py``) and presets of its own (``oks_team``); ``--limit-queries N`` runs the first
+``N`` queries of every dataset (``data.limit_queries``), a slice that keeps a snapshot short. The snapshots hold recall ids and scores, never corpus
 text; keep them out of the repository (``runs/`` is ignored).
 """
 
@@ -89,38 +94,68 @@ def carry_embeddings(src: Path, dst: Path) -> None:
         shutil.copyfile(f, dst / f.name)
 
 
+def parse_extra(spec: str) -> list[tuple[str, str | None, str]]:
+    """``DATA=PATH:PRESET,PRESET`` (or ``DATA:PRESET``) → [(data, path, preset), ...]."""
+    head, sep, presets = spec.rpartition(":")
+    if not sep or not head or not presets:
+        sys.exit(f"--extra {spec!r}: expected DATA=PATH:PRESET[,PRESET...], e.g. oks=/tmp/oks:oks")
+    name, _, path = head.partition("=")
+    return [(name, path or None, p) for p in presets.split(",")]
+
+
+def data_args(name: str, path: str | None, limit: int | None) -> list[str]:
+    """The ``data=…`` overrides of one dataset: its name, its path if given (with the
+    ``queries.jsonl`` there, as ``scripts/parity/oks_store.py`` writes it), its query slice."""
+    return (
+        [f"data={name}"]
+        + ([f"data.path={path}"] if path else [])
+        + (
+            [f"data.queries={path}/queries.jsonl"]
+            if path and Path(path, "queries.jsonl").is_file()
+            else []
+        )
+        + ([f"data.limit_queries={limit}"] if limit else [])
+    )
+
+
 def save(
-    out: Path, data: list[str], presets: list[str], embed: str, emb_from: Path | None = None
+    out: Path,
+    data: list[str],
+    presets: list[str],
+    embed: str,
+    emb_from: Path | None = None,
+    extra: list[tuple[str, str | None, str]] = (),
+    limit: int | None = None,
 ) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     store = (
         out / "emb"
     )  # the embeddings every run shares (encoding MiniLM twenty times is most of the time)
     carry_embeddings(emb_from / "emb" if emb_from else store, store)
-    for d in data:
-        for p in presets:
-            print(f"run {d} {p}", flush=True)
-            cache = out / "cache" / f"{d}-{p}"
-            carry_embeddings(store, cache)
-            recall(
-                [
-                    "run",
-                    f"data={d}",
-                    f"preset={p}",
-                    f"embed={embed}",
-                    "report=false",
-                    f"out_dir={out / 'runs' / f'{d}-{p}'}",
-                    f"cache_dir={cache}",
-                ]
-            )
-            carry_embeddings(cache, store)
+    pairs = [(d, None, p) for d in data for p in presets] + list(extra)
+    for d, path, p in pairs:
+        print(f"run {d} {p}", flush=True)
+        cache = out / "cache" / f"{d}-{p}"
+        carry_embeddings(store, cache)
+        recall(
+            [
+                "run",
+                *data_args(d, path, limit),
+                f"preset={p}",
+                f"embed={embed}",
+                "report=false",
+                f"out_dir={out / 'runs' / f'{d}-{p}'}",
+                f"cache_dir={cache}",
+            ]
+        )
+        carry_embeddings(cache, store)
     d, p = ("locomo", "best") if "locomo" in data and "best" in presets else (data[0], presets[0])
     print(f"precompute {d} {p}", flush=True)
     carry_embeddings(store, out / "precompute")
     recall(
         [
             "precompute",
-            f"data={d}",
+            *data_args(d, None, limit),
             f"preset={p}",
             f"embed={embed}",
             f"out_dir={out / 'precompute-run'}",
@@ -159,6 +194,15 @@ def main() -> int:
     s.add_argument("--presets", default=PRESETS)
     s.add_argument("--embed", default="minilm")
     s.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        help="DATA=PATH:PRESET[,PRESET]: pairs on a dataset given by path (oks=/tmp/oks:oks,oks_team)",
+    )
+    s.add_argument(
+        "--limit-queries", type=int, default=None, help="run the first N queries of each dataset"
+    )
+    s.add_argument(
         "--emb-from",
         type=Path,
         default=None,
@@ -174,7 +218,16 @@ def main() -> int:
     c.add_argument("b", type=Path)
     a = ap.parse_args()
     if a.cmd == "save":
-        table = save(a.out, a.data.split(","), a.presets.split(","), a.embed, a.emb_from)
+        extra = [pair for spec in a.extra for pair in parse_extra(spec)]
+        table = save(
+            a.out,
+            a.data.split(","),
+            a.presets.split(","),
+            a.embed,
+            a.emb_from,
+            extra,
+            a.limit_queries,
+        )
         print(f"saved {len(table)} file hashes to {a.out / 'hashes.json'}")
         return 0
     if a.cmd == "rehash":

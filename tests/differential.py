@@ -21,7 +21,7 @@ from hydra import initialize_config_dir
 
 import differential_corpus as corpus
 from isolated import fresh_cfg, fresh_run
-from pipeline import packs, precompute
+from pipeline.run import packs, precompute
 
 REPO = Path(__file__).resolve().parents[1]
 COMMON = ["device=cpu", "embed=hashing", "report=false", "k=10"]
@@ -142,8 +142,8 @@ def batches_small(recipe, data, root):
     blocks of 5 query rows or 40 bounded scores, BM25 pair scores in blocks of 9 pairs, component
     joins in blocks of 3 queries, push solves in parts of at most 4 queries, BM25 layouts by the
     sort (``segvocab.DENSE_SPAN`` 0; the full run takes the dense minimum)."""
-    from pipeline import progress
     from pipeline.channels import candidates, dense_range, lexical, segvocab
+    from pipeline.core import progress
     from pipeline.ops import ppr_push
     from pipeline.stages import fuse
 
@@ -237,12 +237,13 @@ CACHED_MIN = 100  # npzcache.MIN_ROWS in corpus_cached: some groups above it, so
 
 
 def corpus_cached(recipe, data, root):
-    """Corpus-side values read back from disk (``pipeline.npzcache``, ``MIN_ROWS`` 100: the
+    """Corpus-side values read back from disk (``pipeline.core.npzcache``, ``MIN_ROWS`` 100: the
     nodes' field tokens, ``channels.token_cache``, and entity mentions, ``ops.entity_cache``): a
     run over every other query fills one cache, then the run over all queries, with that cache,
     computes them only for the groups the first run did not see (other queries: no candidate of
     the first run is reused). Fails unless the second run read each kind back."""
-    from pipeline import npzcache, runner
+    from pipeline.core import npzcache
+    from pipeline.run import runner
 
     cfg = fresh_cfg(config(recipe), root, name("cached"))
     half = {**data, "queries": data["queries"][::2]}
@@ -268,7 +269,7 @@ def precompute_cached(recipe, data, root):
     """:func:`precompute_after_edits` with the corpus-side values cached from 100 nodes on
     (``npzcache.MIN_ROWS``): an edited group's texts are a new key, so no value cached before an
     edit is served after it. Fails unless the precomputes wrote cache files."""
-    from pipeline import npzcache
+    from pipeline.core import npzcache
 
     before = set(Path(root).glob("*/cache/tokens/*.npz"))
     with _patched(npzcache, "MIN_ROWS", CACHED_MIN):
@@ -325,7 +326,7 @@ def _is_mask(x) -> bool:
 
 @contextlib.contextmanager
 def probes():
-    """Record, for every data-crossed threshold of ``pipeline.thresholds``, which sides the runs
+    """Record, for every data-crossed threshold of ``pipeline.core.thresholds``, which sides the runs
     inside reach: ``seen[name]`` is a set of "below"/"above"."""
     import faiss
 
@@ -554,7 +555,6 @@ def probes():
 
         return probe
 
-    from pipeline import npzcache, progress
     from pipeline.channels import blocked as blocked_mod
     from pipeline.channels import (
         bm25_device,
@@ -565,6 +565,7 @@ def probes():
         segvocab,
         token_cache,
     )
+    from pipeline.core import npzcache, progress
     from pipeline.ops import pairdot, ppr_push, scoring
     from pipeline.ops import scope as scope_mod
     from pipeline.stages import diffuse, novelty, select

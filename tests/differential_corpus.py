@@ -1,5 +1,5 @@
 """The differential harness's data (tests/test_differential.py): workspaces (``doc_scope`` groups)
-of very different sizes, so that every size threshold of ``pipeline.thresholds`` has a group,
+of very different sizes, so that every size threshold of ``pipeline.core.thresholds`` has a group,
 pool, block or pack on each side of it.
 
 - ``tiny``: 3 notes, 2 queries (a single-threaded FAISS scan, a DPP pool below its target);
@@ -35,8 +35,8 @@ import datetime as dt
 import numpy as np
 import polars as pl
 
-from pipeline import schema
-from pipeline.dataset import Dataset
+from pipeline.contract import schema
+from pipeline.contract.dataset import Dataset
 
 T0 = dt.datetime(2025, 2, 1, tzinfo=dt.timezone.utc)
 SYL = "ka lo mi ra ze tu vo ni sa pe ro du fi ga he ju ma ko li ba".split()

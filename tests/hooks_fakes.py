@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from pipeline.errors import UserError
+from pipeline.contract.errors import UserError
 from pipeline.hooks.source import normalize
 
 SCOPES = ("default",)

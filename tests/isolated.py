@@ -32,7 +32,7 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import runner
+from pipeline.run import runner
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Reference implementations the parity tests compare with: literal per-query loops (ST-BME's
 PEDSA, a sort-based top-k) and networkx's PageRank. Slow and obvious on purpose; also used by
-``scripts/bench_diffusion.py``."""
+``scripts/bench/bench_diffusion.py``."""
 
 from collections import defaultdict
 

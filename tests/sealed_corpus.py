@@ -10,8 +10,8 @@ import datetime as dt
 
 import polars as pl
 
-from pipeline import schema
-from pipeline.dataset import Dataset
+from pipeline.contract import schema
+from pipeline.contract.dataset import Dataset
 
 T0 = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
 NAMES = ["Alice Moreau", "Bruno Keller", "Paris", "Lisbon", "Project Falcon", "Dana Ruiz"]

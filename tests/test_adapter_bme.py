@@ -25,7 +25,7 @@ import polars as pl
 import pytest
 
 from pipeline.adapters import bme
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 T0 = 1767225600000  # 2026-01-01T00:00:00Z in ms
 

@@ -36,8 +36,8 @@ import polars as pl
 import pytest
 from tests.test_adapter_bme import T0, edge, node, scope
 
-from pipeline import runner
 from pipeline.adapters import bme
+from pipeline.run import runner
 
 HYB = 1.13 / 1.18
 HYB_N4 = (0.6 * 0.255 + 0.05) / 1.18

@@ -26,10 +26,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline import runner
 from pipeline.adapters import oks
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 from pipeline.ops.tokenize import fts5_document
+from pipeline.run import runner
 from pipeline.stages import signals
 from pipeline.stages.inject import soul_boost
 
@@ -224,7 +224,7 @@ def _knowledge_section(stdout: str) -> str:
 
 
 def test_run_and_precompute_never_touch_the_store(compose, tmp_path):
-    from pipeline.precompute import precompute
+    from pipeline.run.precompute import precompute
 
     store = tmp_path / "store"
     shutil.copytree(STORE, store)

@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import runner
 from pipeline.adapters import reme
-from pipeline.errors import ConfigError, DataError
+from pipeline.contract.errors import ConfigError, DataError
+from pipeline.run import runner
 from pipeline.stages import signals, vectors
 from reme_store import chunk_record, file_node, write_jsonl_zst, write_store
 
@@ -254,7 +254,7 @@ def test_run_uses_stored_vectors_and_leaves_the_store_byte_identical(compose, tm
         "session/dialog/s1.jsonl#L3-L4",
     ]
     assert rec["score"].to_list() == pytest.approx([1.4 / 2**0.5, 2**-0.5, 2**-0.5], abs=1e-3)
-    from pipeline import precompute
+    from pipeline.run import precompute
 
     precompute.precompute(cfg)  # the nightly cache reads the store the same way
     man = json.loads((tmp_path / "run" / "manifest.json").read_text())

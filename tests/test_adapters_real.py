@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.adapters import beir, locomo, musique
 from pipeline.adapters.common import sha256_file
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 HERE = Path(__file__).resolve().parent
 TINY = HERE / "data"

@@ -44,8 +44,8 @@ def test_two_clusters_two_topics():
 
 
 def test_analyze_stage_and_command_on_a_run(compose, tmp_path):
-    from pipeline import runner
-    from pipeline.cli import main
+    from pipeline.cli.main import main
+    from pipeline.run import runner
 
     cfg = compose(["embed=hashing", "analyze.enabled=true", "analyze.topics=4", "report=false"])
     runner.run(cfg, tmp_path / "run")
@@ -63,8 +63,8 @@ def test_analyze_stage_and_command_on_a_run(compose, tmp_path):
 def test_analyze_after_a_run_without_novelty_writes_the_table_novelty_bme_writes(compose, tmp_path):
     import json
 
-    from pipeline import runner
-    from pipeline.cli import main
+    from pipeline.cli.main import main
+    from pipeline.run import runner
 
     base = ["embed=hashing", "report=false", "data.limit_queries=8"]
     runner.run(compose(base), tmp_path / "plain")

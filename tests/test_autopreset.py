@@ -1,4 +1,4 @@
-"""preset=auto (pipeline/autopreset.py): hand-made corpora with each feature present or absent →
+"""preset=auto (pipeline/run/autopreset.py): hand-made corpora with each feature present or absent →
 the expected overrides; per query group, a group with a temporal chain runs exactly as ``best``
 and a group of independent titled abstracts exactly as ``best`` with ``diffuse=none``."""
 
@@ -9,10 +9,11 @@ import json
 import polars as pl
 import pytest
 
-from pipeline import runner, schema
-from pipeline.autopreset import corpus_features, merged, overrides
-from pipeline.dataset import Dataset
-from pipeline.errors import ConfigError
+from pipeline.contract import schema
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import ConfigError
+from pipeline.run import runner
+from pipeline.run.autopreset import corpus_features, merged, overrides
 
 CONV = pl.DataFrame(
     {  # one session, four turns: a temporal chain, speakers, no titles

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pipeline import backend
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.core import backend
 
 
 def test_auto_falls_back_and_cuda_raises(monkeypatch):
@@ -33,7 +33,7 @@ def test_auto_logs_the_faiss_module_it_loaded(monkeypatch, caplog):
     import faiss
 
     monkeypatch.setattr(backend, "has_cuda", lambda: False)
-    with caplog.at_level(logging.INFO, logger="pipeline.backend"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.backend"):
         backend.resolve_device("auto")
     line = next(r.getMessage() for r in caplog.records if "faiss" in r.getMessage())
     assert faiss.__file__ in line and f"faiss-cpu {importlib.metadata.version('faiss-cpu')}" in line

@@ -9,7 +9,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 
 ODD = "שלום עולם e\u0301\u0301 🚀🧠 中文记忆 \u200b\ufeff"
 
@@ -200,7 +200,7 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 def test_parquet_nodes_property(tmp_path_factory, mutation, texts):
     """Whatever the table holds: a DataError/ConfigError naming the file, or a finished run."""
     from pipeline.adapters import parquet
-    from pipeline.errors import UserError
+    from pipeline.contract.errors import UserError
 
     t = tmp_path_factory.mktemp("prop")
     n = len(texts)
@@ -232,7 +232,7 @@ def test_parquet_nodes_property(tmp_path_factory, mutation, texts):
     from hydra import compose, initialize_config_dir
 
     from conftest import REPO
-    from pipeline import runner
+    from pipeline.run import runner
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(
@@ -291,7 +291,7 @@ JSONS = st.recursive(
 def test_json_adapters_property(tmp_path_factory, doc, which):
     """Arbitrary JSON in the shape of each source: a UserError naming the file, or a Dataset."""
     from pipeline.adapters import beir, locomo, musique
-    from pipeline.errors import UserError
+    from pipeline.contract.errors import UserError
 
     t = tmp_path_factory.mktemp(which)
     if which == "beir":
@@ -310,7 +310,7 @@ def test_json_adapters_property(tmp_path_factory, doc, which):
     except UserError as exc:
         assert str(t) in str(exc)
         return
-    from pipeline.schema import conform
+    from pipeline.contract.schema import conform
 
     for table, df in (
         ("nodes", ds.nodes),
@@ -333,7 +333,7 @@ def test_json_adapters_property(tmp_path_factory, doc, which):
 def test_workspace_markdown_property(tmp_path_factory, body):
     """Arbitrary bytes or markdown-ish text in a note: a UserError naming the file, or a Dataset."""
     from pipeline.adapters import workspace
-    from pipeline.errors import UserError
+    from pipeline.contract.errors import UserError
 
     t = tmp_path_factory.mktemp("md")
     (t / "a.md").write_bytes(body if isinstance(body, bytes) else body.encode())

@@ -6,8 +6,8 @@ import polars as pl
 import pytest
 
 from conftest import tiny_ws_overrides
-from pipeline import runner
 from pipeline.channels import blocked, dense
+from pipeline.run import runner
 
 
 def _data(n=2000, nq=50, d=32, seed=0):

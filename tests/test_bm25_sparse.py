@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from pipeline import backend
 from pipeline.channels import bm25_device, lexical
 from pipeline.channels.candidates import LexicalChannel, Segments
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.core import backend
 from pipeline.ops.topk import topk_long, topk_sparse
 from pipeline.stages.channels import LexicalParams
 

@@ -1,4 +1,4 @@
-"""The preset=bme fidelity fixes that ``scripts/parity.py bme`` found against ST-BME's own
+"""The preset=bme fidelity fixes that ``scripts/parity/parity.py bme`` found against ST-BME's own
 ``retrieve()`` (Youzini-afk/ST-Bionic-Memory-Ecology @ 590da3b6), each checked by hand:
 scene reconstruction (``retriever.js::reconstructSceneNodeIds``, owner-POV augmentation), the
 per-part vector score (``shared-ranking.js``: hits of each query text's top 20, merged by max),

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 from pipeline.report.bootstrap import bootstrap_ci, bootstrap_means, metric_cis
 
 
@@ -82,8 +82,8 @@ def _load_script(name: str):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"  # name: "lodo", "bench/x"
+    spec = importlib.util.spec_from_file_location(f"scripts_{name.replace('/', '_')}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

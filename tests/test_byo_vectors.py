@@ -4,8 +4,8 @@ the dense channel searches (cosines by hand); a mismatch is an error, never a si
 import polars as pl
 import pytest
 
-from pipeline import runner
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.run import runner
 
 V = pl.List(pl.Float32)
 

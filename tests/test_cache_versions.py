@@ -4,7 +4,9 @@ in every cache key, so changing any of them is a miss (and leaving them alone is
 import numpy as np
 import pytest
 
-from pipeline import cachekeys, common, ingest, runner, version
+from pipeline.contract import ingest
+from pipeline.core import common, version
+from pipeline.run import cachekeys, runner
 from pipeline.stages import embed
 from pipeline.stages.embed import EmbeddingCache, SentenceEncoder, embed_cached
 
@@ -70,11 +72,11 @@ def test_a_run_reuses_candidates_only_under_the_same_code_version(compose, tmp_p
 
 def test_code_version_hashes_the_package_source():
     assert version.code_version().startswith(version.package_version() + "+")
-    h1 = version.source_hash([version.ROOT / "io.py"])
+    h1 = version.source_hash([version.ROOT / "contract" / "io.py"])
     assert (
         h1
-        == version.source_hash([version.ROOT / "io.py"])
-        != version.source_hash([version.ROOT / "errors.py"])
+        == version.source_hash([version.ROOT / "contract" / "io.py"])
+        != version.source_hash([version.ROOT / "contract" / "errors.py"])
     )
 
 

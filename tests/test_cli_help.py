@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from conftest import REPO
-from pipeline.cli import COMMANDS, check_overrides, main
-from pipeline.errors import UserError
+from pipeline.cli.main import COMMANDS, check_overrides, main
+from pipeline.contract.errors import UserError
 
 
 def test_top_level_help_lists_every_preset_and_data_option(capsys):

@@ -98,7 +98,7 @@ def _parquet(frame: pl.DataFrame) -> bytes:
 
 
 def test_a_log_without_the_basket_column_is_a_clear_error():
-    from pipeline.errors import DataError
+    from pipeline.contract.errors import DataError
 
     log = pl.DataFrame({"team": ["t1"], "slugs": [["a", "b"]]})
     with pytest.raises(DataError, match="session_id"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline import precompute
-from pipeline.dataset import Dataset
+from pipeline.contract.dataset import Dataset
+from pipeline.run import precompute
 
 SLUGS = ["a", "b", "c", "d"]
 TEXTS = ["alpha apple", "beta berry", "gamma grape", "delta date"]
@@ -54,7 +54,7 @@ def test_new_log_row_recomputes_exactly_its_team(compose, tmp_path):
 
 
 def test_precompute_after_a_new_row_equals_a_plain_run(compose, tmp_path):
-    from pipeline import runner
+    from pipeline.run import runner
 
     grown = [*BASE, ("t2", "s2", ["a", "b"]), ("t2", "s3", ["a", "b"])]
     cfg = compose(["preset=oks_team", "embed=hashing", f"cache_dir={tmp_path / 'c'}"])
@@ -78,7 +78,7 @@ def test_precompute_after_a_new_row_equals_a_plain_run(compose, tmp_path):
 def test_other_teams_rows_leave_a_teams_recall_bytes(compose, tmp_path):
     """Full run (preset=oks_team, injection too): team t2's log rows change q2's recall but not
     a byte of team t1's rows of recall.parquet / injection.parquet."""
-    from pipeline import runner
+    from pipeline.run import runner
 
     def t1_bytes(rows, name):
         cfg = compose(["preset=oks_team", "embed=hashing", f"cache_dir={tmp_path / name}"])
@@ -106,8 +106,8 @@ def test_oks_instance_without_an_inject_log_precomputes(compose, tmp_path):
     import shutil
     from pathlib import Path
 
-    from pipeline import cachekeys
-    from pipeline.common import call_target
+    from pipeline.core.common import call_target
+    from pipeline.run import cachekeys
 
     store = tmp_path / "oks"
     shutil.copytree(Path(__file__).parent / "data" / "oks_store", store)

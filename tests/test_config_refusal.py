@@ -24,8 +24,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from pipeline.cli import main
-from pipeline.errors import ConfigError
+from pipeline.cli.main import main
+from pipeline.contract.errors import ConfigError
 
 
 def _open(marker) -> dict:
@@ -315,7 +315,7 @@ def _hydra_node(overrides: list[str]) -> dict:
     ],
 )
 def test_the_projects_and_hydras_own_settings_pass(overrides):
-    from pipeline import hydra_keys
+    from pipeline.contract import hydra_keys
 
     node = _hydra_node(overrides)
     hydra_keys.check(node)  # no error
@@ -323,7 +323,7 @@ def test_the_projects_and_hydras_own_settings_pass(overrides):
 
 
 def test_an_interpolated_target_is_refused_and_unchanged_environment_passes(monkeypatch):
-    from pipeline import hydra_keys
+    from pipeline.contract import hydra_keys
 
     monkeypatch.setenv("EVIL", "builtins.open")
     node = {"sweeper": {"_target_": "${oc.env:EVIL}"}}

@@ -4,8 +4,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import REPO
-from pipeline.common import call_target
-from pipeline.registry import TARGETS
+from pipeline.contract.registry import TARGETS
+from pipeline.core.common import call_target
 
 GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir())
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((REPO / "conf" / g).glob("*.yaml"))]
@@ -42,9 +42,13 @@ def test_compose_every_option(compose, group, option):
 
 
 def test_call_target_refuses_import_paths():
-    from pipeline.errors import ConfigError
+    from pipeline.contract.errors import ConfigError
 
-    for target in ("os.system", "pipeline.io.os.system", "pipeline.stages.embed.HashingEmbedder"):
+    for target in (
+        "os.system",
+        "pipeline.contract.io.os.system",
+        "pipeline.stages.embed.HashingEmbedder",
+    ):
         with pytest.raises(
             ConfigError, match=r"^embed\.encoder\._target_=.* is not a registered target"
         ):

@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 from tests.test_adapter_reme import _queries, build
 
-from pipeline import runner
 from pipeline.channels.dense_f16 import Float16Scores, reme_cosine
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.run import runner
 
 
 def test_float16_cosine_by_hand_and_its_tie():

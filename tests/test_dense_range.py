@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline import backend
 from pipeline.channels import dense, dense_range
+from pipeline.core import backend
 from reference import fold_dot
 
 DEVICES = [

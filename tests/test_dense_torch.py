@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline import backend
 from pipeline.channels import dense, dense_torch
 from pipeline.channels.candidates import DenseChannel
+from pipeline.core import backend
 from pipeline.ops.torch_topk import merge_rows, topk_rows
 from pipeline.stages.channels import DenseParams
 

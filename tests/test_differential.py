@@ -6,7 +6,7 @@ lexical.scorer=torch; default and small blocks), Ray with 1/2/3 shards on 1/2 wo
 output folder and memo, its recall table (every column, rows by query and rank) compared with the
 reference run's value by value, floats by their bits (``differential.same``).
 
-The data (``differential_corpus``) crosses every size threshold of ``pipeline.thresholds``
+The data (``differential_corpus``) crosses every size threshold of ``pipeline.core.thresholds``
 (:func:`test_the_data_crosses_every_threshold`), and a mutant planted in each of channels, hubs,
 diffusion, score and select makes the comparison fail (``test_harness_catches_*_mutant``).
 docs/reliability.md, "Differential harness (issue 26)", lists the paths, thresholds and mutants.
@@ -28,7 +28,7 @@ import pytest
 import differential as h
 import differential_corpus as corpus
 import mutants
-from pipeline.thresholds import THRESHOLDS
+from pipeline.core.thresholds import THRESHOLDS
 
 # "full" crosses the data thresholds; "medium" and "small" (the same shapes, smaller) serve the
 # slower paths and recipes, Ray and the mutants
@@ -140,7 +140,7 @@ def test_the_tie_data_crosses_the_dense_cut():
     """The tie data is what its cases need: for most queries whose scope holds more than the dense
     channel's 100 candidates, the 100th and 101st cosines (hashing vectors, float64) are equal, and
     for most of those a note and its copy are both in that tied group."""
-    from pipeline.ingest import nodes_and_queries
+    from pipeline.contract.ingest import nodes_and_queries
     from pipeline.ops.scope import scope_groups
     from pipeline.stages.embed import HashingEmbedder
     from pipeline.stages.vectors import embed_texts
@@ -166,7 +166,7 @@ def test_the_tie_data_crosses_the_dense_cut():
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    from pipeline.executor import import_ray
+    from pipeline.run.executor import import_ray
 
     ray = import_ray()  # in the dev extra that make test installs: no skip
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
@@ -325,7 +325,7 @@ def test_precompute_after_one_log_row_recomputes_exactly_its_team(tmp_path):
     """One new log row of team green: precompute misses exactly green's queries, rewrites exactly
     the partitions of their scopes, and then serves what a fresh full run of the grown data gives."""
     from isolated import fresh_cfg
-    from pipeline import cachekeys, precompute
+    from pipeline.run import cachekeys, precompute
 
     data = DATA["teams"]
     cfg = fresh_cfg(h.config("oks_team"), tmp_path, h.name("precompute-row"))

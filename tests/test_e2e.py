@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from conftest import SHARED_DATA, needs_shared, tiny_ws_overrides
-from pipeline import runner
 from pipeline.adapters import locomo, sample
+from pipeline.run import runner
 
 RECALL_COLUMNS = [
     "query_id",
@@ -220,8 +220,8 @@ def test_cli_help_unknown_command_and_mistyped_options():
     assert "recall <command>" in _cli("--help").stdout
     p = _cli("rnu")
     assert p.returncode == 2 and "did you mean 'run'" in p.stderr
-    from pipeline.cli import check_overrides
-    from pipeline.errors import UserError
+    from pipeline.cli.main import check_overrides
+    from pipeline.contract.errors import UserError
 
     with pytest.raises(UserError, match="preset='bestt' is not valid \\(did you mean 'best'\\?\\)"):
         check_overrides(["preset=bestt"])

@@ -5,7 +5,7 @@ import json
 import polars as pl
 
 from conftest import TINY_WS
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.ops.scope import scope_groups
 
 

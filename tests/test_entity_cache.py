@@ -4,7 +4,7 @@ recomputed; fewer than ``npzcache.MIN_ROWS`` texts write nothing."""
 
 import numpy as np
 
-from pipeline import npzcache
+from pipeline.core import npzcache
 from pipeline.ops import entities, entity_cache
 
 TEXTS = [

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from pipeline.channels.candidates import generate
-from pipeline.errors import ConfigError
-from pipeline.registry import CHANNEL_GROUP, installed_channels
+from pipeline.contract.errors import ConfigError
+from pipeline.contract.registry import CHANNEL_GROUP, installed_channels
 from pipeline.stages.channels import LexicalParams
 
 NODES = pl.DataFrame({"node_id": ["a", "b", "c"], "text": ["alpha", "beta", "gamma"]})

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from conftest import SHARED_DATA, needs_shared
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.stages.evaluate import evaluate, evaluate_run, judged_warning, trec_key
 
 
@@ -176,7 +176,7 @@ def test_judged_items_not_in_corpus_are_counted_and_stay_relevant():
         "warning: judged items not in the corpus: 2, in 2 of 3 queries (66.7%); they "
         "count as relevant (trec_eval's convention), so recall on those queries stays below 1"
     ]
-    from pipeline.cli import summary_table
+    from pipeline.cli.main import summary_table
 
     table = summary_table(m, "runs/x").splitlines()
     assert table[-2] == judged_warning(m)[0] and table[-1] == "run directory: runs/x"
@@ -229,7 +229,8 @@ def _reference(ranking: list[str], rel: dict[str, int], metric: str) -> float:
 def test_agrees_with_plain_python_reference_on_50_scifact_queries(compose, tmp_path):
     import json
 
-    from pipeline import common, runner
+    from pipeline.core import common
+    from pipeline.run import runner
     from pipeline.stages.evaluate import DEFAULT_METRICS
 
     runner.run(

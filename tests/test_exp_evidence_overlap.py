@@ -1,4 +1,4 @@
-"""scripts/exp_evidence_overlap.py on hand-made cases: content words, and the per-category table."""
+"""scripts/experiments/exp_evidence_overlap.py on hand-made cases: content words, and the per-category table."""
 
 import polars as pl
 import Stemmer
@@ -7,7 +7,7 @@ from test_bootstrap import _load_script
 
 
 def test_content_words_drop_stopwords_names_and_question_words_and_stem():
-    mod = _load_script("exp_evidence_overlap")
+    mod = _load_script("experiments/exp_evidence_overlap")
     stop = {"the", "melanie"} | mod.QUESTION_WORDS
     stem = Stemmer.Stemmer("english").stemWord
     q = mod.content_words("What activities has Melanie done with the kids?", stop, stem)
@@ -17,7 +17,7 @@ def test_content_words_drop_stopwords_names_and_question_words_and_stem():
 
 
 def test_report_counts_each_category_share_and_ranks():
-    mod = _load_script("exp_evidence_overlap")
+    mod = _load_script("experiments/exp_evidence_overlap")
     table = pl.DataFrame(
         {
             "category": ["1", "1", "1", "1", "3"],

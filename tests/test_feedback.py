@@ -9,7 +9,9 @@ import polars as pl
 import pytest
 
 from conftest import tiny_ws_overrides
-from pipeline import common, feedback, ingest, runner
+from pipeline.contract import ingest
+from pipeline.core import common
+from pipeline.run import feedback, runner
 from pipeline.stages import signals
 
 NOW = dt.datetime(2025, 3, 10, 15, 0, tzinfo=dt.timezone.utc)
@@ -121,7 +123,7 @@ def test_cli_writes_a_new_table_the_next_run_reads(compose, tmp_path):
     args = [
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "pipeline.cli.main",
         "feedback",
         str(run_dir),
         "--now",

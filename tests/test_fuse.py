@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.stages.fuse import fuse
 
 
@@ -79,7 +79,7 @@ def test_wsum_minmax_and_errors():
 def test_fuse_ignores_the_other_methods_options_and_rejects_unknown_ones():
     import pytest
 
-    from pipeline.errors import ConfigError
+    from pipeline.contract.errors import ConfigError
     from pipeline.stages.fuse import fuse
 
     cand = pl.DataFrame(

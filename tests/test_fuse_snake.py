@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.stages.fuse import fuse
 
 # query 0 — a: n1 n2 n3 · b: n2 n4 n5 · c: n6 n1 n7; query 1 — only b: n9

@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import backend
+from pipeline.core import backend
 
 pytestmark = [
     pytest.mark.gpu,
@@ -32,7 +32,7 @@ def test_full_run_cuda_matches_cpu(compose, tmp_path, embed):
     """Each device with its own cache folder (a shared one would hand the CUDA run the CPU run's
     embeddings and candidates); every score column and the ranking compared. ``hashing`` runs every
     GPU stage without model weights; ``minilm`` adds the encoder on the GPU."""
-    from pipeline import runner
+    from pipeline.run import runner
 
     out, man = {}, {}
     for dev in ("cpu", "cuda"):

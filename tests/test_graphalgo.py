@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from pipeline import backend
+from pipeline.core import backend
 from pipeline.ops import graphalgo
 from pipeline.ops.ppr import components
 
@@ -145,7 +145,7 @@ def test_run_manifest_names_the_graph_libraries_and_the_faiss_distribution(compo
     import importlib.metadata
 
     from conftest import tiny_ws_overrides
-    from pipeline import runner
+    from pipeline.run import runner
 
     cfg = compose(
         [

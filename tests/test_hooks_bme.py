@@ -11,7 +11,7 @@ import json
 import pytest
 
 from hooks_fakes import HIT, MISS, UNKNOWN, FakeCache, FakeService, build_app, serving
-from pipeline.errors import UserError
+from pipeline.contract.errors import UserError
 from pipeline.hooks.bme import CARD_FIELDS, card, estimate_tokens, main, write_bme_cards
 from pipeline.hooks.source import Source
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO
 from hooks_fakes import HIT, MISS, FakeCache, FakeService, build_app, serving
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.hooks.hermes import CONFIG, RecallMemoryProvider, install_plugin, load_settings
 from pipeline.hooks.source import Source, normalize
 

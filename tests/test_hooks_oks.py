@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO
 from hooks_fakes import HIT, MISS, ROWS_HIT, UNKNOWN, FakeCache, FakeService, build_app, serving
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.hooks.oks import Hit, RecallSearchBackend, hits_from_rows, slug_of
 from pipeline.hooks.source import Source
 

@@ -17,13 +17,13 @@ import polars as pl
 import pytest
 from starlette.testclient import TestClient
 
-from pipeline import precompute
-from pipeline.common import call_target
+from pipeline.core.common import call_target
 from pipeline.hooks.bme import write_bme_cards
 from pipeline.hooks.hermes import RecallMemoryProvider
 from pipeline.hooks.oks import RecallSearchBackend
 from pipeline.hooks.reme import add_routes
 from pipeline.hooks.source import Source
+from pipeline.run import precompute
 from pipeline.serve import RecallCache, Service
 from pipeline.serve.app import build_app
 from serve_support import config, reference, rows_of, same_bits
@@ -212,7 +212,7 @@ def _chat(path: Path) -> list[dict]:
 
 
 def test_precompute_writes_bme_cards_of_the_run(tmp_path):
-    from pipeline.errors import UserError
+    from pipeline.contract.errors import UserError
     from pipeline.hooks.bme import check_cards, precompute_cards
 
     chat, out = tmp_path / "chat.jsonl", tmp_path / "chat.cards.jsonl"

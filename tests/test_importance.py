@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import feedback
 from pipeline.adapters import parquet, workspace
-from pipeline.errors import ConfigError, DataError
-from pipeline.schema import importance_to_10
+from pipeline.contract.errors import ConfigError, DataError
+from pipeline.contract.schema import importance_to_10
+from pipeline.run import feedback
 from pipeline.stages import score, signals
 from pipeline.stages.probrecall import append
 
@@ -132,7 +132,7 @@ def test_probabilistic_recall_pool_uses_the_converted_scale(tmp_path):
 
 
 def test_run_manifest_carries_the_note(compose, tmp_path):
-    from pipeline import runner
+    from pipeline.run import runner
 
     (tmp_path / "ws").mkdir()
     notes = _workspace(tmp_path / "ws")

@@ -33,20 +33,20 @@ def _loaded(code: str) -> list[str]:
 
 
 def test_runner_report_and_evaluate_import_no_heavy_library():
-    assert _loaded("import pipeline.runner, pipeline.report, pipeline.stages.evaluate") == []
+    assert _loaded("import pipeline.run.runner, pipeline.report, pipeline.stages.evaluate") == []
 
 
 def test_cli_help_imports_neither_hydra_nor_heavy_libraries():
     assert (
         _loaded(
-            "from pipeline.cli import main\nmain(['--help'])\nassert 'hydra' not in sys.modules"
+            "from pipeline.cli.main import main\nmain(['--help'])\nassert 'hydra' not in sys.modules"
         )
         == []
     )
 
 
 def test_has_cuda_without_a_gpu_driver_does_not_import_torch(monkeypatch):
-    from pipeline import backend
+    from pipeline.core import backend
 
     class Untouchable:
         def __getattr__(self, name):

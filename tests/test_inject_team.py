@@ -113,7 +113,7 @@ def test_mmr_and_boost_in_render():
 
 
 def test_tier_counts_boundaries():
-    from pipeline.outputs import tier_counts
+    from pipeline.run.outputs import tier_counts
     from pipeline.stages.signals import tier
 
     score = np.array([0.7, 0.6999, 0.4, 0.3999, 0.15, 0.1499, 0.0, 2.0])

@@ -9,7 +9,8 @@ import stat
 import pytest
 
 from conftest import tiny_ws_overrides
-from pipeline import io, runner
+from pipeline.contract import io
+from pipeline.run import runner
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from isolated import fresh_cfg, fresh_run
-from pipeline import common, runner
-from pipeline.dataset import Dataset
+from pipeline.contract.dataset import Dataset
+from pipeline.core import common
+from pipeline.run import runner
 from pipeline.synth.workspaces import make
 
 COMMON = ["preset=best", "embed=hashing", "report=false", "k=5", "graph.hubs.max_df=0.5"]
@@ -29,7 +30,7 @@ COMMON = ["preset=best", "embed=hashing", "report=false", "k=5", "graph.hubs.max
 def two_viewers() -> Dataset:
     """Two workspaces of 6 notes, one query each, asked with no viewer in u0, u1 order and then by
     viewer ``bob`` in u1, u0 order. No note is private, so bob sees what the anonymous viewer sees:
-    his rows must be the anonymous query's rows. The packs (``pipeline.packs``) are [u0, u1] and
+    his rows must be the anonymous query's rows. The packs (``pipeline.run.packs``) are [u0, u1] and
     [u1, u0]: the same node rows in another order, with the same segment sizes."""
     ds = make(2, notes=6, queries=1, per_doc=3, seed=3)
     anon = ds.queries.with_columns(viewer=pl.lit(None, pl.String))

@@ -1,4 +1,4 @@
-"""Small query groups run together (``pipeline.packs``): for random workspace layouts — nested
+"""Small query groups run together (``pipeline.run.packs``): for random workspace layouts — nested
 scopes, overlapping scope lists, a viewer with private notes, archived notes, explicit edges across
 workspaces, queries with their own ``now`` — and random pack sizes, the packed run writes the same
 recall rows, byte for byte, as the run that takes one group at a time; and ``packable`` refuses
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from pipeline import packs, runner
-from pipeline.dataset import Dataset
+from pipeline.contract.dataset import Dataset
 from pipeline.ops import dpp
+from pipeline.run import packs, runner
 from pipeline.synth.workspaces import make
 
 COMMON = ["embed=hashing", "report=false", "graph.hubs.max_df=0.5"]

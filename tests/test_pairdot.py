@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import backend
+from pipeline.core import backend
 from pipeline.ops import pairdot
 from reference import fold_dot
 

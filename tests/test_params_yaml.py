@@ -5,9 +5,10 @@ key is a ConfigError naming it."""
 
 import pytest
 
-from pipeline.errors import ConfigError
-from pipeline.paths import CONF_DIR
-from pipeline.stage import group_yaml
+from pipeline.contract.errors import ConfigError
+from pipeline.contract.paths import CONF_DIR
+from pipeline.core.stage import group_yaml
+from pipeline.stages.anchors import AnchorParams, CrossRecallParams
 from pipeline.stages.channels import DenseParams, LexicalParams
 from pipeline.stages.cooccur import CooccurParams
 from pipeline.stages.diffuse import DiffusionParams
@@ -29,6 +30,8 @@ PARAMS = [
     SelectParams,
     NoveltyParams,
     CooccurParams,
+    AnchorParams,
+    CrossRecallParams,
 ]
 OPTIONS = [
     (cls, path.stem) for cls in PARAMS for path in sorted((CONF_DIR / cls.GROUP).glob("*.yaml"))

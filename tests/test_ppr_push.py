@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from pipeline import backend
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.core import backend
 from pipeline.ops.ppr import ppr, ppr_top
 from pipeline.ops.ppr_push import ppr_push, ppr_push_top
 from reference import ppr_networkx, topk_reference

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from isolated import fresh_run
-from pipeline import precompute
+from pipeline.run import precompute
 
 SCOPES = ("c1", "c2", "c3")
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
@@ -176,21 +176,26 @@ def test_removed_query_drops_its_entry(setup, tmp_path):
     assert not _cached(tmp_path)["query_id"].str.starts_with("q-c3").any()
 
 
-def test_cli_last_line(setup, tmp_path):
-    data, _cfg = setup
-    args = [
+def precompute_argv(data, cache_dir, out_dir) -> list[str]:
+    """``recall precompute`` on ``make_data``'s store as a subprocess command line."""
+    return [
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "pipeline.cli.main",
         "precompute",
         "data=parquet",
         f"data.path={data}",
         "embed=hashing",
         "device=cpu",
         "k=5",
-        f"cache_dir={tmp_path / 'cache'}",
-        f"out_dir={tmp_path / 'o'}",
+        f"cache_dir={cache_dir}",
+        f"out_dir={out_dir}",
     ]
+
+
+def test_cli_last_line(setup, tmp_path):
+    data, _cfg = setup
+    args = precompute_argv(data, tmp_path / "cache", tmp_path / "o")
     out = subprocess.run(args, capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "cache: 0 hits, 8 misses"
     out = subprocess.run(args, capture_output=True, text=True, check=True)
@@ -224,7 +229,7 @@ def test_key_index_equals_partitions_and_is_only_trusted_when_it_matches_them(se
     must hold exactly what the partitions hold, after a first build and after an edit. An index
     that disagrees with the partitions it indexes (emptied, a partition's bytes changed, or no
     manifest) is not read: the partitions are."""
-    from pipeline import precompute_write
+    from pipeline.run import precompute_write
 
     data, cfg = setup
     precompute.precompute(cfg())

@@ -1,4 +1,4 @@
-"""``recall precompute`` writes the memory-curve tiers of every scope (``pipeline.precompute_tiers``):
+"""``recall precompute`` writes the memory-curve tiers of every scope (``pipeline.run.precompute_tiers``):
 hand-computed counts on two workspaces with scores exactly on the 0.7 / 0.4 / 0.15 boundaries,
 sealed scopes, and an edit that rewrites only the edited scope's file."""
 
@@ -9,8 +9,8 @@ import json
 import polars as pl
 import pytest
 
-from pipeline import cachekeys, precompute
-from pipeline.dataset import Dataset
+from pipeline.contract.dataset import Dataset
+from pipeline.run import cachekeys, precompute
 
 # memory_score = importance/10 · exp(−λ·days) + 0.5·log1p(hits) + 0.5·pinned, × 1.2 when active,
 # 0 when archived. type concept: λ = 0; status "stale" (not active): no × 1.2; no timestamps.
@@ -113,7 +113,7 @@ def test_no_tiers_without_signals(compose, tmp_path):
 
 
 def test_precompute_tiers_add_up_to_a_plain_runs_tier_counts(compose, tmp_path):
-    from pipeline import runner
+    from pipeline.run import runner
 
     got = precompute.precompute(_cfg(compose, tmp_path / "c"), _dataset(WS1 + WS2))
     total = {t: sum(c[t] for c in got["tiers"].values()) for t in ("hot", "warm", "cold")}

@@ -20,8 +20,8 @@ import math
 import polars as pl
 import pytest
 
-from pipeline import runner
-from pipeline.dataset import Dataset
+from pipeline.contract.dataset import Dataset
+from pipeline.run import runner
 
 NOW = dt.datetime(2026, 1, 31, tzinfo=dt.timezone.utc)
 TS = pl.Datetime("us", "UTC")

@@ -5,14 +5,14 @@ import io
 import logging
 import sys
 
-from pipeline import progress
+from pipeline.core import progress
 
 
 def test_log_lines_when_stderr_is_not_a_tty(monkeypatch, caplog):
     monkeypatch.delenv("RECALL_PROGRESS", raising=False)
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     assert progress.mode() == "log" and not progress.enabled()
-    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
         assert list(progress.progress(list(range(40)), "diffuse", unit="scope")) == list(range(40))
     lines = [r.getMessage() for r in caplog.records]
     # 40 items, one line per 10%: after items 4, 8, ..., 40

@@ -9,14 +9,14 @@ import sys
 import numpy as np
 import scipy.sparse as sp
 
-from pipeline import progress
 from pipeline.channels import candidates, dense
+from pipeline.core import progress
 from pipeline.ops import ppr_push as pp
 from pipeline.ops.ppr_push import ppr_push_top
 
 
 def _lines(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "pipeline.progress"]
+    return [r.getMessage() for r in caplog.records if r.name == "pipeline.core.progress"]
 
 
 def _ring(n: int) -> sp.csr_matrix:
@@ -58,7 +58,7 @@ def _same(a, b) -> bool:
 def test_push_solve_logs_ten_lines_with_the_bits_of_one_solve(monkeypatch, caplog):
     adj, pers = _ring(60), _seeds(60, 2000)
     _no_terminal(monkeypatch)
-    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
         got = ppr_push_top(adj, pers, 60, 5, workers=2)
     lines = _lines(caplog)
     # 2,000 queries ≥ INNER_MIN, 2 workers: 2·⌈20/2⌉ = 20 parts of 100 queries; a line each 200
@@ -69,7 +69,7 @@ def test_push_solve_logs_ten_lines_with_the_bits_of_one_solve(monkeypatch, caplo
     assert _same(got, one) and got[3] == one[3]
     _no_terminal(monkeypatch, "0")
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
         off = ppr_push_top(adj, pers, 60, 5, workers=2)
     assert _lines(caplog) == [] and _same(off, got)
 
@@ -77,7 +77,7 @@ def test_push_solve_logs_ten_lines_with_the_bits_of_one_solve(monkeypatch, caplo
 def test_push_solve_below_inner_min_says_nothing(monkeypatch, caplog):
     adj, pers = _ring(60), _seeds(60, progress.INNER_MIN - 1)
     _no_terminal(monkeypatch)
-    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
         got = ppr_push_top(adj, pers, 60, 5, workers=2)
     assert _lines(caplog) == []
     assert _same(got, _one_solve(adj, pers, 60, 5))
@@ -94,7 +94,7 @@ def test_dense_search_logs_per_block_with_the_bits_of_one_search(monkeypatch, ca
     xq[7] = xq[3]  # two identical queries: the same hits wherever their blocks fall
     index = dense.build_index(xs, "flat")
     _no_terminal(monkeypatch)
-    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
         got = candidates._searched(index, xq, xs, 10, "flat")
     lines = _lines(caplog)
     # blocks of 1,024: after 1,024 (40%), 2,048 (81%) and 2,500 queries (the end)
@@ -113,7 +113,7 @@ def test_dense_search_logs_per_block_with_the_bits_of_one_search(monkeypatch, ca
     assert np.array_equal(np.sort(ni.reshape(2500, 10), 1), np.sort(best[:, :10], 1))
     _no_terminal(monkeypatch, "0")
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
         off = candidates._searched(index, xq, xs, 10, "flat")
     assert _lines(caplog) == [] and all(np.array_equal(a, b) for a, b in zip(off, got))
 
@@ -127,7 +127,7 @@ def test_bm25_device_logs_per_block_with_the_bits_of_scipy(monkeypatch, caplog):
     s = sp.random(300, 40, density=0.2, format="csr", random_state=rng, dtype=np.float32)
     monkeypatch.setattr(bm25_device, "BLOCK_QUERIES", 1000)
     _no_terminal(monkeypatch)
-    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
         got = bm25_device.topk(q, s, 5)
     # blocks of 1,000 queries: after 1,000 (40%), 2,000 (80%) and 2,500 (the end)
     assert [m.split(",")[0] for m in _lines(caplog)] == [
@@ -139,6 +139,6 @@ def test_bm25_device_logs_per_block_with_the_bits_of_scipy(monkeypatch, caplog):
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
     _no_terminal(monkeypatch, "0")
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="pipeline.progress"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
         off = bm25_device.topk(q, s, 5)
     assert _lines(caplog) == [] and all(np.array_equal(a, b) for a, b in zip(off, got))

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO
 from pipeline.adapters import bme, oks, query_files, workspace
-from pipeline.errors import ConfigError, DataError
+from pipeline.contract.errors import ConfigError, DataError
 from pipeline.report import import_run, write_qrels, write_run
 from pipeline.report.oks_eval import case_metrics, evaluate_run
 
@@ -219,7 +219,7 @@ def test_case_metrics_hand_computed():
 
 
 def test_oks_eval_scores_a_run_directory(tmp_path, capsys):
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

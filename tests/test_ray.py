@@ -9,9 +9,11 @@ import polars as pl
 import pytest
 
 from isolated import fresh_run
-from pipeline import common, executor, ingest, runner
-from pipeline.errors import ConfigError
+from pipeline.contract import ingest
+from pipeline.contract.errors import ConfigError
+from pipeline.core import common
 from pipeline.ops.scope import run_groups
+from pipeline.run import executor, runner
 from test_keys import COMMON as KEYS_COMMON
 from test_keys import assert_viewers_agree, two_viewers
 from test_precompute import make_data
@@ -143,7 +145,7 @@ def test_worker_builds_corpus_work_once(ray_cluster, compose, tmp_path, monkeypa
     query group's node table, however many shards the worker runs."""
     from collections import Counter
 
-    from pipeline.dataset import Dataset
+    from pipeline.contract.dataset import Dataset
     from pipeline.stages import graph, vectors
 
     cfg = compose(["embed=hashing", "report=false", "preset=best"])

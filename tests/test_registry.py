@@ -10,21 +10,21 @@ import json
 import polars as pl
 import pytest
 
-from pipeline import registry
-from pipeline.cli import main
-from pipeline.errors import ConfigError
+from pipeline.cli.main import main
+from pipeline.contract import registry
+from pipeline.contract.errors import ConfigError
 
 
 def _tricks(marker) -> dict[str, dict]:
     return {
-        "os.system": {"_target_": "pipeline.io.os.system", "command": f"touch {marker}"},
+        "os.system": {"_target_": "pipeline.contract.io.os.system", "command": f"touch {marker}"},
         "__builtins__": {
-            "_target_": "pipeline.io.__builtins__.open",
+            "_target_": "pipeline.contract.io.__builtins__.open",
             "file": str(marker),
             "mode": "w",
         },
         "subprocess.run": {
-            "_target_": "pipeline.tune.subprocess.run",
+            "_target_": "pipeline.run.tune.subprocess.run",
             "args": ["touch", str(marker)],
         },
         "old dotted path": {"_target_": "pipeline.adapters.sample.load"},
@@ -101,10 +101,12 @@ def test_run_yaml_targets_are_refused(tmp_path, capsys, trick):
 
 def test_error_names_the_key_and_lists_the_names():
     with pytest.raises(ConfigError) as exc:
-        registry.call({"_target_": "pipeline.io.os.system", "command": "true"}, "embed.encoder")
+        registry.call(
+            {"_target_": "pipeline.contract.io.os.system", "command": "true"}, "embed.encoder"
+        )
     msg = str(exc.value)
     assert msg.startswith(
-        "embed.encoder._target_='pipeline.io.os.system' is not a registered target"
+        "embed.encoder._target_='pipeline.contract.io.os.system' is not a registered target"
     )
     assert f"choose from {sorted(registry.TARGETS)}" in msg
 
@@ -139,7 +141,7 @@ def test_every_registered_target_resolves_to_a_callable_of_this_package():
 
 
 def test_the_shared_helpers_import_no_stage_and_no_adapter():
-    """pipeline.common (call_target, stage keys, the stage log) loads the registry, which names its
+    """pipeline.core.common (call_target, stage keys, the stage log) loads the registry, which names its
     targets without importing them: no stage, no adapter comes with it."""
     import subprocess
     import sys
@@ -147,7 +149,7 @@ def test_the_shared_helpers_import_no_stage_and_no_adapter():
     from conftest import REPO
 
     probe = (
-        "import sys, pipeline.common\n"
+        "import sys, pipeline.core.common\n"
         "print(sorted(m for m in sys.modules if m.startswith(('pipeline.stages', 'pipeline.adapters'))))"
     )
     out = subprocess.run(

@@ -83,7 +83,7 @@ def test_killed_run_leaves_no_finished_marker_and_rerun_matches(tmp_path, clean_
 
 
 def test_pipeline_runs_with_network_blocked(compose, tmp_path, monkeypatch):
-    from pipeline import runner
+    from pipeline.run import runner
 
     def refuse(*args, **kwargs):
         raise OSError("network access attempted during a run")

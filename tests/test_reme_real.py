@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from conftest import REPO, TESTS_DATA
-from pipeline import runner
 from pipeline.adapters import reme
+from pipeline.run import runner
 
 WS = TESTS_DATA / "reme_lme_57f827a0"
 META = WS / "metadata"

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from pipeline import runner
 from pipeline.adapters import reme, reme_slots
 from pipeline.ops import reme_bm25
+from pipeline.run import runner
 from reme_store import chunk_record, file_node, write_store
 
 

@@ -7,9 +7,9 @@ import json
 import polars as pl
 import pytest
 
-from pipeline import runner
 from pipeline.adapters import reme
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
+from pipeline.run import runner
 from pipeline.stages.select import ranked
 from reme_store import chunk_record, file_node, write_store
 
@@ -90,7 +90,7 @@ def test_precompute_of_a_store_without_vectors_equals_the_run(compose, tmp_path)
     """The keyword-only fallback applies on every path: a precomputed entry (precompute.recall_rows,
     the path of serve's misses too) holds the run's rows, and the namespace is the given recipe's
     (what ``recall lookup`` / serve compute without the dataset)."""
-    from pipeline import precompute
+    from pipeline.run import precompute
     from pipeline.serve import keys
     from test_precompute import _cached, _plain
 

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from conftest import REPO, SHARED_DATA
-from pipeline import common, runner
-from pipeline.errors import ConfigError, DataError
+from pipeline.contract.errors import ConfigError, DataError
+from pipeline.core import common
 from pipeline.report import (
     compare,
     compare_dir,
@@ -24,6 +24,7 @@ from pipeline.report import (
     write_qrels,
     write_run,
 )
+from pipeline.run import runner
 from pipeline.stages.evaluate import first_occurrence
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -183,7 +184,7 @@ def test_trec_rejects_ids_with_spaces_and_bad_tag(tmp_path):
 def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_path, capsys):
     import pytrec_eval
 
-    from pipeline.cli import main
+    from pipeline.cli.main import main
     from pipeline.stages.evaluate import trec_key
 
     ds = common.call_target(
@@ -365,7 +366,7 @@ def test_compare_ci_adds_each_means_bootstrap_half_width(tmp_path):
 
 
 def test_recall_compare_ci_flag_prints_the_intervals(sample_runs, capsys):
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     assert main(["compare", str(sample_runs["bm25"]), str(sample_runs["dense"]), "--ci"]) == 0
     with_ci = capsys.readouterr().out

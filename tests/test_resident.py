@@ -17,9 +17,9 @@ from omegaconf import OmegaConf
 import differential_corpus as corpus
 from differential import config
 from isolated import fresh_run
-from pipeline import backend
 from pipeline.channels import dense
-from pipeline.context import RunContext, RunState
+from pipeline.core import backend
+from pipeline.core.context import RunContext, RunState
 from pipeline.ops import pairdot
 from pipeline.stages import select
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from pipeline import rundir, runner
+from pipeline.contract import rundir
+from pipeline.run import runner
 
 FULL = [
     "embed=hashing",

@@ -6,10 +6,10 @@ import json
 import polars as pl
 import pytest
 
-from pipeline import runner
 from pipeline.adapters import sample
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.ops.tokenize import han_share, has_cjk
+from pipeline.run import runner
 
 
 def _doc(col: pl.Series) -> list[str]:

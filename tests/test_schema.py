@@ -3,8 +3,8 @@
 import polars as pl
 import pytest
 
-from pipeline.errors import DataError
-from pipeline.schema import conform
+from pipeline.contract.errors import DataError
+from pipeline.contract.schema import conform
 
 
 def test_missing_required_column():

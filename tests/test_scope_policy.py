@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.stages import scope_policy as sp
 from pipeline.stages.select import SelectParams, select
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from isolated import fresh_run
-from pipeline.dataset import Dataset
+from pipeline.contract.dataset import Dataset
 from pipeline.ops import scope as scope_ops
 from pipeline.ops.scope import EdgeIndex, in_scope, run_groups, scope_groups, visible
 from pipeline.synth.workspaces import make

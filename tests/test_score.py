@@ -6,7 +6,7 @@ import math
 import polars as pl
 import pytest
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.stages import score
 
 NOW = dt.datetime(2026, 1, 31, tzinfo=dt.timezone.utc)

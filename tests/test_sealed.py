@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from isolated import fresh_run
-from pipeline import precompute
+from pipeline.run import precompute
 from sealed_corpus import SCOPES, apply, base, dataset
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.ops.dpp import dpp_greedy, mmr_greedy
 from pipeline.stages.select import SelectParams, select
 

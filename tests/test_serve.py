@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline import precompute
-from pipeline.common import call_target
+from pipeline.core.common import call_target
+from pipeline.run import precompute
 from pipeline.serve import RecallCache, Service, keys
 from serve_support import config, reference, rows_of, same_bits
 
@@ -39,7 +39,7 @@ def test_text_key_is_sha256_of_the_documented_normalisation():
 
 @pytest.mark.parametrize("bad", ["../etc", "a/../b", "", "/abs", "a\x00b", ["ok", "./x"], [], 3])
 def test_a_bad_scope_is_refused(bad):
-    from pipeline.errors import ConfigError
+    from pipeline.contract.errors import ConfigError
 
     with pytest.raises(ConfigError):
         keys.scope_tuple(bad)

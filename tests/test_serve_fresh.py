@@ -5,18 +5,17 @@ one namespace are serialised by its lock."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 
 import polars as pl
 import pytest
 
-from pipeline import precompute
+from pipeline.run import precompute
 from pipeline.serve import RecallCache, Service, layout
 from pipeline.serve.cache import load_generation
 from serve_support import config, reference, rows_of, same_bits
-from test_precompute import make_data
+from test_precompute import make_data, precompute_argv
 
 
 @pytest.fixture
@@ -56,19 +55,7 @@ def test_an_edited_store_is_never_served_stale(store, tmp_path):
 
 
 def _cli(cfg, data) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pipeline.cli",
-        "precompute",
-        "data=parquet",
-        f"data.path={data}",
-        "embed=hashing",
-        "device=cpu",
-        "k=5",
-        f"cache_dir={cfg.cache_dir}",
-        f"out_dir={cfg.out_dir}",
-    ]
+    return precompute_argv(data, cfg.cache_dir, cfg.out_dir)
 
 
 def test_a_precompute_during_serving_never_gives_an_error_or_a_mixed_answer(store, tmp_path):

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from pipeline import precompute
-from pipeline.common import call_target
+from pipeline.core.common import call_target
+from pipeline.run import precompute
 from pipeline.serve import Service
 from pipeline.serve.app import MAX_BODY, build_app
 from serve_support import config
@@ -110,7 +110,7 @@ def _cli(cfg, cmd, *extra) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "pipeline.cli.main",
         cmd,
         "data=sample",
         "embed=hashing",
@@ -174,7 +174,7 @@ def test_recall_serve_binds_127_0_0_1_by_default(served):
 
 
 def test_lookup_refuses_an_entry_of_another_code_version(served, monkeypatch, capsys):
-    from pipeline import version
+    from pipeline.core import version
     from pipeline.serve import cli
 
     cfg, service, _client = served
@@ -187,7 +187,7 @@ def test_lookup_refuses_an_entry_of_another_code_version(served, monkeypatch, ca
 
 
 def test_the_service_misses_entries_of_another_code_version(served, monkeypatch):
-    from pipeline import version
+    from pipeline.core import version
 
     cfg, service, _client = served
     hit = service.recall(TEXT)

@@ -6,6 +6,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "snapshot_outputs.py"
 
 
@@ -65,3 +67,27 @@ def test_a_partition_is_compared_without_its_recipe_key_but_with_every_other_col
         pl.DataFrame(rows | change).write_parquet(paths[name])
     assert snap.partition_sha256(paths["a"]) == snap.partition_sha256(paths["new_code"])
     assert snap.partition_sha256(paths["a"]) != snap.partition_sha256(paths["moved"])
+
+
+def test_extra_pairs_and_slices_become_data_overrides(tmp_path):
+    snap = _load()
+    assert snap.parse_extra("oks=/x/inst:oks,oks_team") == [
+        ("oks", "/x/inst", "oks"),
+        ("oks", "/x/inst", "oks_team"),
+    ]
+    assert snap.parse_extra("sample:dense") == [("sample", None, "dense")]
+    with pytest.raises(SystemExit, match="expected DATA=PATH:PRESET"):
+        snap.parse_extra("oks=/x/inst")
+    assert snap.data_args("locomo", None, None) == ["data=locomo"]
+    assert snap.data_args("locomo", None, 50) == ["data=locomo", "data.limit_queries=50"]
+    (tmp_path / "queries.jsonl").write_text("{}\n")  # an instance with its queries beside it
+    assert snap.data_args("oks", str(tmp_path), 5) == [
+        "data=oks",
+        f"data.path={tmp_path}",
+        f"data.queries={tmp_path}/queries.jsonl",
+        "data.limit_queries=5",
+    ]
+    assert snap.data_args("oks", str(tmp_path / "none"), None) == [
+        "data=oks",
+        f"data.path={tmp_path / 'none'}",
+    ]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.stages.select import SelectParams, select
 from pipeline.stages.spread import spread
 

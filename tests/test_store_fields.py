@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from pipeline.adapters import fields, reme
-from pipeline.cli import main
+from pipeline.cli.main import main
 from reme_store import chunk_record, write_jsonl_zst
 from test_adapter_bme import graph as bme_graph
 from test_adapter_reme import A, B, build
@@ -196,7 +196,7 @@ def test_reme_meta_signal_is_dropped_with_a_warning(case, tmp_path, caplog):
 
 
 def test_reme_feedback_refuses_to_merge_into_a_malformed_access_log(tmp_path):
-    from pipeline.errors import DataError
+    from pipeline.contract.errors import DataError
     from pipeline.writeback import reme as wb
 
     build(tmp_path)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pipeline.schema import conform
+from pipeline.contract.schema import conform
 from pipeline.synth.corpus import make
 
 

@@ -1,4 +1,4 @@
-"""The threshold registry (``pipeline.thresholds``) is complete: every module-level integer constant
+"""The threshold registry (``pipeline.core.thresholds``) is complete: every module-level integer constant
 in ``pipeline/`` and every batch- or block-size key in ``conf/`` is a registered threshold (which
 the differential harness must cross: tests/test_differential.py) or is listed as no size, with a
 reason. A new constant fails here until someone decides which it is."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.thresholds import BATCH_KEYS, NOT_SIZES, THRESHOLDS
+from pipeline.core.thresholds import BATCH_KEYS, NOT_SIZES, THRESHOLDS
 
 REPO = Path(__file__).resolve().parents[1]
 REGISTERED = {f"{t.module}.{t.name}" for t in THRESHOLDS}
@@ -72,7 +72,7 @@ def test_every_int_constant_is_a_registered_threshold_or_no_size():
             if full not in REGISTERED and full not in NOT_SIZES:
                 unknown.append(full)
     assert not unknown, (
-        f"{unknown}: add each to pipeline/thresholds.py — THRESHOLDS (a size a branch compares "
+        f"{unknown}: add each to pipeline/core/thresholds.py — THRESHOLDS (a size a branch compares "
         "with; make tests/differential_corpus.py cross it) or NOT_SIZES (with the reason)"
     )
 
@@ -93,7 +93,7 @@ def test_every_batch_key_of_conf_is_registered():
                 full = f"conf:{group}.{key}"
                 if f"conf.{group}.{key}" not in REGISTERED and full not in NOT_SIZES:
                     unknown.append(f"{full} ({path.relative_to(REPO)})")
-    assert not unknown, f"{unknown}: register them in pipeline/thresholds.py"
+    assert not unknown, f"{unknown}: register them in pipeline/core/thresholds.py"
 
 
 def test_every_registered_threshold_exists():

@@ -2,15 +2,15 @@
 afresh (matrices, vocabulary and its order, token places, and the terms the queries then get);
 the key follows the exact texts, their order and the tokenizer settings; a broken file is
 recomputed; a group below ``npzcache.MIN_ROWS`` writes nothing; the folder keeps the most
-recently used files (``pipeline.npzcache``)."""
+recently used files (``pipeline.core.npzcache``)."""
 
 import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import npzcache
 from pipeline.channels import lexical, token_cache
 from pipeline.channels.candidates import LexicalChannel, node_fields
+from pipeline.core import npzcache
 from pipeline.stages.channels import LexicalParams
 
 TEXTS = [

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.channels import lexical
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.ops import tokenize
 
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import polars as pl
 from omegaconf import open_dict
 
-from pipeline import querypath, runner
-from pipeline.stage import Params, Stage
+from pipeline.core.stage import Params, Stage
+from pipeline.run import querypath, runner
 
 
 @dataclass

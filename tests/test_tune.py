@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from conftest import REPO
-from pipeline.errors import ConfigError
-from pipeline.ingest import query_half
-from pipeline.tune import preset_text
+from pipeline.contract.errors import ConfigError
+from pipeline.contract.ingest import query_half
+from pipeline.run.tune import preset_text
 
 
 def test_query_halves_partition_the_queries_stably():
@@ -74,7 +74,7 @@ def _tune(name: str, out) -> tuple[str, dict]:
         [
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "pipeline.cli.main",
             "tune",
             "data=sample",
             "preset=best",
@@ -144,7 +144,7 @@ def test_tune_writes_a_preset_that_reproduces_its_best_trial(tmp_path):
 def test_tune_never_overwrites_a_shipped_preset():
     """The default name of ``preset=best data=musique`` is the shipped best_musique: tune writes
     best_musique_2 instead."""
-    from pipeline.tune import free_name
+    from pipeline.run.tune import free_name
 
     assert (REPO / "conf" / "preset" / "best_musique.yaml").is_file()
     assert free_name("best_musique") == "best_musique_2"
@@ -153,7 +153,7 @@ def test_tune_never_overwrites_a_shipped_preset():
 
 def test_a_non_integer_trial_count_is_one_line_naming_the_option():
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "tune", "data=sample", "tune.trials=oops"],
+        [sys.executable, "-m", "pipeline.cli.main", "tune", "data=sample", "tune.trials=oops"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -163,7 +163,7 @@ def test_a_non_integer_trial_count_is_one_line_naming_the_option():
 
 
 def test_sample_space_draws_inside_each_expression_and_is_seeded():
-    from pipeline.tune import sample_space
+    from pipeline.run.tune import sample_space
 
     space = {
         "a": "interval(0.5, 1.8)",
@@ -183,7 +183,7 @@ def test_sample_space_draws_inside_each_expression_and_is_seeded():
 
 
 def test_sample_space_names_the_key_it_cannot_sample():
-    from pipeline.tune import sample_space
+    from pipeline.run.tune import sample_space
 
     with pytest.raises(ConfigError, match=r"k: 'choice\(1, 2\)' cannot be sampled"):
         sample_space({"k": "choice(1, 2)"}, 1, seed=0)

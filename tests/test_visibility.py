@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from pipeline import runner
-from pipeline.dataset import Dataset
+from pipeline.contract.dataset import Dataset
 from pipeline.ops.scope import in_scope
+from pipeline.run import runner
 
 PRESETS = sorted(p.stem for p in (REPO / "conf" / "preset").glob("*.yaml"))
 WORDS = "memory graph recall cache budget farm alice bob ship deploy night query node edge".split()

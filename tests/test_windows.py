@@ -117,8 +117,8 @@ def test_a_run_uses_the_reference_time_for_windows(compose, tmp_path):
     """End to end: the run passes the query's reference time to diffusion. Only the lexical channel
     finds n0 ("Falcon"); n2 is reached over the open edge, n1 and n3 only over edges not live at
     the query's ``now``; with every window open they are recalled too."""
-    from pipeline import runner
-    from pipeline.dataset import Dataset
+    from pipeline.contract.dataset import Dataset
+    from pipeline.run import runner
 
     nodes, queries, edges = tiny()
     ids = nodes["node_id"]

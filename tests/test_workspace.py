@@ -6,7 +6,7 @@ import pytest
 
 from conftest import TINY_WS
 from pipeline.adapters import sample, workspace
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 
 def _tiny():

@@ -18,8 +18,8 @@ import pytest
 from tests.test_adapter_bme import T0, node
 from tests.test_adapter_bme_recall import ten_node_graph
 
-from pipeline import runner
-from pipeline.errors import UserError
+from pipeline.contract.errors import UserError
+from pipeline.run import runner
 from pipeline.writeback import bme as wb
 
 
@@ -71,7 +71,7 @@ def test_run_leaves_the_store_untouched_and_feedback_writes_a_new_graph(compose,
     data = ["data=bme", f"data.path={store}", f"data.queries={q}"]
     runner.run(compose(["preset=bme", "embed=hashing", "report=false", *data]), run_dir)
     assert sha(store) == before  # recall run never writes the store
-    args = [sys.executable, "-m", "pipeline.cli", "feedback", str(run_dir), "--format", "bme"]
+    args = [sys.executable, "-m", "pipeline.cli.main", "feedback", str(run_dir), "--format", "bme"]
     out = subprocess.run([*args, "--now", "2026-01-02T00:00:00Z"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     new = run_dir / "st-bme-graph-feedback.json"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from pipeline import runner
 from pipeline.adapters import oks
+from pipeline.run import runner
 
 STORE = Path(__file__).parent / "data" / "oks_store"
 
@@ -51,7 +51,7 @@ def run(ran, tmp_path):
 
 
 def _feedback(run_dir, *extra, out=None, env=None):
-    args = [sys.executable, "-m", "pipeline.cli", "feedback", str(run_dir), "--format", "oks"]
+    args = [sys.executable, "-m", "pipeline.cli.main", "feedback", str(run_dir), "--format", "oks"]
     extra = [*extra, *(["--out", str(out)] if out else [])]
     return subprocess.run([*args, *extra], capture_output=True, text=True, cwd=REPO, env=env)
 
@@ -105,7 +105,7 @@ def test_unknown_slug_or_a_crash_mid_write_leaves_the_file_as_it_was(run, tmp_pa
 def test_use_events_need_format_oks(ran, tmp_path):
     _store, run_dir = ran
     (tmp_path / "e.txt").write_text("retry-with-backoff\n")
-    args = [sys.executable, "-m", "pipeline.cli", "feedback", str(run_dir)]
+    args = [sys.executable, "-m", "pipeline.cli.main", "feedback", str(run_dir)]
     out = subprocess.run(
         [*args, "--use-events", str(tmp_path / "e.txt")], capture_output=True, text=True, cwd=REPO
     )

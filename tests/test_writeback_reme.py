@@ -10,8 +10,9 @@ import stat
 import polars as pl
 import pytest
 
-from pipeline import cli, runner
-from pipeline.errors import DataError
+import pipeline.cli.main as cli
+from pipeline.contract.errors import DataError
+from pipeline.run import runner
 from pipeline.writeback import reme as wb
 from test_adapter_reme import A, B, C, D, _queries, build
 
@@ -223,7 +224,7 @@ def test_a_kill_mid_write_leaves_the_old_file(run_dir):
     cli.main(["feedback", str(run), "--format", "reme", "--now", "2026-01-10T09:30:00Z"])
     log = store / "meta" / "access_log.json"
     old = log.read_bytes()
-    args = [sys.executable, "-m", "pipeline.cli", "feedback", str(run), "--format", "reme"]
+    args = [sys.executable, "-m", "pipeline.cli.main", "feedback", str(run), "--format", "reme"]
     env = {**os.environ, "RECALL_FAULT_AT": "write:access_log.json"}  # SIGKILL half-way (io.py)
     got = subprocess.run([*args, "--now", "2026-01-12T09:30:00Z"], env=env, capture_output=True)
     assert got.returncode == -9 and log.read_bytes() == old

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pipeline import backend
+from pipeline.core import backend
 from pipeline.ops.pedsa import pedsa
 from pipeline.ops.ppr import ppr
 from pipeline.ops.sparse_entries import per_entry, segment_ids

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline import schema
 from pipeline.adapters.common import read_jsonl, read_text, require_file, sha256_file, slice_queries
-from pipeline.dataset import Dataset
-from pipeline.errors import DataError
+from pipeline.contract import schema
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import DataError
 
 _QREL_COLS = ("query-id", "corpus-id", "score")
 

@@ -37,9 +37,9 @@ from pipeline.adapters import query_files
 from pipeline.adapters.bme_store import read_graph
 from pipeline.adapters.common import sha256_file, slice_queries
 from pipeline.adapters.workspace import load_qrels
-from pipeline.dataset import Dataset
-from pipeline.errors import DataError, require_one_of
-from pipeline.schema import KNOWLEDGE_TYPE, conform, parse_timestamp
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import DataError, require_one_of
+from pipeline.contract.schema import KNOWLEDGE_TYPE, conform, parse_timestamp
 
 NODE_SCHEMA = {
     "embedding": pl.List(pl.Float32),

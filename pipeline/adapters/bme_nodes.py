@@ -38,7 +38,7 @@ import datetime as dt
 import json
 import math
 
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 LEX_NAMES = ("name", "title")  # retriever.js computeLexicalScore primary fields
 LEX_FIELDS = ("summary", "insight", "state", "traits", "participants", "status")

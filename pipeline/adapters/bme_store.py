@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pipeline.adapters import fields
 from pipeline.adapters.common import read_json, read_text, require_file
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 GRAPH_VERSION = 9  # graph/graph.js GRAPH_VERSION at 590da3b
 GRAPH_METADATA_KEY = "st_bme_graph"

@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.adapters import fields
-from pipeline.dataset import Dataset
-from pipeline.errors import DataError
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import DataError
 
 
 def sha256_file(path: str | Path) -> str:

@@ -14,7 +14,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from collections import Counter
 
 import polars as pl
 
-from pipeline import schema
 from pipeline.adapters.common import read_json, require_file, sha256_file, slice_queries
-from pipeline.dataset import Dataset
-from pipeline.errors import DataError
+from pipeline.contract import schema
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import DataError
 
 _SESSION = re.compile(r"session_(\d+)")
 _EVIDENCE = re.compile(r"D:?0*(\d+):0*(\d+)")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```|~~~)")

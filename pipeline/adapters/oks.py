@@ -49,9 +49,9 @@ from pipeline.adapters.common import (
     slice_queries,
 )
 from pipeline.adapters.workspace import _bool, _list, _number, list_notes, load_qrels, load_queries
-from pipeline.dataset import Dataset
-from pipeline.errors import DataError
-from pipeline.schema import conform, importance_to_10, parse_timestamp
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import DataError
+from pipeline.contract.schema import conform, importance_to_10, parse_timestamp
 
 STATE = re.compile(r"^recall-state-(.+)\.json$")
 FIX_STATE = "fix or delete it (OKS's hook writes {n: <turns>, seen: {<slug>: <turn>}})"

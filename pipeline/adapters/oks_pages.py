@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from pipeline.adapters.markdown import load_yaml
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 _FRONT = re.compile(r"^---\n(.*?)\n---\n?", re.DOTALL)  # fts5.py _RE_FRONT_MATTER
 _CODE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)  # fts5.py _RE_CODE_BLOCK

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline.adapters.common import read_text
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 # load_recall_params()'s code defaults (the keys this project uses)
 DEFAULTS = {

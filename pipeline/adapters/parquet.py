@@ -1,7 +1,7 @@
 """Parquet adapter: a folder holding the contract's tables as Parquet files.
 
 ``nodes.parquet`` is required; ``edges.parquet``, ``queries.parquet`` and ``qrels.parquet`` are
-optional. Every table is validated (``pipeline.schema.conform``); dangling and self-loop edges are
+optional. Every table is validated (``pipeline.contract.schema.conform``); dangling and self-loop edges are
 dropped and counted in ``skipped``. An ``embedding`` column (list of floats) in nodes / queries is
 used as the vectors (``stages/vectors.py``), of the model ``vector_model`` names.
 """
@@ -15,9 +15,9 @@ import numpy as np
 import polars as pl
 
 from pipeline.adapters.common import sha256_file, slice_queries
-from pipeline.dataset import Dataset
-from pipeline.errors import DataError
-from pipeline.schema import conform, importance_to_10
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import DataError
+from pipeline.contract.schema import conform, importance_to_10
 
 
 def _read(path: Path, table: str) -> pl.DataFrame:

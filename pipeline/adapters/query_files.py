@@ -32,7 +32,7 @@ import polars as pl
 import yaml
 
 from pipeline.adapters.common import read_jsonl, read_text, require_file
-from pipeline.errors import DataError, require_one_of
+from pipeline.contract.errors import DataError, require_one_of
 
 QUERY_FORMATS = ("auto", "jsonl", "text", "recall-case", "sillytavern", "parquet")
 RECALL_CASE = "recall-case/v1"

@@ -32,10 +32,10 @@ from pipeline.adapters.common import sha256_file, slice_queries
 from pipeline.adapters.markdown import slugify
 from pipeline.adapters.workspace import _root, list_notes, note_rows, qrels_table, queries_table
 from pipeline.channels.lexical import stopword_list
-from pipeline.dataset import Dataset
-from pipeline.errors import ConfigError, DataError, require_one_of
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import ConfigError, DataError, require_one_of
+from pipeline.contract.schema import conform
 from pipeline.ops.tokenize import reme_words
-from pipeline.schema import conform
 
 log = logging.getLogger(__name__)
 LINK_KEYS = ("source_path", "target_path", "target_anchor")  # reme/schema/file_link.py

@@ -30,7 +30,7 @@ import numpy as np
 
 from pipeline.adapters import fields
 from pipeline.adapters.common import inside
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 FIX_INDEX = "rebuild ReMe's index (its reindex job), or move metadata/ away to read the notes"
 ANCHOR_RANGE = re.compile(r"^L(\d+)(?:-L?(\d+))?$")

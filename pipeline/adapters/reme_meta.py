@@ -30,8 +30,8 @@ import polars as pl
 
 from pipeline.adapters import fields
 from pipeline.adapters.common import inside
-from pipeline.errors import DataError
-from pipeline.schema import TS
+from pipeline.contract.errors import DataError
+from pipeline.contract.schema import TS
 
 log = logging.getLogger(__name__)
 META_VERSION = 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.adapters import workspace
-from pipeline.dataset import Dataset
-from pipeline.errors import ConfigError
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import ConfigError
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 BUNDLED = ("sample", "sample_zh")

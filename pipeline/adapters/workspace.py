@@ -24,9 +24,9 @@ from pipeline.adapters.common import (
     slice_queries,
 )
 from pipeline.adapters.markdown import parse_sections, slugify, split_front_matter
-from pipeline.dataset import Dataset
-from pipeline.errors import DataError
-from pipeline.schema import conform, importance_to_10, parse_timestamp
+from pipeline.contract.dataset import Dataset
+from pipeline.contract.errors import DataError
+from pipeline.contract.schema import conform, importance_to_10, parse_timestamp
 
 
 def _list(value, where: str, field: str) -> list[str] | None:

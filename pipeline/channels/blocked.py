@@ -14,7 +14,8 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline import io, npzcache
+from pipeline.contract import io
+from pipeline.core import npzcache
 from pipeline.ops.topk import topk_by_row
 
 

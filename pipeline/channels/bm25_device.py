@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from pipeline.core.progress import inner
 from pipeline.ops.torch_topk import to_host, topk_rows
-from pipeline.progress import inner
 
 BLOCK_SCORES = 1 << 24  # (query, document) scores per block on the device
 BLOCK_QUERIES = 4096  # query rows per block at most
@@ -100,7 +100,7 @@ SCORERS = ("auto", "scipy", "torch")
 def scorer(name: str, device: str) -> str:
     """``lexical.scorer``: ``scipy`` (the host's sparse product) or ``torch`` (:func:`topk` on
     ``device``); ``auto`` is ``torch`` on cuda and ``scipy`` on cpu. Both give the same bits."""
-    from pipeline.errors import require_one_of
+    from pipeline.contract.errors import require_one_of
 
     require_one_of("lexical.scorer", name, SCORERS)
     return "torch" if name == "torch" or (name == "auto" and device == "cuda") else "scipy"

@@ -16,10 +16,10 @@ import polars as pl
 import scipy.sparse as sp
 
 from pipeline.channels import bm25_device, dense, lexical, lexical_reme, segvocab, token_cache
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.core.progress import inner
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import int_order, topk_long
-from pipeline.progress import inner
 
 CHANNELS = ("dense", "lexical", "collab")  # collab: after the others (pipeline.channels.collab)
 
@@ -398,7 +398,7 @@ def _candidates(segs: Segments, dch: DenseChannel | None, lch: LexicalChannel | 
 def _plugins(enabled: list[str]) -> dict:
     """The installed channels ``enabled`` names; refuses a name neither built in nor installed, or
     a list without the dense or lexical channel (the others read their hits)."""
-    from pipeline.registry import installed_channels
+    from pipeline.contract.registry import installed_channels
 
     plugins = {c: f for c, f in installed_channels().items() if c in enabled and c not in CHANNELS}
     bad = set(enabled) - set(CHANNELS) - set(plugins)

@@ -19,9 +19,9 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from pipeline.errors import DataError, require_one_of
+from pipeline.contract.errors import DataError, require_one_of
+from pipeline.core.stage import Params
 from pipeline.ops import collab
-from pipeline.stage import Params
 
 BASKETS = {"agent": ["agent_id"], "session": ["session_id"], "injection": ["session_id", "turn"]}
 

@@ -10,9 +10,9 @@ import logging
 
 import numpy as np
 
-from pipeline import backend
 from pipeline.channels import dense_range
-from pipeline.errors import require_one_of
+from pipeline.contract.errors import require_one_of
+from pipeline.core import backend
 from pipeline.ops import pairdot
 from pipeline.ops.topk import topk_long
 

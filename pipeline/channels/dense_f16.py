@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 
 
 def reme_cosine(q16: np.ndarray, m16: np.ndarray) -> np.ndarray:

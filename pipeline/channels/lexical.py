@@ -19,7 +19,7 @@ import polars as pl
 import scipy.sparse as sp
 
 from pipeline.channels.segvocab import Layout, remap, token_keys
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.ops.tokenize import ascii_pattern, fts5_query, has_cjk, splitter
 from pipeline.ops.topk import int_order, topk_sparse
 

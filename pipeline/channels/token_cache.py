@@ -4,7 +4,7 @@ vocabulary it leaves in its tokenizer, read back by a later run over the same te
 Tokenising is corpus-side work that does not depend on the queries (1M synthetic nodes: ~5 s, the
 largest corpus-side step; reading the file back, its key included: ~0.6 s), so a run with other queries over the
 same nodes (another query file, held-out halves, a sweep whose candidates change) need not redo
-it. Keys, files and the folder's bound are ``pipeline.npzcache``'s: the key covers the tokenizer
+it. Keys, files and the folder's bound are ``pipeline.core.npzcache``'s: the key covers the tokenizer
 settings and its resolved stopword list, and every field's name and texts in row order; a group
 of fewer than ``npzcache.MIN_ROWS`` nodes is tokenised each time.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from pipeline import npzcache
 from pipeline.channels.lexical import Tokens, tokenize_fields
 from pipeline.channels.segvocab import POS_BITS
+from pipeline.core import npzcache
 
 FORMAT = "tokens/2"
 STATE = ("word_to_id", "stem_to_sid")  # the tokenizer's str → id dicts, in insertion order

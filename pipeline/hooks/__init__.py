@@ -7,6 +7,6 @@
 - ``bme``: ST-BME ``extra.bme_recall`` v1 cards written into a copy of a SillyTavern chat file.
 
 Each hook reads entries through ``source.Source`` (a cache read first, then a recaller). These
-modules import only the standard library and ``pipeline.errors`` at the top, so the OKS and Hermes
+modules import only the standard library and ``pipeline.contract.errors`` at the top, so the OKS and Hermes
 processes that load them need nothing of the batch engine unless they read a cache in process.
 """

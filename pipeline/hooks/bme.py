@@ -31,7 +31,7 @@ import math
 import re
 from pathlib import Path
 
-from pipeline.errors import DataError, UserError
+from pipeline.contract.errors import DataError, UserError
 from pipeline.hooks.source import Source, normalize
 
 KEY = "bme_recall"
@@ -110,7 +110,7 @@ def write_bme_cards(
     now: str | None = None,
 ) -> int:
     """Copy ``chat_in`` to ``chat_out`` with a card on each user message lacking one; the count."""
-    from pipeline.io import atomic_write_bytes
+    from pipeline.contract.io import atomic_write_bytes
 
     src, dst = Path(chat_in), Path(chat_out)
     if dst.exists() or dst.resolve() == src.resolve():
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m pipeline.hooks.bme CHAT_IN CHAT_OUT --endpoint URL | --cache-dir DIR``."""
     import argparse
 
-    from pipeline.errors import reported
+    from pipeline.contract.errors import reported
 
     ap = argparse.ArgumentParser(prog="python -m pipeline.hooks.bme", description=main.__doc__)
     ap.add_argument("chat_in")

@@ -9,7 +9,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
-from pipeline.errors import ConfigError, UserError
+from pipeline.contract.errors import ConfigError, UserError
 
 
 class RecallServiceError(UserError):

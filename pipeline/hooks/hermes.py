@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.hooks.source import Source, normalize
 
 log = logging.getLogger(__name__)

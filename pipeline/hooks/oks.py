@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.hooks.source import Source
 
 SECTION = "recall_pipeline"

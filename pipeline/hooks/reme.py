@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from pipeline import __version__
-from pipeline.errors import UserError
+from pipeline.contract.errors import UserError
 
 PREFIX = "/reme"
 DEFAULT_LIMIT = 5  # reme/steps/index/search.py _DEFAULT_LIMIT

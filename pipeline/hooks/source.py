@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.hooks.client import HttpRecaller
 
 SETTINGS = ("endpoint", "cache_dir", "namespace", "scope", "k", "format", "timeout")

@@ -2,7 +2,7 @@
 read back by a later run over the same texts (1M synthetic nodes: ~3 s of regular expressions,
 most of the entity layer's time). It depends on the texts and the extraction flags alone, not on
 scopes, document frequencies or hub weights, which ``stages.hubs`` derives from it each run.
-Keys, files and the folder's bound are ``pipeline.npzcache``'s; fewer than ``npzcache.MIN_ROWS``
+Keys, files and the folder's bound are ``pipeline.core.npzcache``'s; fewer than ``npzcache.MIN_ROWS``
 texts are read each time."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import npzcache
+from pipeline.core import npzcache
 from pipeline.ops import entities
 
 FORMAT = "entities/1"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.backend import namespaces
+from pipeline.core.backend import namespaces
 from pipeline.ops.topk import topk_abs_mask
 
 

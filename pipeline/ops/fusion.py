@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.backend import namespaces, scatter_extreme
+from pipeline.core.backend import namespaces, scatter_extreme
 from pipeline.ops.scoring import tree_sum
 
 

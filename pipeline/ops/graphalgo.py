@@ -21,7 +21,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
-from pipeline import backend
+from pipeline.core import backend
 from pipeline.ops.ppr import ppr
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from pipeline.errors import require_one_of
+from pipeline.contract.errors import require_one_of
 from pipeline.ops.dpp import MIN_ROWS
 
 LCG_SEED, LCG_A, LCG_C, LCG_MOD = 42, 1664525, 1013904223, 2**32

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from pipeline.backend import namespaces
+from pipeline.core.backend import namespaces
 from pipeline.ops.sparse_entries import is_sparse, rows_csr, segment_ids, triplets
 from pipeline.ops.topk import topk_entry_mask
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline import backend
-from pipeline.backend import bincount, namespaces, to_host
+from pipeline.core import backend
+from pipeline.core.backend import bincount, namespaces, to_host
+from pipeline.core.progress import inner
 from pipeline.ops.sparse_entries import is_sparse, segment_ids, triplets
 from pipeline.ops.topk import int_order, topk_abs_mask, topk_long
-from pipeline.progress import inner
 
 DENSE_MIN, DENSE_WORK = 64, 1 << 16  # a component this large, with size × queries this large, is
 # solved by a sparse × dense product; smaller work goes to the per-(query, component) operator

@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import numpy as np
 
-from pipeline import progress
-from pipeline.backend import bincount, namespaces, to_host
+from pipeline.core import progress
+from pipeline.core.backend import bincount, namespaces, to_host
 from pipeline.ops.ppr import SolverInfo, _transition
 from pipeline.ops.sparse_entries import segment_ids, spans
 from pipeline.ops.topk import KEY_BITS, bit_width, int_order

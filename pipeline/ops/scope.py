@@ -8,7 +8,7 @@
 - ``archived``: archived nodes are left out unless ``include_archived`` (ReMe's flag).
 
 ``run_groups`` splits those groups further by reference time: ``runner.run`` runs every stage after
-embedding once per such group on its node subset (``pipeline.querypath``), so nothing invisible can be
+embedding once per such group on its node subset (``pipeline.run.querypath``), so nothing invisible can be
 recalled, carry graph energy or weigh in a statistic.
 """
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.backend import bincount, namespaces, to_host
+from pipeline.core.backend import bincount, namespaces, to_host
 from pipeline.ops.topk import int_order
 
 HEAD_CELLS = 1 << 18  # (queries × widest query) cells of one padded block of :func:`head`

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.backend import bincount
+from pipeline.core.backend import bincount
 
 
 def is_sparse(x) -> bool:

@@ -1,4 +1,4 @@
-"""Whether a unit's speaker is named in the query (issue 17: "What is Caroline's ...?" → Caroline's
+"""Whether a unit's speaker is named in the query ("What is Caroline's ...?" → Caroline's
 turns). Used by the ``speaker_named`` score term and by ``diffuse.speaker_seed_boost``."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 
 TOKENIZERS = ("auto", "english", "cjk_char", "jieba", "fts5", "reme")
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"

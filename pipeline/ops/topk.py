@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.backend import bincount, namespaces
+from pipeline.core.backend import bincount, namespaces
 
 KEY_BITS = 63  # a non-negative int64 sort key
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from pipeline.errors import DataError
+from pipeline.contract.errors import DataError
 
 N_RESAMPLES = 1000
 CONFIDENCE = 0.95

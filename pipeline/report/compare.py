@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.errors import ConfigError, DataError, require_one_of
+from pipeline.contract.errors import ConfigError, DataError, require_one_of
 
 
 @dataclass
@@ -257,7 +257,7 @@ def _manifest(run_dir: Path) -> dict:
         raise DataError(
             str(run_dir), "no recall.parquet", "pass a run directory written by 'recall run'"
         )
-    from pipeline.rundir import upgrade_config
+    from pipeline.contract.rundir import upgrade_config
 
     manifest = json.loads(path.read_text())
     return {**manifest, "config": upgrade_config(manifest.get("config", {}), f"{path}: config")}
@@ -303,7 +303,7 @@ def _load_truth(dirs: list[Path], manifests: dict[Path, dict]) -> Truth:
 
 
 def _truth_of(run_dir: Path, spec: dict) -> Truth:
-    from pipeline.common import call_target
+    from pipeline.core.common import call_target
     from pipeline.report.trec import read_qrels
 
     if spec.get("qrels_file"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.report.bootstrap import bootstrap_ci, paired_difference
 
 Scores = dict[str, dict[str, float]]  # recipe → dataset → mean of the dataset's metric
@@ -79,7 +79,7 @@ def half_gains(
     """Each recipe's per-query gain over ``baseline`` on each dataset's query halves ``a`` and ``b``
     (``recall tune`` fits on a; b is held out), with a paired 95% interval: a per-dataset recipe is
     worth keeping when its half-b interval lies above 0."""
-    from pipeline.ingest import query_half
+    from pipeline.contract.ingest import query_half
 
     rows = []
     for data, m in metric.items():

@@ -21,7 +21,7 @@ import polars as pl
 
 from pipeline.adapters.common import sha256_file
 from pipeline.adapters.query_files import read_recall_case
-from pipeline.errors import ConfigError, DataError
+from pipeline.contract.errors import ConfigError, DataError
 
 METRICS = ("recall_at_1", "recall_at_3", "recall_at_5", "mrr", "ndcg_at_5")
 FLAGS = ("no_result", "stale_leakage")

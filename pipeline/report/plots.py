@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline import io
+from pipeline.contract import io
 
 DPI = 110
 TITLE, LABEL, TICK = 13, 11, 9

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline import io
-from pipeline.errors import DataError
+from pipeline.contract import io
+from pipeline.contract.errors import DataError
+from pipeline.contract.rundir import upgrade_config
 from pipeline.report import plots
 from pipeline.report.compare import CompareResult, cells, format_table, markdown_table
 from pipeline.report.per_query import wins_losses, worst_queries
-from pipeline.rundir import upgrade_config
 from pipeline.stages.evaluate import judged_warning, metric_names
 
 CSS = (

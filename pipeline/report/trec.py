@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline import io
-from pipeline.errors import ConfigError, DataError, require_one_of
+from pipeline.contract import io
+from pipeline.contract.errors import ConfigError, DataError, require_one_of
 from pipeline.stages import evaluate
 
 LEVELS = ("node_id", "doc_id")

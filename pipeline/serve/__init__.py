@@ -8,7 +8,7 @@ __all__ = ["RecallCache", "Service"]
 
 
 def __getattr__(name: str):
-    """``RecallCache`` and ``Service``, imported on first use (``pipeline.precompute`` imports
+    """``RecallCache`` and ``Service``, imported on first use (``pipeline.run.precompute`` imports
     ``pipeline.serve.keys`` without the service)."""
     if name == "RecallCache":
         from pipeline.serve.cache import RecallCache

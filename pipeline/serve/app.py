@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pipeline.errors import UserError
+from pipeline.contract.errors import UserError
 from pipeline.hooks import reme
 from pipeline.serve.service import BadRequest
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 from pipeline.serve import keys, layout
 
 ENTRY_FIELDS = ("query_id", "query_text", "text_key", "scope_version", "recipe", "injection")

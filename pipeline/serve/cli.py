@@ -16,8 +16,8 @@ import sys
 
 from omegaconf import DictConfig
 
-from pipeline.errors import ConfigError, reported
-from pipeline.paths import CONF_DIR
+from pipeline.contract.errors import ConfigError, reported
+from pipeline.contract.paths import CONF_DIR
 
 RENAMED = {"host": "serve.host", "port": "serve.port"}
 VERBATIM = ("text", "scope")
@@ -56,7 +56,7 @@ def serve(cfg: DictConfig) -> None:
 
 def lookup(cfg: DictConfig, own: dict) -> int:
     """Print the entry of ``text`` (in ``scope``) of the dataset's namespace as JSON; 1 if none."""
-    from pipeline.cachekeys import recipe_hash
+    from pipeline.run.cachekeys import recipe_hash
     from pipeline.serve import keys
     from pipeline.serve.cache import RecallCache
 
@@ -86,7 +86,7 @@ def main(cmd: str, args: list[str]) -> int:
     """``recall serve|lookup [overrides]``: compose the config (Hydra, guarded) and run ``cmd``."""
     import hydra
 
-    from pipeline.hydra_guard import guarded
+    from pipeline.cli.hydra_guard import guarded
 
     own, rest = split_args(args)
     if cmd == "lookup":  # stdout is the entry: no Hydra logging, no run folder

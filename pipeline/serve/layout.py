@@ -28,7 +28,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline import io
+from pipeline.contract import io
 
 POINTER, LOCK = "CURRENT", "LOCK"
 GEN = re.compile(r"^g-(\d{6,})$")

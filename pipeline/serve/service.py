@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 import polars as pl
 from omegaconf import DictConfig
 
-from pipeline import cachekeys, precompute
-from pipeline.common import call_target
-from pipeline.errors import ConfigError, UserError, require_one_of
-from pipeline.ingest import drop_empty
+from pipeline.contract.errors import ConfigError, UserError, require_one_of
+from pipeline.contract.ingest import drop_empty
+from pipeline.core.common import call_target
 from pipeline.ops.scope import scope_rows
+from pipeline.run import cachekeys, precompute
 from pipeline.serve import keys, render
 from pipeline.serve.batcher import MicroBatcher
 from pipeline.serve.cache import RecallCache

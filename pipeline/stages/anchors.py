@@ -10,9 +10,13 @@ reference time. Only nodes the query may see are anchors or cross seeds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import ClassVar
+
 import numpy as np
 import polars as pl
 
+from pipeline.core.stage import Params
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.titles import TitleFinder
 from pipeline.stages.graph import in_window
@@ -23,6 +27,35 @@ DERIVED = [
     "mention",
     "knn",
 ]  # graph-stage edges: BME's cross recall walks stored edges only
+
+
+@dataclass
+class AnchorParams(Params):
+    """Exact-name anchor settings (the ``anchors`` group) and the run's ``include_archived``."""
+
+    GROUP: ClassVar[str] = "anchors"
+    enabled: bool
+    energy: float  # seed energy of an anchor
+    min_len: int  # shortest title matched
+    include_archived: bool = field(default=False, metadata={"runtime": True})
+
+
+@dataclass
+class CrossRecallParams(Params):
+    """Cross recall settings (the ``cross_recall`` group)."""
+
+    GROUP: ClassVar[str] = "cross_recall"
+    enabled: bool
+    mult: float  # a cross seed's energy is mult × edge weight
+
+
+def params_of(cfg) -> tuple[AnchorParams, CrossRecallParams]:
+    """The ``anchors`` and ``cross_recall`` parameters of a (query group's) config: what the
+    diffuse and cooccur stages read besides their own group."""
+    return (
+        AnchorParams.from_cfg(cfg.anchors, "anchors", include_archived=bool(cfg.include_archived)),
+        CrossRecallParams.from_cfg(cfg.cross_recall, "cross_recall"),
+    )
 
 
 def find(
@@ -97,14 +130,13 @@ def cross(
     )
 
 
-def of_group(ctx) -> pl.DataFrame:
+def of_group(ctx, p: AnchorParams) -> pl.DataFrame:
     """The exact-name anchors of a query group (``RunContext``) with the ``anchors`` group's
     settings: what diffusion seeds from and co-occurrence anchors on."""
-    cfg = ctx.cfg
     return find(
         ctx.nodes,
         ctx.queries,
-        min_len=cfg.anchors.min_len,
-        energy=cfg.anchors.energy,
-        include_archived=cfg.include_archived,
+        min_len=p.min_len,
+        energy=p.energy,
+        include_archived=p.include_archived,
     )

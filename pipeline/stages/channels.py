@@ -12,13 +12,13 @@ from typing import ClassVar
 
 import polars as pl
 
-from pipeline import io
 from pipeline.channels import dense
 from pipeline.channels.candidates import generate
 from pipeline.channels.collab import CollabParams
-from pipeline.common import key_prefix, stage_key
-from pipeline.errors import require_one_of
-from pipeline.stage import Params, Stage
+from pipeline.contract import io
+from pipeline.contract.errors import require_one_of
+from pipeline.core.common import key_prefix, stage_key
+from pipeline.core.stage import Params, Stage
 
 
 @dataclass

@@ -13,16 +13,16 @@ are boosted. The bonus is also kept as the ``cooccur`` column.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
 
+from pipeline.core.stage import Params, Stage
 from pipeline.ops import cooccur
 from pipeline.ops.eligible import eligible
 from pipeline.ops.scope import scope_groups
-from pipeline.stage import Params, Stage
 
 log = logging.getLogger(__name__)
 SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "cooccur": pl.Float64}
@@ -41,6 +41,8 @@ class CooccurParams(Params):
     supplemental: int  # first eligible dense hits (cosine > 0) used as extra anchors
     require_title: bool  # BME: indexed / supplemental anchor nodes need a name/title
     exclude_types: list
+    include_archived: bool = field(default=False, metadata={"runtime": True})  # the run's rule
+    anchors: Any = field(default=None, metadata={"runtime": True})  # anchors.AnchorParams
 
 
 def anchor_weights(
@@ -136,18 +138,25 @@ def run_stage(ctx, p: CooccurParams) -> object:
     """BME co-occurrence boost from the exact-name anchors (found here when diffusion did not)."""
     from pipeline.stages import anchors
 
-    cfg = ctx.cfg
-    if ctx.anchors is None and cfg.anchors.enabled:
-        ctx.anchors = anchors.of_group(ctx)
-    bonus = boost(ctx.cand, ctx.nodes, ctx.queries, ctx.anchors, p, cfg.include_archived)
+    if ctx.anchors is None and p.anchors is not None and p.anchors.enabled:
+        ctx.anchors = anchors.of_group(ctx, p.anchors)
+    bonus = boost(ctx.cand, ctx.nodes, ctx.queries, ctx.anchors, p, p.include_archived)
     ctx.cand = merge(ctx.cand, bonus)
     ctx.run.log.add("cooccur_boosts", bonus.height)
     return ctx
 
 
-STAGE = Stage(
-    "cooccur",
-    run_stage,
-    enabled=lambda cfg: bool(cfg.cooccur.enabled),
-    params=lambda run: CooccurParams.from_cfg(run.cfg.cooccur, "cooccur"),
-)
+def _params(run) -> CooccurParams:
+    """The ``cooccur`` group, with the ``anchors`` settings (anchors are found here when diffusion
+    did not find them) and the run's ``include_archived``."""
+    from pipeline.stages import anchors
+
+    return CooccurParams.from_cfg(
+        run.cfg.cooccur,
+        "cooccur",
+        include_archived=bool(run.cfg.include_archived),
+        anchors=anchors.params_of(run.cfg)[0],
+    )
+
+
+STAGE = Stage("cooccur", run_stage, enabled=lambda cfg: bool(cfg.cooccur.enabled), params=_params)

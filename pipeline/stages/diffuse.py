@@ -3,16 +3,18 @@ batched over the scope's queries (blocks of queries so that N·B stays bounded).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from pipeline import backend
-from pipeline.backend import namespaces
-from pipeline.errors import require_one_of
+from pipeline.contract.errors import require_one_of
+from pipeline.core import backend
+from pipeline.core.backend import namespaces
+from pipeline.core.progress import inner, progress
+from pipeline.core.stage import Params, Stage
 from pipeline.ops.expand import expand
 from pipeline.ops.pedsa import pedsa
 from pipeline.ops.ppr import ppr_top
@@ -20,8 +22,6 @@ from pipeline.ops.ppr_push import ppr_push_top
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.speakers import named_for
 from pipeline.ops.topk import int_order, topk_abs_mask
-from pipeline.progress import inner, progress
-from pipeline.stage import Params, Stage
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
 
@@ -67,6 +67,9 @@ class DiffusionParams(Params):
     entity_seed_share: float  # part of the seed energy given to the query's own entity hubs
     speaker_seed_boost: float  # seed_from × (1 + this) for units whose speaker the query names
     residual_seeds: bool  # novelty's residual hits seed the diffusion too (BME)
+    include_archived: bool = field(default=False, metadata={"runtime": True})  # the run's rule
+    anchors: Any = field(default=None, metadata={"runtime": True})  # anchors.AnchorParams
+    cross_recall: Any = field(default=None, metadata={"runtime": True})  # anchors.CrossRecallParams
 
 
 def _to_device(device: str, *arrays) -> list:
@@ -258,26 +261,26 @@ def _anchor_seeds(ctx, p: DiffusionParams) -> pl.DataFrame | None:
     recall; the anchors are kept on the context for co-occurrence."""
     from pipeline.stages import anchors
 
-    cfg, extra = ctx.cfg, []
+    extra = []
     if "residual" in ctx.cand.columns and p.residual_seeds:
         extra.append(
             ctx.cand.filter(pl.col("residual") > 0).select(
                 "query_idx", "node_idx", energy="residual"
             )
         )
-    if cfg.anchors.enabled:
-        ctx.anchors = anchors.of_group(ctx)
+    if p.anchors is not None and p.anchors.enabled:
+        ctx.anchors = anchors.of_group(ctx, p.anchors)
         extra.append(ctx.anchors)
         ctx.run.log.add("anchors", ctx.anchors.height)
-        if cfg.cross_recall.enabled:
+        if p.cross_recall is not None and p.cross_recall.enabled:
             extra.append(
                 anchors.cross(
                     ctx.anchors,
                     ctx.graph,
                     ctx.nodes,
                     ctx.queries,
-                    mult=cfg.cross_recall.mult,
-                    include_archived=cfg.include_archived,
+                    mult=p.cross_recall.mult,
+                    include_archived=p.include_archived,
                     now=ctx.now,
                 )
             )
@@ -301,7 +304,7 @@ def run_stage(ctx, p: DiffusionParams) -> object:
         ctx.graph,
         p,
         ctx.run.device,
-        ctx.cfg.include_archived,
+        p.include_archived,
         seeds_extra,
         ctx.hub_graph,
         hub_seeds,
@@ -314,9 +317,21 @@ def run_stage(ctx, p: DiffusionParams) -> object:
     return ctx
 
 
+def _params(run) -> DiffusionParams:
+    """The ``diffuse`` group, with the ``anchors`` and ``cross_recall`` settings (extra seeds) and
+    the run's ``include_archived``."""
+    from pipeline.stages import anchors
+
+    anchor_p, cross_p = anchors.params_of(run.cfg)
+    return DiffusionParams.from_cfg(
+        run.cfg.diffuse,
+        "diffuse",
+        include_archived=bool(run.cfg.include_archived),
+        anchors=anchor_p,
+        cross_recall=cross_p,
+    )
+
+
 STAGE = Stage(
-    "diffuse",
-    run_stage,
-    enabled=lambda cfg: cfg.diffuse.method != "none",
-    params=lambda run: DiffusionParams.from_cfg(run.cfg.diffuse, "diffuse"),
+    "diffuse", run_stage, enabled=lambda cfg: cfg.diffuse.method != "none", params=_params
 )

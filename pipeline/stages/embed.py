@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import progress, version
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.core import progress, version
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import re
 
 import polars as pl
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 
 DEFAULT_METRICS = (
     "recall@1",

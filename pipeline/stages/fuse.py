@@ -23,13 +23,13 @@ import numpy as np
 import polars as pl
 from omegaconf import OmegaConf
 
-from pipeline import backend
-from pipeline.backend import fallback
-from pipeline.common import host_column
-from pipeline.errors import ConfigError, require_one_of
+from pipeline.contract.errors import ConfigError, require_one_of
+from pipeline.core import backend
+from pipeline.core.backend import fallback
+from pipeline.core.common import host_column
+from pipeline.core.stage import Stage
 from pipeline.ops import fusion
 from pipeline.ops.topk import int_order
-from pipeline.stage import Stage
 
 NORMS = ("max", "minmax", "none")
 PAIR_KEY = "_pair_key"  # the packed (query, node) join key of join_component

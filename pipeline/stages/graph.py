@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+from pipeline.core.stage import Params, Stage
 from pipeline.ops.titles import TitleFinder
-from pipeline.stage import Params, Stage
 
 EDGE_SCHEMA = {
     "src": pl.Int64,
@@ -285,7 +285,7 @@ def directed_topn(
 def run_stage(ctx, p: GraphParams) -> object:
     """The group's weighted edges (explicit among its nodes, temporal, mentions, kNN) and, when
     diffusion runs, its entity hubs; both memoised per node table."""
-    from pipeline.common import corpus_step
+    from pipeline.core.common import corpus_step
     from pipeline.stages import hubs
     from pipeline.stages.embed import embed_cached
 

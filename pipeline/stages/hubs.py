@@ -24,8 +24,8 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+from pipeline.core.stage import Params
 from pipeline.ops import entities, entity_cache
-from pipeline.stage import Params
 
 
 @dataclass

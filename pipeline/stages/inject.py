@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from pipeline.errors import require_one_of
+from pipeline.contract.errors import require_one_of
 from pipeline.stages import inject_bme, inject_oks, inject_reme
 from pipeline.stages.inject_oks import soul_boost  # noqa: F401  (the Soul Boost, re-exported)
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from pipeline.contract.schema import KNOWLEDGE_TYPE
 from pipeline.ops.scope import scope_groups
-from pipeline.schema import KNOWLEDGE_TYPE
 from pipeline.stages import inject_scene
 from pipeline.stages.scope_policy import NODE_COLS, QUERY_COLS, SCOPE_BUCKETS, gather, scope_bucket
 

@@ -11,17 +11,17 @@ BME's exact-name anchors are not part of the basis here (they need the anchor la
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 import polars as pl
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.core.stage import Params, Stage
 from pipeline.ops.eligible import eligible as eligible_nodes
 from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long
-from pipeline.stage import Params, Stage
 
 
 @dataclass
@@ -45,6 +45,7 @@ class NoveltyParams(Params):
     require_title: bool  # BME: basis nodes need a name/title
     exclude_types: list
     batch: int
+    include_archived: bool = field(default=False, metadata={"runtime": True})  # the run's rule
 
 
 def eligible(nodes: pl.DataFrame, p: NoveltyParams) -> np.ndarray:
@@ -206,7 +207,7 @@ def run_stage(ctx, p: NoveltyParams) -> object:
         ctx.xq,
         p,
         ctx.run.device,
-        ctx.cfg.include_archived,
+        p.include_archived,
     )
     ctx.cand = join_component(ctx, hits, "residual")
     ctx.run.log.add("residual_hits", hits.height)
@@ -217,5 +218,7 @@ STAGE = Stage(
     "novelty",
     run_stage,
     enabled=lambda cfg: bool(cfg.novelty.enabled),
-    params=lambda run: NoveltyParams.from_cfg(run.cfg.novelty, "novelty"),
+    params=lambda run: NoveltyParams.from_cfg(
+        run.cfg.novelty, "novelty", include_archived=bool(run.cfg.include_archived)
+    ),
 )

@@ -25,9 +25,9 @@ from typing import Callable, ClassVar
 
 import polars as pl
 
-from pipeline.errors import require_one_of
-from pipeline.schema import KNOWLEDGE_TYPE, SCENE_QUERY_COLUMNS, SCOPE_NODE_COLUMNS
-from pipeline.stage import Params
+from pipeline.contract.errors import require_one_of
+from pipeline.contract.schema import KNOWLEDGE_TYPE, SCENE_QUERY_COLUMNS, SCOPE_NODE_COLUMNS
+from pipeline.core.stage import Params
 
 log = logging.getLogger(__name__)
 # index = priority in BME's lexicographic sort (higher first)
@@ -40,7 +40,7 @@ SCOPE_BUCKETS = (
     "characterPov",
 )
 STORY_BUCKETS = ("future", "distantPast", "flashback", "undated", "adjacentPast", "current")
-NODE_COLS = SCOPE_NODE_COLUMNS  # the node columns the policy reads (pipeline.schema)
+NODE_COLS = SCOPE_NODE_COLUMNS  # the node columns the policy reads (pipeline.contract.schema)
 QUERY_COLS = SCENE_QUERY_COLUMNS  # the query columns (the scene state)
 
 

@@ -18,11 +18,11 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
-from pipeline import backend
-from pipeline.common import host_column
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.core import backend
+from pipeline.core.common import host_column
+from pipeline.core.stage import Stage
 from pipeline.ops import scoring, speakers
-from pipeline.stage import Stage
 
 TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
 FACTORS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}

@@ -20,11 +20,11 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from pipeline import backend
 from pipeline.channels import dense
-from pipeline.errors import ConfigError, require_one_of
+from pipeline.contract.errors import ConfigError, require_one_of
+from pipeline.core import backend
+from pipeline.core.stage import Params, Stage
 from pipeline.ops import scoring
-from pipeline.stage import Params, Stage
 from pipeline.stages.spread import spread
 
 METHODS = ("topk", "dpp", "mmr")

@@ -19,9 +19,9 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from pipeline.io import write_parquet
+from pipeline.contract.io import write_parquet
+from pipeline.core.stage import Params, Stage
 from pipeline.ops import graphalgo
-from pipeline.stage import Params, Stage
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def compute(
     """One row per node (row i of ``nodes`` is node index i in ``edges``).
 
     ReMe's ``hits_30d`` is the node column of that name when present (an access log's 30-day count,
-    ``pipeline.feedback``), else ``access_count`` (the node table only carries a lifetime total).
+    ``pipeline.run.feedback``), else ``access_count`` (the node table only carries a lifetime total).
     A store's own signals (``data=reme``: node columns ``community_id``, ``archived_store``) replace
     the computed Leiden communities and recency archive, nulls included (no boost / no filter).
     """
@@ -323,7 +323,7 @@ def for_group(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params
 def run_stage(ctx, p: SignalsParams) -> object:
     """Per-node signals of the group at its reference time (memoised per node table); the table
     carries ``group_key`` (see :func:`merge_groups`) and score/select read the overlaid nodes."""
-    from pipeline.common import corpus_step
+    from pipeline.core.common import corpus_step
 
     ctx.scored_nodes, table, ctx.freshness = corpus_step(
         ctx.run.memo,

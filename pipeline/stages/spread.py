@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
 
 
 def spread(ranked: pl.DataFrame, doc_idx: np.ndarray | None, gap: float) -> pl.DataFrame:

@@ -22,9 +22,9 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, open_dict
 
-from pipeline.backend import fallback
-from pipeline.common import call_target, corpus_step
-from pipeline.errors import ConfigError
+from pipeline.contract.errors import ConfigError
+from pipeline.core.backend import fallback
+from pipeline.core.common import call_target, corpus_step
 from pipeline.stages import query
 from pipeline.stages.embed import EmbeddingCache, cache_tag, embed_cached
 

@@ -17,7 +17,7 @@ import datetime as dt
 import numpy as np
 import polars as pl
 
-from pipeline.dataset import Dataset
+from pipeline.contract.dataset import Dataset
 
 CHUNK = 65_536  # rows of noise drawn at a time (1M nodes: 200 MB of float64 instead of 3 GB)
 TYPES = ["fact", "event", "preference", "procedure", "lesson", "person"]

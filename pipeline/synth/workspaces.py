@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline import io, schema
-from pipeline.dataset import Dataset
+from pipeline.contract import io, schema
+from pipeline.contract.dataset import Dataset
 
 T0 = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
 FIRST = [

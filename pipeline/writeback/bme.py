@@ -28,8 +28,8 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.adapters.bme_store import read_graph
-from pipeline.errors import UserError
-from pipeline.io import atomic_write_bytes
+from pipeline.contract.errors import UserError
+from pipeline.contract.io import atomic_write_bytes
 
 MAX_RECALL_NODES = 12  # settings-defaults.js recallMaxNodes
 RECENT_RECALL_OWNER_LIMIT = 8  # graph/knowledge-state.js
@@ -120,7 +120,7 @@ def write_back(
     run_dir: Path, cfg: dict, rows: pl.DataFrame, now: dt.datetime, out: str | None
 ) -> Path:
     """Reinforce the store a finished ``data=bme`` run read with its recall ``rows``; returns the
-    new file's path (``pipeline.cli_feedback.WRITERS``)."""
+    new file's path (``pipeline.cli.feedback.WRITERS``)."""
     data = cfg.get("data") or {}
     if data.get("_target_") != "bme":
         raise UserError(

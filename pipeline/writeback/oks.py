@@ -21,8 +21,8 @@ import polars as pl
 
 from pipeline.adapters.oks import access_counts
 from pipeline.adapters.oks_pages import split_page
-from pipeline.errors import DataError, UserError
-from pipeline.io import atomic_write_bytes
+from pipeline.contract.errors import DataError, UserError
+from pipeline.contract.io import atomic_write_bytes
 
 ACCESS = ".oks/access.json"
 NOT_USE = "wrote nothing: for OKS a recall is not a use; pass --use-events FILE of the slugs used"

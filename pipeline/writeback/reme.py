@@ -29,8 +29,8 @@ import polars as pl
 
 from pipeline.adapters import reme_meta
 from pipeline.adapters.common import inside
-from pipeline.errors import DataError, UserError
-from pipeline.io import atomic_write_bytes
+from pipeline.contract.errors import DataError, UserError
+from pipeline.contract.io import atomic_write_bytes
 
 ACCESS_LOG_VERSION = 1
 WINDOW_DAYS = 30

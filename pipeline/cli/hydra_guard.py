@@ -1,0 +1,76 @@
+"""Hydra composes the configs of ``recall run`` (``--multirun`` and ``recall tune`` too) and
+``recall precompute`` with :class:`GuardedConfigLoader`: each config it composes (the run's, a
+sweep's and every job's) has its ``hydra`` node checked by :func:`pipeline.contract.hydra_keys.check`
+before Hydra configures logging from it or instantiates callbacks, the sweeper or the launcher, and
+``hydra.searchpath`` (from the primary config or the command line) is refused before Hydra imports
+the packages it names. A refusal prints one ``error:`` line and exits 2.
+
+Hydra builds its config loader inside ``hydra.main`` (``Hydra.create_main_hydra2``); it takes no
+loader argument, so :func:`guarded` swaps the class that function constructs while the command runs
+(the only hook: tests/test_config_refusal.py fails if a Hydra release moves it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from hydra._internal import hydra as hydra_internal
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.config_repository import ConfigRepository
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.contract import hydra_keys
+from pipeline.contract.errors import ConfigError, reported
+
+
+class GuardedConfigLoader(ConfigLoaderImpl):
+    """Hydra's config loader, refusing the ``hydra`` settings ``pipeline.contract.hydra_keys`` refuses."""
+
+    def load_configuration(self, config_name, overrides, run_mode, *args, **kwargs) -> DictConfig:
+        """The composed config, after ``hydra.searchpath`` was checked before composing and the
+        whole ``hydra`` node after it."""
+        _or_exit(lambda: self._check_searchpath(config_name, overrides))
+        cfg = super().load_configuration(config_name, overrides, run_mode, *args, **kwargs)
+        _or_exit(lambda: hydra_keys.check(OmegaConf.to_container(cfg.hydra, resolve=False)))
+        return cfg
+
+    def _check_searchpath(self, config_name: str | None, overrides: list[str]) -> None:
+        """Where Hydra reads ``hydra.searchpath`` from (a command-line override, else the primary
+        config file alone) it must be empty: Hydra opens its entries while composing."""
+        for o in OverridesParser.create().parse_overrides(overrides=overrides):
+            if o.key_or_group.split("@")[0] == "hydra.searchpath":
+                hydra_keys.check({"searchpath": o.value()}, "hydra")
+        if config_name is None:
+            return
+        primary = ConfigRepository(self.get_search_path()).load_config(config_name)
+        if primary is not None and OmegaConf.is_dict(primary.config):
+            found = OmegaConf.select(
+                primary.config, "hydra.searchpath", throw_on_resolution_failure=False
+            )
+            if found:
+                found = OmegaConf.to_container(found) if OmegaConf.is_config(found) else found
+                raise ConfigError(
+                    f"{primary.path.removeprefix('file://')}/{config_name}.yaml: "
+                    f"hydra.searchpath={found!r}: "
+                    "Hydra would import the packages it names; put extra configs in a folder and "
+                    "pass --config-dir <folder>"
+                )
+
+
+def _or_exit(check) -> None:
+    status = reported(check)
+    if status:
+        raise SystemExit(status)
+
+
+@contextlib.contextmanager
+def guarded() -> Iterator[None]:
+    """While inside, ``hydra.main`` composes with :class:`GuardedConfigLoader`."""
+    saved = hydra_internal.ConfigLoaderImpl
+    hydra_internal.ConfigLoaderImpl = GuardedConfigLoader
+    try:
+        yield
+    finally:
+        hydra_internal.ConfigLoaderImpl = saved
