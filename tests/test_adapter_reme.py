@@ -438,6 +438,10 @@ def test_markdown_walk_covers_daily_and_digest_with_line_anchor_links(tmp_path):
         ds.skipped["link_target_not_indexed"] == 1
     )  # the .jsonl: not a .jsonl.md, not a broken link
     assert "markdown walk" in ds.notes["index"]
+    # no ReMe index, so no vector: ReMe's default config (embedding_store: "") searches such a
+    # workspace by keyword; preset reme drops its dense channel (stages/vectors.keyword_store)
+    assert ds.notes["store_vectors"] == "none"
+    assert "store_vectors" not in reme.load(str(tmp_path), vectors="false").notes
 
 
 def test_layers_filter_and_doc_ids_keep_qrels(tmp_path):

@@ -24,6 +24,13 @@ def test_float16_cosine_by_hand_and_its_tie():
     qi, ni, s = f16.top(np.array([0]), np.array([0, 1]), 2)
     assert ni.tolist() == [0, 1]  # the tie goes to the lower node, not float64's order
     assert f16.pairs(np.array([0, 0]), np.array([1, 0])).tolist() == [0.89453125] * 2
+    # dense.ties=store: the chunk earlier in ReMe's chunk store wins the tie (vector_search's
+    # heap on (score, -order)); b stored after a here
+    f16.tie = np.array([1, 0])
+    qi, ni, s = f16.top(np.array([0]), np.array([0, 1]), 2)
+    assert ni.tolist() == [1, 0]
+    q_, n_, s_, rank = f16.reorder(np.array([0, 0]), np.array([0, 1]), s)
+    assert (n_.tolist(), rank.tolist()) == ([1, 0], [1, 2])
 
 
 def test_a_zero_vector_scores_0_and_preset_reme_uses_float16(compose):

@@ -411,7 +411,8 @@ def test_reme_candidates_min_200_or_5_per_result(compose):
         "reme",
         True,
     )
-    assert (cfg.fuse.k, cfg.fuse.weights.dense, cfg.fuse.weights.lexical) == (60, 0.7, 0.3)
+    # search.py: text_weight = 1.0 - vector_weight (0.30000000000000004, not 0.3)
+    assert (cfg.fuse.k, cfg.fuse.weights.dense, cfg.fuse.weights.lexical) == (60, 0.7, 1.0 - 0.7)
 
 
 def test_reme_bm25_only_keeps_raw_scores_with_the_k1_plus_1_factor(compose, tmp_path):

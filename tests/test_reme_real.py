@@ -87,25 +87,40 @@ def tokens(text):  # reme/components/tokenizer/regex_tokenizer.py + base_tokeniz
     return [t.lower() for t in toks if t.lower() not in STOP]
 
 
-def bm25(query, docs, limit, k1=1.5, b=0.75):  # keyword_index/bm25_index.py
-    toks = [tokens(d) for d in docs]
-    avgdl = sum(map(len, toks)) / len(toks)
-    df = {}
-    for t in toks:
-        for w in set(t):
-            df[w] = df.get(w, 0) + 1
-    q = [w for w in dict.fromkeys(tokens(query)) if w in df]
-    out = []
-    for i, t in enumerate(toks):
-        s = 0.0
-        for w in q:
-            tf = t.count(w)
-            if tf:
-                idf = math.log(1 + (len(docs) - df[w] + 0.5) / (df[w] + 0.5))
-                s += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(t) / avgdl))
-        if s > 0:
-            out.append((s, i))
-    return [i for _s, i in sorted(out, key=lambda x: (-x[0], x[1]))[:limit]]
+def bm25(query, docs, limit, k1=1.5, b=0.75):
+    """(doc index, score) of ReMe's keyword hits: keyword_index/bm25_index.py's add_docs (a slot
+    per document with a term, in order), _score_query (float32, the query's terms in order) and
+    _top_k (verbatim: its np.argpartition/argsort order of equal scores is ReMe's)."""
+    slot_doc, lens, post = [], [], {}
+    for i, d in enumerate(docs):
+        toks = tokens(d)
+        if toks:
+            for w in dict.fromkeys(toks):
+                post.setdefault(w, []).append((len(lens), toks.count(w)))
+            slot_doc.append(i)
+            lens.append(len(toks))
+    lens = np.asarray(lens, np.int32)
+    n = len(lens)
+    scores = np.zeros(n, np.float32)
+    avg_len = int(lens.sum()) / n
+    for w in dict.fromkeys(tokens(query)):
+        if w not in post:
+            continue
+        idxs = np.asarray([j for j, _tf in post[w]])
+        tfs = np.asarray([tf for _j, tf in post[w]], np.int32).astype(np.float32)
+        df = len(idxs)
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        d_lens = lens[idxs].astype(np.float32)
+        scores[idxs] += idf * tfs * (k1 + 1.0) / (tfs + k1 * (1.0 - b) + k1 * b / avg_len * d_lens)
+    k = min(limit, int((scores > 0).sum()))
+    if k == 0:
+        return []
+    if k >= scores.size:
+        top = np.argsort(-scores)[:k]
+    else:
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top])]
+    return [(slot_doc[j], float(scores[j])) for j in top]
 
 
 def batch_cosine_similarity(nd_array1, nd_array2):  # reme/utils/similarity_utils.py, verbatim
@@ -119,7 +134,8 @@ def batch_cosine_similarity(nd_array1, nd_array2):  # reme/utils/similarity_util
 
 def search_step(qvec, qtext, vecs, docs, ids, limit=5, vector_weight=0.7, multiplier=5.0):
     """(doc index, score) of the top ``limit``; cosines as ReMe's local_file_store.vector_search
-    computes them (float16 vectors as stored); ties by node order (ReMe: chunk store order)."""
+    computes them (float16 vectors as stored), equal ones by the earlier chunk (``docs`` are in
+    chunk store order, as ReMe's file_chunks)."""
     cand = min(200, max(1, int(limit * multiplier)))
     m = np.asarray(vecs, np.float16)
     cos = batch_cosine_similarity(np.asarray(qvec, np.float16).reshape(1, -1), m)[0]
@@ -128,10 +144,12 @@ def search_step(qvec, qtext, vecs, docs, ids, limit=5, vector_weight=0.7, multip
     kw = bm25(qtext, docs, cand)
     if not kw:  # one branch empty: the other list unchanged, with its raw scores
         return [(i, cos[i]) for i in vec[:limit]]
+    if vector_weight == 0.0:
+        return kw[:limit]
     score = {}
     for r, i in enumerate(vec, 1):
         score[i] = vector_weight / (60 + r)
-    for r, i in enumerate(kw, 1):
+    for r, (i, _s) in enumerate(kw, 1):
         score[i] = score.get(i, 0.0) + (1 - vector_weight) / (60 + r)
     return sorted(score.items(), key=lambda x: -x[1])[:limit]  # stable: vector order first
 
@@ -160,11 +178,40 @@ def test_preset_reme_ranks_as_search_step(compose, tmp_path):
     over = ["data=reme", f"data.path={WS}", f"data.queries={q}", "preset=reme", "k=5"]
     runner.run(compose([*over, f"out_dir={tmp_path / 'run'}"]), tmp_path / "run")
     rec = pl.read_parquet(tmp_path / "run" / "recall.parquet")
-    docs = n["text"].to_list()
+    docs = [c["text"] for c in CHUNKS]  # ReMe's order: the chunk store's
+    ids = [f"{c['path']}#L{c['start_line']}-L{c['end_line']}" for c in CHUNKS]
+    store_vecs = [_vec(c) for c in CHUNKS]
     for qid, text, i in QUERIES:
         got = rec.filter(pl.col("query_id") == qid)
-        want = search_step(vecs[i], text, vecs, docs, n["node_id"].to_list())
+        want = search_step(vecs[i], text, store_vecs, docs, ids)
         if qid == "none":
             assert want[0][1] == pytest.approx(1.0)  # raw cosine: the query is a chunk's own vector
-        assert got["node_id"].to_list() == [n["node_id"][j] for j, _s in want], qid
-        assert got["score"].to_list() == pytest.approx([s for _j, s in want], rel=1e-5), qid
+        assert got["node_id"].to_list() == [ids[j] for j, _s in want], qid
+        assert got["score"].to_list() == pytest.approx([s for _j, s in want], rel=1e-12), qid
+
+
+KEYWORD_QUERIES = [
+    # the Han characters come first in ReMe's token order (毁灭性 occurs in this workspace's
+    # chunks), so its float32 sums add their terms before the English ones
+    ("cjk", "Instagram growth strategies 毁灭性 screen time management"),
+    ("ig", "Comprehensive extraction of actionable Instagram growth strategies"),
+    ("run", "marathon training plan and injury prevention"),
+]
+
+
+def test_preset_reme_without_query_vectors_gives_remes_bm25_bits(compose, tmp_path):
+    """The plain command (queries without vectors: ReMe's keyword-only search) returns ReMe's
+    keyword hits with its float32 scores bit for bit and its order of equal scores (three
+    near-copies of one note in this workspace)."""
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(json.dumps({"query_id": a, "text": t}) + "\n" for a, t in KEYWORD_QUERIES))
+    over = ["data=reme", f"data.path={WS}", f"data.queries={q}", "preset=reme"]
+    runner.run(compose([*over, f"out_dir={tmp_path / 'run'}"]), tmp_path / "run")
+    rec = pl.read_parquet(tmp_path / "run" / "recall.parquet")
+    docs = [c["text"] for c in CHUNKS]
+    ids = [f"{c['path']}#L{c['start_line']}-L{c['end_line']}" for c in CHUNKS]
+    for qid, text in KEYWORD_QUERIES:
+        got = rec.filter(pl.col("query_id") == qid).sort("rank")
+        want = bm25(text, docs, 25)[:5]
+        assert got["node_id"].to_list() == [ids[j] for j, _s in want], qid
+        assert got["score"].to_list() == [s for _j, s in want], qid

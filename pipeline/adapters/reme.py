@@ -27,13 +27,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.adapters import reme_index, reme_meta
+from pipeline.adapters import reme_index, reme_meta, reme_slots
 from pipeline.adapters.common import sha256_file, slice_queries
 from pipeline.adapters.markdown import slugify
 from pipeline.adapters.workspace import _root, list_notes, note_rows, qrels_table, queries_table
+from pipeline.channels.lexical import stopword_list
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import ConfigError, DataError, require_one_of
 from pipeline.contract.schema import conform
+from pipeline.ops.tokenize import reme_words
 
 log = logging.getLogger(__name__)
 LINK_KEYS = ("source_path", "target_path", "target_anchor")  # reme/schema/file_link.py
@@ -138,6 +140,31 @@ def _vectors(recs: list[dict], meta: Path, p: dict, where: str) -> tuple[list | 
     return vecs, space
 
 
+def _indexable(text: str, stop: set[str]) -> bool:
+    """``BM25Index.is_indexable``: ReMe's tokenizer leaves at least one term."""
+    return any(w not in stop for w in reme_words(text))
+
+
+def _keyword_slots(meta: Path, stored: list[dict], notes: dict) -> tuple[dict, int] | None:
+    """ReMe's persisted BM25 slots (``reme_slots``) when ReMe keeps that index: its live chunks
+    are the chunk store's chunks with text, less those without a term that it lacks
+    (``_sync_keyword_index_from_chunks``); else None (ReMe rebuilds it in chunk store order)."""
+    layout = reme_slots.slot_layout(meta)
+    if layout is None:
+        return None
+    live = set(layout[0])
+    texts = {r["id"]: r["text"] for r in stored if r["text"]}
+    stop = set(stopword_list("reme"))
+    expected = {c for c in texts if c in live or _indexable(texts[c], stop)}
+    if live != expected:
+        notes["keyword_slots"] = f"{reme_slots.PICKLE}: stale (ReMe rebuilds it)"
+        return None
+    notes["keyword_slots"] = (
+        f"{reme_slots.PICKLE}: {len(live)} live of {layout[1]} slots, read without unpickling"
+    )
+    return layout
+
+
 def _chunk_rows(recs: list[dict], graph: dict, vecs: list | None) -> list[dict]:
     """One node row per FileChunk (sorted by path and lines), with its file node's fields."""
     rows, seen, seq = [], set(), Counter()
@@ -157,6 +184,9 @@ def _chunk_rows(recs: list[dict], graph: dict, vecs: list | None) -> list[dict]:
                 "seq": seq[r["path"]],
                 "updated_at": _utc(fnode.get("st_mtime")),
                 "chunk_id": r["id"],
+                "store_order": r["_store_order"],
+                "keyword_slot": r["_slot"],
+                "keyword_slots": r["_slots"],
                 **({"embedding": vecs[i].astype(np.float32)} if vecs is not None else {}),
             }
         )
@@ -171,10 +201,22 @@ def _index_units(
     meta = root / "metadata"
     graph = reme_index.file_nodes(meta, p["index_name"])
     cpath = reme_index.chunks_file(meta, p["index_name"], p["store_version"])
-    recs = sorted(
-        reme_index.chunks(meta, p["index_name"], p["store_version"]),
-        key=lambda r: (r["path"], r["start_line"], r["end_line"], r["id"]),
-    )
+    stored = reme_index.chunks(meta, p["index_name"], p["store_version"])
+    if not stored:  # ReMe's search finds nothing in it; a run over no node is refused
+        raise DataError(
+            str(cpath),
+            "ReMe's chunk store holds no chunk (nothing was indexed)",
+            "let ReMe index the workspace (its index_update job) before recalling from it",
+        )
+    first: dict[str, int] = {}
+    for i, r in enumerate(stored):  # ReMe's file_chunks dict: a repeated id keeps its first place
+        first.setdefault(r["id"], i)
+    recs = sorted(stored, key=lambda r: (r["path"], r["start_line"], r["end_line"], r["id"]))
+    slots = _keyword_slots(meta, stored, notes) if p["keyword_slots"] else None
+    for r in recs:
+        r["_store_order"] = first[r["id"]]
+        r["_slot"] = None if slots is None else slots[0].get(r["id"])
+        r["_slots"] = None if slots is None else slots[1]
     vecs, space = _vectors(recs, meta, p, str(cpath))
     in_graph = {c for n in graph.values() for c in n.get("chunk_ids") or []}
     skipped["chunk_not_in_file_graph"] += sum(r["id"] not in in_graph for r in recs)
@@ -192,6 +234,8 @@ def _index_units(
         for lk in n.get("links") or []
         if lk.get("target_path")
     ]
+    if vecs is None and p["vectors"] == "auto":  # ReMe indexed it without an embedding model
+        notes["store_vectors"] = "none"
     if vecs is not None:
         width = len(vecs[0])
         notes["vector_model"] = p["vector_model"] or f"reme:{space or 'chunk-vectors'}-{width}d"
@@ -316,10 +360,13 @@ def _units(root: Path, p: dict, index: str, skipped: Counter, notes: dict):
         rows, links, files = _index_units(root, p, skipped, notes)
     else:
         rows, links, files = _note_units(root, skipped, notes)
+        if p["vectors"] == "auto":  # no ReMe index: ReMe's default config searches by keyword
+            notes["store_vectors"] = "none"
     if (root / "metadata").is_dir():
         if pk := reme_index.pickles(root / "metadata"):
             notes["pickles_ignored"] = (
-                f"never unpickled: {', '.join(pk)} (BM25 is rebuilt from the chunk texts)"
+                f"never unpickled: {', '.join(pk)} (BM25 is rebuilt from the chunk texts; "
+                "only the slot layout is read, from the opcodes)"
             )
     return rows, links, files
 
@@ -351,6 +398,7 @@ def load(
     vector_model: str | None = None,
     now: str | None = None,
     queries_format: str = "auto",
+    keyword_slots: bool = False,
 ) -> Dataset:
     """A Dataset from a ReMe workspace (see the module docstring for every option)."""
     require_one_of("data.index", index, ("auto", "reme", "notes"))
@@ -362,6 +410,7 @@ def load(
         "store_version": store_version,
         "vectors": str(vectors).lower(),
         "vector_model": vector_model,
+        "keyword_slots": bool(keyword_slots),
     }
     rows, links, files = _units(root, p, index, skipped, notes)
     graph = notes.pop("_file_graph", None)

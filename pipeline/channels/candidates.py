@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from pipeline.channels import bm25_device, dense, lexical, segvocab, token_cache
+from pipeline.channels import bm25_device, dense, lexical, lexical_reme, segvocab, token_cache
 from pipeline.contract.errors import ConfigError
 from pipeline.core.progress import inner
 from pipeline.ops.scope import scope_groups
@@ -36,6 +36,15 @@ def node_fields(nodes: pl.DataFrame) -> dict[str, list[str]]:
         return c.fill_null("").to_list()
 
     return {"title": col("title"), "tags": col("tags"), "body": col("text"), "code": col("code")}
+
+
+def store_order(nodes: pl.DataFrame) -> np.ndarray | None:
+    """Each node's place in its store (``store_order``, ``data=reme``; a node without one after
+    those with one), or None without the column: ReMe's order of equal scores."""
+    if "store_order" not in nodes.columns:
+        return None
+    col = nodes["store_order"]
+    return col.fill_null(int(col.max() or 0) + 1).to_numpy().astype(np.int64)
 
 
 def plain(part_q: np.ndarray, part_w: np.ndarray, n_parts: int) -> bool:
@@ -164,6 +173,8 @@ class DenseChannel:
         head = np.flatnonzero(np.r_[True, (q[1:] != q[:-1]) | (n[1:] != n[:-1])]) if len(q) else q
         best = np.maximum.reduceat(s, head) if len(q) else s
         q_, n_, s_, rank = topk_long(q[head], n[head], best, self.p.candidates)
+        if self.f16 is not None and self.f16.tie is not None:  # one part per query: no cut above
+            q_, n_, s_, rank = self.f16.reorder(q_, n_, s_)
         out = pl.DataFrame({"query_idx": q_, "node_idx": n_, "dense_rank": rank})
         # BME (per_part): a hit's vector score is the best weight × cosine among the parts whose
         # top-n list holds it, not among all parts; one plain part per query: the hit's score is
@@ -219,6 +230,10 @@ class LexicalChannel:
     q_terms: sp.csr_matrix
     p: object
     device: str = "cpu"
+    q_order: list | None = None  # order=reme: each query's distinct term ids in query order
+    tie: np.ndarray | None = None  # order=reme: each node's store order (None: node order)
+    slot: np.ndarray | None = None  # order=reme: each node's persisted BM25 slot (-1: none)
+    n_slots: int = 0  # order=reme: that index's slots, deleted ones included
 
     @classmethod
     def tokenise(
@@ -234,15 +249,22 @@ class LexicalChannel:
         settings = (p.stopwords, p.stemmer, p.tokenizer, p.cjk_bigrams, p.cjk_min_len, p.cjk_set)
         tok = lexical.make_tokenizer(*settings[:-1])
         tokens = token_cache.tokenised(tok, node_fields(nodes), settings, cache)
+        texts = queries["text"].to_list()
         q_terms = lexical.tokenize_queries(
-            tok, queries["text"].to_list(), tokens.vocab, p.dedupe_query_terms, p.cjk_set
+            tok, texts, tokens.vocab, p.dedupe_query_terms, p.cjk_set
         )
-        return cls(tokens, q_terms, p, device)
+        if p.order != "reme":
+            return cls(tokens, q_terms, p, device)
+        tie = store_order(nodes)
+        order = lexical_reme.query_terms(tok, texts, tokens.vocab)
+        return cls(tokens, q_terms, p, device, order, tie, *lexical_reme.slots(nodes))
 
     def ranks_and_scores(self, segs: Segments) -> tuple[pl.DataFrame, Callable]:
         """(query_idx, node_idx, lexical_rank) of every segment's queries over its own nodes, and
         the exact score of (query, node) pairs of a segment: one block-diagonal BM25 matrix
         (``segvocab``), each segment with its own vocabulary and statistics."""
+        if self.q_order is not None:
+            return lexical_reme.ranks_and_scores(self, segs)
         p = self.p
         lay = segvocab.layout(self.tokens.places, segs.rows, segs.seg, len(self.tokens.vocab))
         s_mat = lexical.bm25_matrix(
@@ -430,6 +452,7 @@ def generate(
     )
     if dch is not None and dense_p.cosine == "float16":
         dch.f16 = _float16(nodes, queries, xb, xq, part_q, part_w)
+        dch.f16.tie = store_order(nodes) if dense_p.ties == "store" else None
     lch = (
         LexicalChannel.tokenise(nodes, queries, lex_p, device, tokens_cache)
         if "lexical" in enabled

@@ -5,7 +5,9 @@ query vector: ``np.dot`` of the float16 arrays (one float32 sum per element, rou
 float16 norms, their float16 outer product and a float16 division. The same numpy expression runs
 here on the stored vectors (the nodes' and queries' ``embedding`` columns, float16 values), so the
 scores are ReMe's bits; ties (many, at float16's precision) go to the lower node, as the rest of
-the dense channel breaks them. A brute-force scan, as ReMe's: for ReMe-sized workspaces.
+the dense channel breaks them, or with ``tie`` (``dense.ties=store``: the nodes' ``store_order``)
+to the chunk earlier in ReMe's chunk store, as ``vector_search``'s heap on ``(score, −order)``
+does. A brute-force scan, as ReMe's: for ReMe-sized workspaces.
 """
 
 from __future__ import annotations
@@ -50,15 +52,29 @@ class Float16Scores:
 
     xq16: np.ndarray
     xb16: np.ndarray
+    tie: np.ndarray | None = None  # each node's store order (None: ties by node)
 
     def top(self, rows: np.ndarray, nodes_s: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
         """(row position, node, cosine) of each query row's ``k`` best nodes of ``nodes_s``,
-        ties by the lower node."""
+        ties by the lower ``tie`` (store order), else by the lower node."""
         s = reme_cosine(self.xq16[rows], self.xb16[nodes_s])
-        order = np.argsort(-s, axis=1, kind="stable")[:, :k]
+        if self.tie is None:
+            order = np.argsort(-s, axis=1, kind="stable")[:, :k]
+        else:
+            key = np.broadcast_to(self.tie[nodes_s], s.shape)
+            order = np.lexsort((key, -s), axis=-1)[:, :k]
         qi = np.repeat(np.arange(len(rows)), order.shape[1])
         ni = order.ravel()
         return qi, ni, s[qi, ni]
+
+    def reorder(self, q: np.ndarray, n: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(q, n, s, 1-based rank) sorted by query, score desc, then ``tie`` (else node)."""
+        key = self.tie[n] if self.tie is not None else n
+        o = np.lexsort((key, -s, q))
+        q, n, s = q[o], n[o], s[o]
+        first = np.unique(q, return_index=True)[1]
+        start = np.repeat(first, np.diff(np.r_[first, len(q)])) if len(q) else q
+        return q, n, s, (np.arange(len(q)) - start + 1).astype(np.int32)
 
     def pairs(self, qi: np.ndarray, ni: np.ndarray) -> np.ndarray:
         """The cosine of each (query qi[j], node ni[j]) pair (the bits :meth:`top` gives)."""

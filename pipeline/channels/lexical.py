@@ -53,7 +53,8 @@ def make_tokenizer(
             raise ConfigError("lexical.stemmer needs PyStemmer: pip install PyStemmer") from None
         stem = Stemmer.Stemmer(stemmer)  # bm25s calls its stemWord per token
     tok = Tokenizer(
-        lower=tokenizer != "fts5",  # fts5: OKS's jieba sees the text as written; unicode61 folds
+        lower=tokenizer not in ("fts5", "reme"),  # fts5: OKS's jieba sees the text as written;
+        # unicode61 folds. reme: ReMe lower-cases each word after splitting
         splitter=splitter(tokenizer, cjk_bigrams, cjk_min_len),
         stopwords=stopword_list(stopwords),
         stemmer=stem,

@@ -90,6 +90,9 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "embedding": pl.List(pl.Float32),  # a stored vector (stages/vectors.py: bring your own)
             "layer": pl.String,  # ReMe: daily | digest | resource | session (adapters/reme.py)
             "chunk_id": pl.String,  # ReMe's FileChunk.id
+            "store_order": pl.Int64,  # ReMe: the chunk's place in its chunk store (ties as ReMe)
+            "keyword_slot": pl.Int64,  # ReMe: the chunk's slot in its persisted BM25 index
+            "keyword_slots": pl.Int64,  # ReMe: that index's slots, deleted ones included
             "community_id": pl.String,  # ReMe meta/communities.json (signals use it over Leiden)
             "hits_30d": pl.Int64,  # ReMe meta/access_log.json last_hit_count_30d
             "archived_store": pl.Boolean,  # ReMe meta/archived.json (signals use it over recency)

@@ -17,6 +17,11 @@ stemmer leaves CJK unchanged). CJK means Han characters (U+3400–4DBF, U+4E00�
   follow OKS's MATCH string: the same preparation, each word stripped of non-word characters,
   ``AND``/``OR``/``NOT``/``NEAR`` (any case) dropped. Case is OKS's (the text is not lower-cased
   first).
+- ``reme``: ReMe's ``RegexTokenizer`` exactly (agentscope-ai/ReMe @ c8e12487,
+  ``components/tokenizer/regex_tokenizer.py``): the characters U+4E00–9FFF (only those) each a
+  word, first, then ``\\b\\w\\w+\\b`` over the text with them blanked, each word lower-cased after
+  the split (the text is not lower-cased first). The order matters to ``lexical.order=reme``: ReMe
+  adds a query's term scores in this order, in float32.
 - ``auto``: per text by script: Latin text through the English pattern, each Han run as its
   characters plus every adjacent pair (the dictionary-free CJK indexing of Lucene's CJK analyzer), so
   a Chinese note with English terms gets both; text without Han characters is split exactly as
@@ -33,7 +38,7 @@ import numpy as np
 
 from pipeline.contract.errors import ConfigError
 
-TOKENIZERS = ("auto", "english", "cjk_char", "jieba", "fts5")
+TOKENIZERS = ("auto", "english", "cjk_char", "jieba", "fts5", "reme")
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _HAN_RUN = re.compile(f"([{HAN}]+)")
 # bm25s's default splitter (?u)\b\w\w+\b: a greedy run of two or more word characters always
@@ -162,10 +167,23 @@ def fts5_query(text: str) -> list[str]:
     return [t for w in words if w for t in unicode61(w)]
 
 
+_REME_CJK = re.compile("[\u4e00-\u9fff]")  # RegexTokenizer.CHINESE_PATTERN
+_REME_WORD = re.compile(r"(?u)\b\w\w+\b")  # RegexTokenizer.WORD_PATTERN
+
+
+def reme_words(text: str) -> list[str]:
+    """ReMe's ``RegexTokenizer._tokenize_one`` then ``_postprocess``'s lower-casing."""
+    words = _REME_CJK.findall(text) + _REME_WORD.findall(_REME_CJK.sub(" ", text))
+    return [w.lower() for w in words]
+
+
 def splitter(
     name: str = "auto", cjk_bigrams: bool = False, cjk_min_len: int = 1
 ) -> Callable[[str], list[str]]:
-    """The word splitter ``lexical.tokenizer=name`` (text is already lower-cased)."""
+    """The word splitter ``lexical.tokenizer=name`` (text is already lower-cased, except for
+    ``fts5`` and ``reme``)."""
+    if name == "reme":
+        return reme_words
     if name == "english":
         return _LATIN.findall
     if name == "cjk_char":

@@ -56,6 +56,7 @@ from pipeline.run.precompute_write import ENTRY_COLUMNS, KEY_COLUMNS, KEY_INDEX,
 from pipeline.serve import keys as serve_keys
 from pipeline.serve import layout
 from pipeline.stages.select import with_node_text
+from pipeline.stages.vectors import keyword_store
 
 __all__ = ["precompute", "served", "injections", "live", "KEY_COLUMNS", "ENTRY_COLUMNS"]
 __all__ += ["KEY_INDEX", "read_keys", "compute_missing", "recall_rows"]
@@ -125,6 +126,7 @@ def recall_rows(
     sub = ds.part(queries, scope_nodes(cfg, nodes, queries))
     log = StageLog()
     backend.reset()
+    cfg = keyword_store(cfg, ds)  # keys and namespaces stay the given recipe's (serve's too)
     sub_nodes, sub_queries = drop_empty(sub)
     got = querypath.recall_queries(
         cfg, sub, sub_nodes, sub_queries, backend.resolve_device(cfg.device), log, memo

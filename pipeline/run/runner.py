@@ -17,6 +17,7 @@ from pipeline.core import backend
 from pipeline.core.common import StageLog, call_target
 from pipeline.run import querypath
 from pipeline.run.outputs import write_outputs
+from pipeline.stages.vectors import keyword_store
 
 
 def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = None) -> dict:
@@ -31,6 +32,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     device = backend.resolve_device(cfg.device)
     with log.stage("ingest"):
         ds = dataset if dataset is not None else call_target(cfg.data)
+        cfg = keyword_store(cfg, ds)
         nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))
     log.rows |= {
         "nodes": nodes.height,

@@ -40,10 +40,12 @@ class DenseParams(Params):
     prf_weight: float  # Rocchio feedback: weight of their normalised mean against the query's
     no_query_vector: str  # error | keyword: a part nothing can embed searches nothing (ReMe)
     cosine: str  # float32 | float16: ReMe's float16 cosines of the stored vectors (dense_f16)
+    ties: str  # node | store: equal float16 cosines in store order (ReMe), else by node
 
     def __post_init__(self) -> None:
         require_one_of("dense.no_query_vector", self.no_query_vector, ("error", "keyword"))
         require_one_of("dense.cosine", self.cosine, ("float32", "float16"))
+        require_one_of("dense.ties", self.ties, ("node", "store"))
 
 
 @dataclass
@@ -57,7 +59,7 @@ class LexicalParams(Params):
     b: float
     stopwords: str | None
     stemmer: str | None
-    tokenizer: str  # auto | english | cjk_char | jieba | fts5 (pipeline.ops.tokenize)
+    tokenizer: str  # auto | english | cjk_char | jieba | fts5 | reme (pipeline.ops.tokenize)
     cjk_bigrams: bool  # cjk_char: add each pair of adjacent Han characters
     cjk_min_len: int  # jieba: drop Han words shorter than this (OKS: 2)
     cjk_set: bool  # OKS: a text with Han characters counts each term once (tf 1, |d| distinct)
@@ -68,6 +70,10 @@ class LexicalParams(Params):
     prf_terms: int  # expansion terms added per query
     prf_weight: float  # their total weight, × the query's own term count
     scorer: str  # auto | scipy | torch (channels.bm25_device): where the BM25 top-k is computed
+    order: str  # score | reme: ReMe's BM25 arithmetic, top-k and tie order (channels.lexical_reme)
+
+    def __post_init__(self) -> None:
+        require_one_of("lexical.order", self.order, ("score", "reme"))
 
 
 KEYS = [

@@ -6,7 +6,9 @@ factors: BME's ``finalScore``), kernel ``diag(q)·cos·diag(q)``, greedy MAP
 batched over all queries (``pipeline.ops.dpp``); min(t, k) picks in greedy order (``dpp_gain`` =
 each pick's marginal gain), then the rest of the list in score order up to k. As in BME, a query
 whose pool is not larger than t keeps its score order. MMR is the alternative.
-Ties are broken by node index (= node_id order) everywhere.
+Ties are broken by node index (= node_id order) everywhere, after the ``tie_break`` rank columns
+when given (preset reme: ``[dense_rank, lexical_rank]``, the order ReMe's stable sorts leave equal
+scores in: its vector list, then keyword-only hits in keyword order).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class SelectParams(Params):
     spread_gap: (
         float  # > 0: repeated doc_ids pushed down this many positions each (pipeline.stages.spread)
     )
+    tie_break: tuple = ()  # rank columns ordering equal scores, ascending, missing last
     sort_by: tuple = field(
         default=(), metadata={"runtime": True}
     )  # the scope policy's priority columns, set by the score stage
@@ -60,13 +63,14 @@ class SelectParams(Params):
         require_one_of("select.dtype", self.dtype, ("float32", "float64"))
 
 
-def ranked(cand: pl.DataFrame, sort_by: tuple = ()) -> pl.DataFrame:
-    """Candidates sorted per query by the ``sort_by`` columns desc, score desc, node index asc,
-    with a 1-based ``rank``."""
+def ranked(cand: pl.DataFrame, sort_by: tuple = (), tie_break: tuple = ()) -> pl.DataFrame:
+    """Candidates sorted per query by the ``sort_by`` columns desc, score desc, the ``tie_break``
+    columns asc (a missing value after every value), node index asc, with a 1-based ``rank``."""
     keys = [c for c in sort_by if c in cand.columns]
+    ties = [pl.col(c).fill_null(np.iinfo(np.int64).max) for c in tie_break if c in cand.columns]
     return cand.sort(
-        ["query_idx", *keys, "score", "node_idx"],
-        descending=[False, *[True] * len(keys), True, False],
+        ["query_idx", *keys, "score", *ties, "node_idx"],
+        descending=[False, *[True] * len(keys), True, *[False] * len(ties), False],
     ).with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
 
 
@@ -115,7 +119,7 @@ def select(
 ) -> pl.DataFrame:
     """Each query's recall rows: candidates ranked, grouped and spread by document, then cut to ``k`` or diversified."""
     require_one_of("select.method", p.method, METHODS)
-    r = ranked(_head(cand, k, p), tuple(p.sort_by))
+    r = ranked(_head(cand, k, p), tuple(p.sort_by), tuple(p.tie_break))
     if p.top_chunks_per_doc:
         if doc_idx is None:
             raise ConfigError("select.top_chunks_per_doc needs a doc_id column in the nodes")

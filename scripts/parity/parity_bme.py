@@ -22,6 +22,12 @@ LLM recall off, as the oracle runs (cross recall on, the DPP target recallTopK 2
   of the first 12) against ours (``injection.parquet``'s ``selected``, ``inject.format=bme``), as
   sets.
 
+With ``--writeback``, also ``writeback``: the graph ``recall feedback RUN --format bme --now <the
+oracle's clock>`` writes from our DPP run against ST-BME's own ``retrieval/dynamics.js::
+reinforceAccessBatch`` applied, query after query on one graph (BME reinforces after each recall),
+to BME's ``selectedNodeIds`` (a small Node script importing that module from ``--bme``): the nodes
+whose ``importance``, ``accessCount`` and ``lastAccessTime`` are the very same values, of all nodes.
+
 Prints per-graph and overall figures as JSON (differences listed per query); ``--out`` keeps the
 outputs.
 """
@@ -29,6 +35,7 @@ outputs.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import subprocess
@@ -113,6 +120,42 @@ def _without_visibility(gdir: Path, out: Path) -> Path:
     return out
 
 
+REINFORCE_JS = """
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+const [bme, graphPath, oraclePath, outPath] = process.argv.slice(2);
+const dyn = await import(pathToFileURL(path.join(bme, "retrieval", "dynamics.js")).href);
+const graph = JSON.parse(fs.readFileSync(graphPath, "utf8"));
+const byId = new Map(graph.nodes.map((n) => [n.id, n]));
+for (const line of fs.readFileSync(oraclePath, "utf8").split("\\n").filter(Boolean)) {
+  const r = JSON.parse(line);
+  Date.now = () => r.now;
+  dyn.reinforceAccessBatch((r.selectedNodeIds || []).map((id) => byId.get(id)).filter(Boolean));
+}
+const pick = (n) => [n.id, n.importance, n.accessCount, n.lastAccessTime];
+fs.writeFileSync(outPath, JSON.stringify(graph.nodes.map(pick)));
+"""
+FIELDS = ("importance", "accessCount", "lastAccessTime")
+
+
+def _writeback(gdir: Path, oracle: Path, run_dir: Path, now_ms: int, src: str) -> tuple[int, int]:
+    """(nodes with the same reinforced fields, nodes): our ``recall feedback --format bme`` graph
+    against ST-BME's ``reinforceAccessBatch`` on its own selections (see the docstring)."""
+    now = dt.datetime.fromtimestamp(now_ms / 1000, dt.timezone.utc).isoformat()
+    ours_path = run_dir / "feedback-graph.json"
+    ours_path.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pipeline", "feedback", str(run_dir), "--format", "bme"]
+    _run([*cmd, "--now", now, "--out", str(ours_path)], cwd=REPO)
+    js, theirs_path = run_dir / "reinforce.mjs", run_dir / "bme-reinforced.json"
+    js.write_text(REINFORCE_JS, encoding="utf-8")
+    _run(["node", str(js), src, str(gdir / "graph.json"), str(oracle), str(theirs_path)])
+    theirs = {n[0]: n[1:] for n in json.loads(theirs_path.read_text(encoding="utf-8"))}
+    ours = json.loads(ours_path.read_text(encoding="utf-8"))["nodes"]
+    same = sum([n.get(f) for f in FIELDS] == list(theirs.get(n["id"], [])) for n in ours)
+    return same, len(theirs)
+
+
 def _agree(ours: list[str], theirs: list[str], n: int, ordered: bool) -> tuple[int, int]:
     a, b = ours[:n], theirs[:n]
     if ordered:
@@ -153,7 +196,13 @@ def bme(a: argparse.Namespace) -> dict:
                 per[c] = [per[c][0] + ok, per[c][1] + m]
                 if ok < m and c != "scored_all":
                     diffs.append({"query_id": q, "check": c, "ours": got[:n], "bme": want[c][:n]})
-        for c in checks:
+        if a.writeback:
+            wb = _writeback(
+                gdir, tmp / f"oracle-{i}.jsonl", tmp / f"run-{i}-dpp", theirs[0]["now"], a.bme
+            )
+            per["writeback"] = list(wb)
+            tot.setdefault("writeback", [0, 0])
+        for c in per:
             tot[c] = [tot[c][0] + per[c][0], tot[c][1] + per[c][1]]
         report[str(gdir)] = {c: round(x / max(m, 1), 4) for c, (x, m) in per.items()} | {
             "differences": diffs
@@ -179,5 +228,10 @@ def add_parser(sub) -> None:
         "--drop-visibility",
         action="store_true",
         help="remove fields.visibility first (isolates the sealed-visibility deviation)",
+    )
+    b.add_argument(
+        "--writeback",
+        action="store_true",
+        help="also compare recall feedback --format bme with ST-BME's reinforceAccessBatch",
     )
     b.set_defaults(run=_run_bme)
