@@ -61,12 +61,14 @@ class SelectParams(Params):
 
 
 def ranked(cand: pl.DataFrame, sort_by: tuple = ()) -> pl.DataFrame:
-    """Candidates sorted per query by the ``sort_by`` columns desc, score desc, node index asc,
+    """Candidates sorted per query by the ``sort_by`` columns desc, score desc, ``tie`` asc where
+    the candidates have it (``stages.oks_backend``: OKS's order of equal scores), node index asc,
     with a 1-based ``rank``."""
     keys = [c for c in sort_by if c in cand.columns]
+    tie = ["tie"] if "tie" in cand.columns else []
     return cand.sort(
-        ["query_idx", *keys, "score", "node_idx"],
-        descending=[False, *[True] * len(keys), True, False],
+        ["query_idx", *keys, "score", *tie, "node_idx"],
+        descending=[False, *[True] * len(keys), True, *[False] * len(tie), False],
     ).with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
 
 
