@@ -12,11 +12,12 @@ settings, OKS's code default ``native`` without them). One patch: OKS's memory c
 (``store.compute_score``) reads the wall clock; here the clock reads the newest ``created`` of the
 pages (what ``recall run`` uses as the reference time), so both sides compute the same decay.
 
-OUT line: ``{query_id, text, backend, hits: [{rank, slug, score, raw_score}]}``; ``score`` is OKS's
+OUT line: ``{query_id, text, backend, hits: [{rank, slug, score, raw_score}], fts5_cut_tie}``; ``score`` is OKS's
 printed relevance (3 places), ``raw_score`` the full float of the same hit: for ``native`` OKS's
 own ``_compute_relevance_components(...)["final_score"]`` (the arguments ``recall`` passes), for
 ``fusion`` the score of ``FusionBackend.search`` (the ranking ``recall`` returns when the goal is
-``none``).
+``none``); ``fts5_cut_tie`` (fusion): fts5's list of ``2·LIMIT`` pages it re-ranks ends inside an
+exact bm25 tie (:func:`fts5_cut_tie`), so which pages it holds is FTS5's row order, arbitrary.
 """
 
 from __future__ import annotations
@@ -78,6 +79,30 @@ def native_raw(R, text: str, goal: str, slugs: list[str]) -> dict[str, float]:
     return out
 
 
+def fts5_cut_tie(be, text: str, limit: int) -> bool:
+    """Whether ``FTS5Backend.search(text, limit)`` cuts through an exact bm25 tie: at its window
+    of ``4·limit`` node rows or at its ``limit``-th page (OKS orders equal scores by FTS5 row
+    order, so which pages fusion sees there is arbitrary)."""
+    expr = be._build_match_expr(text)
+    if expr is None:
+        return False
+    w = be._weights
+    sql = (
+        f"SELECT f.slug, bm25(wiki_fts, 0, 0, {w['title']}, {w['body']}, {w['tags']}, "
+        f"{w['code_blocks']}) AS rank FROM wiki_fts f WHERE wiki_fts MATCH ? ORDER BY rank"
+    )
+    rows = be._conn.execute(sql, (expr,)).fetchall()
+    same = lambda a, b: abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)  # noqa: E731
+    n = 4 * limit
+    if len(rows) > n and same(rows[n - 1][1], rows[n][1]):
+        return True
+    best: dict[str, float] = {}
+    for slug, rank in rows:
+        best.setdefault(slug, rank)
+    scores = list(best.values())
+    return len(scores) > limit and same(scores[limit - 1], scores[limit])
+
+
 def main() -> int:
     """Command line: see the module docstring."""
     queries, out_path, limit, goal = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -98,9 +123,13 @@ def main() -> int:
                 search_backend=None,
             )  # fmt: skip
             slugs = [h["slug"] for h in res["knowledge"]]
+            tie = False
             if backend == "fusion":
                 raw = {h.slug: h.score for h in get_backend("fusion", root=str(repo_root())).search(
                     text, limit=limit)}  # fmt: skip
+                be = get_backend("fts5", root=str(repo_root()))
+                tie = fts5_cut_tie(be, text, 2 * limit)
+                be.close()
             else:
                 raw = native_raw(R, text, goal, slugs)
             hits = [
@@ -108,7 +137,8 @@ def main() -> int:
                  "raw_score": raw.get(h["slug"])}
                 for h in res["knowledge"]
             ]  # fmt: skip
-            rec = {"query_id": q["query_id"], "text": text, "backend": backend, "hits": hits}
+            rec = {"query_id": q["query_id"], "text": text, "backend": backend, "hits": hits,
+                   "fts5_cut_tie": tie}  # fmt: skip
             out.write(json.dumps(rec, ensure_ascii=False) + "\n")
     print(json.dumps({"backend": backend, "clock": fixed.isoformat()}), file=sys.stderr)
     return 0
