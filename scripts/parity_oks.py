@@ -19,9 +19,10 @@ systems give that position the same score (relative 1e-5: OKS breaks exact bm25 
 insertion order, which follows the memory curve on today's date). Also reported: top-1 agreement
 (exact, tie-aware) and the mean top-``limit`` overlap (shared pages / OKS's pages). ``--hook``
 also runs OKS's own auto-recall hook (``assets/hooks/user-prompt-recall.py``,
-``OKS_SEARCH_BACKEND=fts5``) over every query in file order as one session, on a copy of the
-store, and compares its knowledge section with ``inject.format=oks`` (the queries in one
-``group``), text for text (fts5 instances). Prints the per-store and overall figures as JSON;
+``OKS_SEARCH_BACKEND`` = the instance's backend: the hook reads that variable, not the settings,
+and defaults to native) over every query in file order as one session, on a copy of the store,
+and compares its knowledge section with ``inject.format=oks`` (the queries in one ``group``), text
+for text. Prints the per-store and overall figures as JSON;
 ``--out`` keeps the outputs.
 """
 
@@ -165,11 +166,22 @@ def _hook(store: Path, work: Path, venv: str, src: str) -> dict[str, str]:
     shutil.copytree(store, inst, ignore=shutil.ignore_patterns("fts5.db*", "recall-state-*"))
     home.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OKS_")}
+    path = f"{Path(src) / 'cli'}:{Path(src) / 'assets' / 'hooks'}"
+    backend = settings_backend(store)
+    if backend != "fts5":  # native's memory curve: OKS's clock at the run's reference time
+        clock = work / "clock"
+        clock.mkdir()
+        here = Path(__file__).resolve().parent
+        (clock / "sitecustomize.py").write_text(
+            f"import sys\nsys.path.insert(0, {str(here)!r})\n"
+            "import oks_backend_oracle\noks_backend_oracle.freeze_clock()\n"
+        )
+        path = f"{clock}:{path}"
     env.update(
         OKS_ROOT=str(inst),
         HOME=str(home),
-        OKS_SEARCH_BACKEND="fts5",
-        PYTHONPATH=f"{Path(src) / 'cli'}:{Path(src) / 'assets' / 'hooks'}",
+        OKS_SEARCH_BACKEND=backend,
+        PYTHONPATH=path,
         PYTHONHASHSEED="0",
     )
     hook = str(Path(src) / "assets" / "hooks" / "user-prompt-recall.py")
