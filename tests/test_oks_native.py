@@ -173,3 +173,21 @@ def test_an_edit_outside_the_scope_changes_nothing(compose, tmp_path):
     assert not after.filter(pl.col("query_id") == "all")["score"].equals(
         before.filter(pl.col("query_id") == "all")["score"]
     )
+
+
+def test_packed_groups_give_each_group_its_own_answer(compose, tmp_path):
+    """Queries with disjoint scopes run as one pack (``pipeline.packs``: segments of one
+    context); each query's rows equal its run alone."""
+    root = _instance(tmp_path / "i", "native")
+    lines = [
+        {"query_id": f"q{i}", "text": t, "doc_scope": [s]}
+        for i, (t, s) in enumerate([("Cache policy", "ops"), ("policy", "z"), ("policy", "a")])
+    ]
+    (root / "q.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    together = _run(compose, root, tmp_path / "all")
+    assert together["query_id"].n_unique() == 3
+    for i, line in enumerate(lines):
+        (root / "q.jsonl").write_text(json.dumps(line) + "\n")
+        alone = _run(compose, root, tmp_path / f"q{i}")
+        mine = together.filter(pl.col("query_id") == line["query_id"])
+        assert mine.select("node_id", "score").equals(alone.select("node_id", "score"))
