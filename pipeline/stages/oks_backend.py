@@ -37,6 +37,14 @@ from pipeline.stage import Params, Stage
 from pipeline.stages import oks_native
 
 CHOICES = ("none", "settings", "fts5", "native", "fusion")
+NO_FTS5 = {  # fusion without a lexical channel: fts5 found nothing
+    "query_idx": pl.Int64,
+    "node_idx": pl.Int64,
+    "lexical": pl.Float32,
+    "lexical_rank": pl.Int32,
+    "fts5_pos": pl.Int64,
+    "_doc": pl.UInt32,
+}
 
 
 @dataclass
@@ -177,11 +185,7 @@ def run_stage(ctx, p: OksBackendParams) -> object:
         ).with_columns(lexical=pl.lit(None, pl.Float32), lexical_rank=pl.lit(None, pl.Int32))
     else:
         cand = ctx.cand if ctx.cand is not None and "lexical" in ctx.cand.columns else None
-        fts = (
-            fts5_pages(cand, doc, 2 * k)
-            if cand is not None
-            else pl.DataFrame(schema={"query_idx": pl.Int64, "_doc": pl.Int64})
-        )
+        fts = fts5_pages(cand, doc, 2 * k) if cand is not None else pl.DataFrame(schema=NO_FTS5)
         out = fusion(fts, native, k)
     ctx.cand = out.with_columns(
         pl.col("query_idx").cast(ctx.cand["query_idx"].dtype if ctx.cand is not None else pl.Int64),
