@@ -191,3 +191,29 @@ def test_packed_groups_give_each_group_its_own_answer(compose, tmp_path):
         alone = _run(compose, root, tmp_path / f"q{i}")
         mine = together.filter(pl.col("query_id") == line["query_id"])
         assert mine.select("node_id", "score").equals(alone.select("node_id", "score"))
+
+
+def test_hook_text_of_native_hits(compose, tmp_path):
+    """``inject.format=oks`` on native: OKS's hook shows a native hit's own title and keeps
+    native's order (its native path returns before the goal reorder): the goal ``aaa`` does not
+    move page aaa first. Floor 0.7, top 3 (E = 0.96 passes)."""
+    from pipeline.stages.inject_oks import HEADER
+
+    root = _instance(tmp_path / "i", "native")
+    (root / "profiles" / "goals" / "aaa.md").write_text("---\ntitle: A\ntype: goal\n---\n")
+    rec = _run(compose, root, tmp_path / "run", ["inject.format=oks"])
+    assert set(rec["channel"]) == {"native"}
+    text = pl.read_parquet(tmp_path / "run" / "injection.parquet")["text"].to_list()
+    assert text == [
+        "\n".join(
+            [
+                HEADER,
+                f"- [strategy] Cache tips (a) rel={round(A, 2):.2f}",
+                "    cache eviction policy",
+                f"- [concept] Overview (b) rel={round(B, 2):.2f}",
+                "    cache basics",
+                f"- [concept] Policy notes (aaa) rel={round(E, 2):.2f}",
+                "    policy",
+            ]
+        )
+    ]

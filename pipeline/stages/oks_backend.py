@@ -19,7 +19,9 @@ with a ``fallbacks`` line: ``adapters.oks_settings.backend_note``).
 
 The goal reorder OKS applies after a backend (goal slugs first) stays an injection step
 (``inject.goal_reorder``), as for fts5. Rows carry ``tie`` (ascending), which ``select`` reads
-after the score.
+after the score; native's rows carry ``oks_channel`` = ``native`` (their recall ``channel``), which
+the OKS hook text reads: a native hit is shown with its page title and no goal reorder, as OKS's
+hook shows it (``recall.py``: the native path returns before the reorder).
 """
 
 from __future__ import annotations
@@ -121,11 +123,12 @@ def fusion(fts: pl.DataFrame, native: pl.DataFrame, k: int) -> pl.DataFrame:
         tie=pl.int_range(pl.len()).over("query_idx"),
         lexical=pl.lit(None, pl.Float32),
         lexical_rank=pl.lit(None, pl.Int32),
+        oks_channel=pl.lit("native"),
     )
     cols = ["query_idx", "node_idx", "lexical", "lexical_rank", "fused", "tie"]
-    return pl.concat([x.select(cols), alone.select(cols)], how="diagonal_relaxed").sort(
-        "query_idx", "tie", maintain_order=True
-    )
+    return pl.concat(
+        [x.select(cols), alone.select(*cols, "oks_channel")], how="diagonal_relaxed"
+    ).sort("query_idx", "tie", maintain_order=True)
 
 
 def _native_part(ctx, nodes_at: np.ndarray, queries_at: np.ndarray, depth: int) -> pl.DataFrame:
@@ -182,7 +185,11 @@ def run_stage(ctx, p: OksBackendParams) -> object:
     if backend == "native":
         out = native.select(
             "query_idx", "node_idx", fused=pl.col("relevance"), tie=pl.col("slug_rank")
-        ).with_columns(lexical=pl.lit(None, pl.Float32), lexical_rank=pl.lit(None, pl.Int32))
+        ).with_columns(
+            lexical=pl.lit(None, pl.Float32),
+            lexical_rank=pl.lit(None, pl.Int32),
+            oks_channel=pl.lit("native"),
+        )
     else:
         cand = ctx.cand if ctx.cand is not None and "lexical" in ctx.cand.columns else None
         fts = fts5_pages(cand, doc, 2 * k) if cand is not None else pl.DataFrame(schema=NO_FTS5)

@@ -282,6 +282,8 @@ def recall_rows(
             found.append(pl.when(pl.col(comp) > 0).then(pl.lit(comp)))
     if "probabilistic" in sel.columns:
         found.append(pl.when(pl.col("probabilistic")).then(pl.lit("probabilistic")))
+    if "oks_channel" in sel.columns:  # stages.oks_backend: "native" for OKS's native hits
+        found.append(pl.col("oks_channel"))
     ids = lambda col, idx: col.cast(pl.String).gather(sel[idx])  # noqa: E731
     out = sel.with_columns(
         query_id=ids(queries["query_id"], "query_idx"),
