@@ -24,6 +24,8 @@ from pathlib import PurePosixPath
 
 import polars as pl
 
+from pipeline.stages.oks_backend import FUSION_NATIVE, NATIVE
+
 TYPE_MULT = {"anti-pattern": 1.5, "strategy": 0.8, "concept": 0.6}  # other types 0.5
 LESSON_MULT = 1.2
 GENERIC_TITLES = {
@@ -44,7 +46,6 @@ MINLEN = 6  # the hook skips shorter prompts, and trivial ones, without taking a
 TRIVIAL = set(
     "你好 谢谢 多谢 ok okay 好 好的 嗯 行 继续 hi hello thanks thx yes no 是 对 收到".split()
 )
-NATIVE = "native"  # the recall channel of OKS's native hits (stages.oks_backend)
 PER_PAGE_CHARS = 200  # settings inject.per_page_chars: body_preview
 PREVIEW_CHARS = 160
 
@@ -80,7 +81,7 @@ def line(r: dict, per_page: int = PER_PAGE_CHARS) -> str:
     preview = re.sub(r"\s+", " ", body[:per_page]).strip()[:PREVIEW_CHARS]
     head = (
         f"- [{r.get('type') or 'concept'}] "
-        f"{_shown_title(r.get('title'), r['slug'], r.get('channel') == NATIVE)} "
+        f"{_shown_title(r.get('title'), r['slug'], r.get('channel') in (NATIVE, FUSION_NATIVE))} "
         f"({r['slug']}) rel={round(r['score'], 3):.2f}"
     )
     return head + (f"\n    {preview}" if preview else "")

@@ -19,9 +19,10 @@ with a ``fallbacks`` line: ``adapters.oks_settings.backend_note``).
 
 The goal reorder OKS applies after a backend (goal slugs first) stays an injection step
 (``inject.goal_reorder``), as for fts5. Rows carry ``tie`` (ascending), which ``select`` reads
-after the score; native's rows carry ``oks_channel`` = ``native`` (their recall ``channel``), which
-the OKS hook text reads: a native hit is shown with its page title and no goal reorder, as OKS's
-hook shows it (``recall.py``: the native path returns before the reorder).
+after the score; native's rows carry ``oks_channel`` = ``native`` (``fusion_native`` for fusion's
+fallback to native), their recall ``channel``, which the OKS hook text reads: such a hit is shown
+with its page title, and a ``native`` one is not goal-reordered, as OKS's hook shows them
+(``recall.py``: the native path returns before the reorder; fusion's does not).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from pipeline.stage import Params, Stage
 from pipeline.stages import oks_native
 
 CHOICES = ("none", "settings", "fts5", "native", "fusion")
+NATIVE, FUSION_NATIVE = "native", "fusion_native"  # recall channels: native's hits; fusion's
+# fallback to native's list when fts5 finds nothing
 NO_FTS5 = {  # fusion without a lexical channel: fts5 found nothing
     "query_idx": pl.Int64,
     "node_idx": pl.Int64,
@@ -123,7 +126,7 @@ def fusion(fts: pl.DataFrame, native: pl.DataFrame, k: int) -> pl.DataFrame:
         tie=pl.int_range(pl.len()).over("query_idx"),
         lexical=pl.lit(None, pl.Float32),
         lexical_rank=pl.lit(None, pl.Int32),
-        oks_channel=pl.lit("native"),
+        oks_channel=pl.lit(FUSION_NATIVE),
     )
     cols = ["query_idx", "node_idx", "lexical", "lexical_rank", "fused", "tie"]
     return pl.concat(
@@ -188,7 +191,7 @@ def run_stage(ctx, p: OksBackendParams) -> object:
         ).with_columns(
             lexical=pl.lit(None, pl.Float32),
             lexical_rank=pl.lit(None, pl.Int32),
-            oks_channel=pl.lit("native"),
+            oks_channel=pl.lit(NATIVE),
         )
     else:
         cand = ctx.cand if ctx.cand is not None and "lexical" in ctx.cand.columns else None
