@@ -275,6 +275,9 @@ def test_settings_recall_yaml_and_its_code_defaults(tmp_path):
     from pipeline.adapters import oks_settings
 
     root = _copy(tmp_path)
+    params, _ = oks_settings.recall_params(root)  # the file `oks init` copies: fts5
+    assert params["search_backend"] == "fts5" and params["inject_per_page_chars"] == 200
+    shutil.rmtree(root / "settings")
     params, source = oks_settings.recall_params(root)
     assert params["search_backend"] == "native" and params["inject_per_page_chars"] == 200
     assert "no settings/recall.yaml" in source
@@ -295,18 +298,26 @@ def test_settings_recall_yaml_and_its_code_defaults(tmp_path):
 
 
 def test_preset_oks_follows_the_instance_settings(compose, tmp_path):
-    """No flag: an instance without settings runs OKS's code default backend (native), which is
-    not reproduced: the manifest's fallbacks say so; with ``search_backend: fts5`` nothing is
-    said. ``inject.per_page_chars`` cuts the hook's preview; k = 5 pages (10 with the hook)."""
+    """No flag: an instance without settings runs OKS's code default backend, native (one row a
+    page, no fallback); a backend OKS would load from a connector is not reproduced (fts5's
+    ranking, and the manifest's fallbacks say so); with ``search_backend: fts5`` nothing is said.
+    ``inject.per_page_chars`` cuts the hook's preview; k = 5 pages (10 with the hook)."""
     root = _copy(tmp_path)
+    shutil.rmtree(root / "settings")
     base = ["data=oks", f"data.path={root}", f"data.queries={root / 'queries.jsonl'}"]
     base += ["preset=oks", "report=false", f"now={NOW.isoformat()}"]
     runner.run(compose(base), tmp_path / "a")
     man = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    assert any("search_backend is 'native'" in f for f in man["fallbacks"])
+    assert not any("search_backend" in f for f in man["fallbacks"])
+    assert "search_backend=native" in man["data_notes"]["oks_settings"]
     rec = pl.read_parquet(tmp_path / "a" / "recall.parquet")
     assert rec.group_by("query_id").agg(pl.col("doc_id").n_unique())["doc_id"].max() <= 5
+    assert rec.group_by("query_id").len()["len"].max() <= 5  # native: one row a page
     (root / "settings").mkdir()
+    (root / "settings" / "recall.yaml").write_text("search_backend: embedding\n")
+    runner.run(compose(base), tmp_path / "c")
+    man = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    assert any("search_backend is 'embedding'" in f for f in man["fallbacks"])
     (root / "settings" / "recall.yaml").write_text(
         "search_backend: fts5\ninject: {per_page_chars: 12}\n"
     )

@@ -44,6 +44,7 @@ def test_every_query_stage_uses_the_stage_interface_and_is_named_once():
     assert names == [
         "channels",
         "fuse",
+        "oks_backend",
         "novelty",
         "graph",
         "signals",

@@ -308,7 +308,11 @@ def load(
     goal_table, state = load_goals(root), load_recall_state(root)
     fingerprints = {str(f): sha256_file(f) for f in files}
     qrels = query_files.qrels_path(queries, qrels, queries_format)
-    for extra in (queries, qrels, root / ".oks" / "access.json"):
+    goal_files = (
+        list_notes(root / "profiles" / "goals") if (root / "profiles" / "goals").is_dir() else []
+    )
+    settings_file = root / "settings" / "recall.yaml"
+    for extra in (queries, qrels, root / ".oks" / "access.json", settings_file, *goal_files):
         if extra and Path(extra).is_file():
             fingerprints[str(extra)] = sha256_file(extra)
     ds = Dataset(

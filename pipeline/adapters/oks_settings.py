@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pipeline.adapters.common import read_text
 from pipeline.contract.errors import DataError
+from pipeline.ops.oks_native import DECAY_LAMBDA, OTHER_LAMBDA, PIN_BONUS
 
 # load_recall_params()'s code defaults (the keys this project uses)
 DEFAULTS = {
@@ -41,8 +42,7 @@ KEYS = {
     ("inject", "budget_chars"): ("inject_budget_chars", int),
     ("inject", "title_only_floor"): ("inject_title_only_floor", float),
 }
-DECAY_LAMBDA = {"concept": 0.0, "strategy": 0.014, "anti-pattern": 0.010}  # store.py
-PIN_BONUS = 0.5  # store.py DEFAULT_CONFIG decay.pin_bonus
+REPRODUCED = ("fts5", "native", "legacy", "fusion")  # stages.oks_backend; legacy = native
 
 
 def _coerce(value, kind: type, where: str, key: str):
@@ -92,7 +92,7 @@ def memory_score(row: dict, now: dt.datetime) -> float:
         return 0.0
     imp = row.get("importance")
     imp = 0.5 if imp is None else float(imp)
-    lam = DECAY_LAMBDA.get(row.get("type") or "concept", 0.030)
+    lam = DECAY_LAMBDA.get(row.get("type") or "concept", OTHER_LAMBDA)
     created = row.get("created_at") or now
     days = max(0, (now - created).days)
     score = imp * math.exp(-lam * days) + 0.5 * math.log(1 + (row.get("access_count") or 0))
@@ -116,13 +116,13 @@ def one_per_slug(rows: list[dict], now: dt.datetime, skipped: Counter) -> list[d
 
 def backend_note(settings: dict, lexical_tokenizer: str) -> str | None:
     """The manifest ``fallbacks`` line when an OKS recipe (the fts5 tokenizer) runs on an instance
-    whose ``search_backend`` is not fts5: ``native`` (OKS's 6+1 factors) and ``fusion`` (0.7 fts5 +
-    0.3 native) are not reproduced, so its answer is fts5's; None otherwise."""
+    whose ``search_backend`` is none of the backends reproduced (``fts5``, ``native`` or its other
+    name ``legacy``, ``fusion``: ``stages.oks_backend``), e.g. a connector's: its answer is fts5's;
+    None otherwise."""
     backend = settings.get("search_backend")
-    if backend is None or backend == "fts5" or lexical_tokenizer != "fts5":
+    if backend is None or backend in REPRODUCED or lexical_tokenizer != "fts5":
         return None
     return (
-        f"data=oks: the instance's search_backend is {backend!r} (settings/recall.yaml, else OKS's "
-        "code default native); preset oks reproduces OKS's fts5 backend only, so its ranking is "
-        "fts5's (set search_backend: fts5 in settings/recall.yaml to match OKS)"
+        f"data=oks: the instance's search_backend is {backend!r} (settings/recall.yaml), which "
+        "preset oks does not reproduce (fts5, native and fusion are), so its ranking is fts5's"
     )

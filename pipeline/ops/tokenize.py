@@ -142,15 +142,22 @@ def oks_words(text: str) -> list[str]:
         return []
     if not _OKS_CJK.search(text):
         return [text]
+    return sorted(oks_token_set(text))
+
+
+def oks_token_set(text: str) -> set[str]:
+    """OKS's ``recall._tokenize``: the words of Python jieba's search mode, each stripped of
+    markdown punctuation, those under 2 characters and the 40 stopwords dropped (the native
+    backend's tokens, of any text)."""
     try:
         import jieba
     except ImportError:
-        raise ConfigError("lexical.tokenizer=fts5 needs jieba (OKS's): pip install jieba") from None
+        raise ConfigError("OKS's tokenizer needs jieba (OKS's): pip install jieba") from None
     import logging
 
     jieba.setLogLevel(logging.WARNING)
     words = {w.strip(_OKS_STRIP) for w in jieba.cut_for_search(text)}
-    return sorted(w for w in words if len(w) >= 2 and w not in OKS_STOPWORDS)
+    return {w for w in words if len(w) >= 2 and w not in OKS_STOPWORDS}
 
 
 def fts5_document(text: str) -> list[str]:

@@ -24,13 +24,25 @@ from pipeline.core.context import RunContext, RunState
 from pipeline.core.progress import progress
 from pipeline.ops.scope import EdgeIndex, run_groups
 from pipeline.run import autopreset, packs
-from pipeline.stages import channels, cooccur, diffuse, fuse, graph, novelty, score, select, signals
+from pipeline.stages import (
+    channels,
+    cooccur,
+    diffuse,
+    fuse,
+    graph,
+    novelty,
+    oks_backend,
+    score,
+    select,
+    signals,
+)
 from pipeline.stages.vectors import embed_run
 
 # the stages of a query group, in order (docs/architecture.md); each is a pipeline.core.stage.Stage
 STAGES = [
     channels.STAGE,
     fuse.STAGE,
+    oks_backend.STAGE,
     novelty.STAGE,
     graph.STAGE,
     signals.STAGE,

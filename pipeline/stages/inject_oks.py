@@ -24,6 +24,8 @@ from pathlib import PurePosixPath
 
 import polars as pl
 
+from pipeline.stages.oks_backend import FUSION_NATIVE, NATIVE
+
 TYPE_MULT = {"anti-pattern": 1.5, "strategy": 0.8, "concept": 0.6}  # other types 0.5
 LESSON_MULT = 1.2
 GENERIC_TITLES = {
@@ -62,9 +64,13 @@ def _col(rows: pl.DataFrame, name: str) -> list:
     return rows[name].to_list() if name in rows.columns else [None] * rows.height
 
 
-def _shown_title(title: str | None, slug: str) -> str:
+def _shown_title(title: str | None, slug: str, native: bool = False) -> str:
+    """The title OKS's hook shows: fts5's title column (a CJK title as its jieba words), or for a
+    native hit (``native``) the page's own title; the slug without one."""
     from pipeline.ops.tokenize import oks_words
 
+    if native:
+        return title or slug
     return " ".join(oks_words(title or "")) or slug
 
 
@@ -74,7 +80,8 @@ def line(r: dict, per_page: int = PER_PAGE_CHARS) -> str:
     body = r.get("body") if r.get("body") is not None else r.get("text") or ""
     preview = re.sub(r"\s+", " ", body[:per_page]).strip()[:PREVIEW_CHARS]
     head = (
-        f"- [{r.get('type') or 'concept'}] {_shown_title(r.get('title'), r['slug'])} "
+        f"- [{r.get('type') or 'concept'}] "
+        f"{_shown_title(r.get('title'), r['slug'], r.get('channel') in (NATIVE, FUSION_NATIVE))} "
         f"({r['slug']}) rel={round(r['score'], 3):.2f}"
     )
     return head + (f"\n    {preview}" if preview else "")
@@ -107,8 +114,9 @@ def order(
     keys = []
     if p.goal_reorder and queries is not None and "goals" in queries.columns:
         rows = rows.join(queries.select("query_id", "goals"), on="query_id", how="left")
-        rows = rows.with_columns(
-            off_goal=~pl.col("goals").list.contains(pl.col("slug")).fill_null(False)
+        native = pl.col("channel") == NATIVE if "channel" in rows.columns else pl.lit(False)
+        rows = rows.with_columns(  # OKS's native path returns before its goal reorder
+            off_goal=~(pl.col("goals").list.contains(pl.col("slug")) & ~native).fill_null(False)
         )
         keys.append("off_goal")
     if p.soul_boost:

@@ -64,13 +64,16 @@ class SelectParams(Params):
 
 
 def ranked(cand: pl.DataFrame, sort_by: tuple = (), tie_break: tuple = ()) -> pl.DataFrame:
-    """Candidates sorted per query by the ``sort_by`` columns desc, score desc, the ``tie_break``
-    columns asc (a missing value after every value), node index asc, with a 1-based ``rank``."""
+    """Candidates sorted per query by the ``sort_by`` columns desc, score desc, ``tie`` asc where
+    the candidates have it (``stages.oks_backend``: OKS's order of equal scores), the
+    ``tie_break`` columns asc (a missing value after every value), node index asc, with a
+    1-based ``rank``."""
     keys = [c for c in sort_by if c in cand.columns]
+    tie = ["tie"] if "tie" in cand.columns else []
     ties = [pl.col(c).fill_null(np.iinfo(np.int64).max) for c in tie_break if c in cand.columns]
     return cand.sort(
-        ["query_idx", *keys, "score", *ties, "node_idx"],
-        descending=[False, *[True] * len(keys), True, *[False] * len(ties), False],
+        ["query_idx", *keys, "score", *tie, *ties, "node_idx"],
+        descending=[False, *[True] * len(keys), True, *[False] * (len(tie) + len(ties)), False],
     ).with_columns(rank=pl.col("node_idx").cum_count().over("query_idx").cast(pl.Int32))
 
 
@@ -284,6 +287,8 @@ def recall_rows(
             found.append(pl.when(pl.col(comp) > 0).then(pl.lit(comp)))
     if "probabilistic" in sel.columns:
         found.append(pl.when(pl.col("probabilistic")).then(pl.lit("probabilistic")))
+    if "oks_channel" in sel.columns:  # stages.oks_backend: "native" for OKS's native hits
+        found.append(pl.col("oks_channel"))
     ids = lambda col, idx: col.cast(pl.String).gather(sel[idx])  # noqa: E731
     out = sel.with_columns(
         query_id=ids(queries["query_id"], "query_idx"),

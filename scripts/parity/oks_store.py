@@ -1,6 +1,7 @@
 """Write a synthetic OKS instance in OKS v0.6.5's on-disk format, for parity runs.
 
     python scripts/parity/oks_store.py OUT_DIR [--pages 60] [--queries 40] [--seed 1]
+        [--search-backend fts5|native|fusion|legacy|none] [--varied]
 
 Layout and fields as open-agent-power/open-knowledge-studio @ 6a281b47 keeps them
 (``assets/_meta/frontmatter-schema.md``, ``cli/knowledge_studio/store.py``): ``wiki/<area>/<slug>.md``
@@ -9,7 +10,11 @@ confidence, created, pinned, archived, tags as a list or a comma string, review 
 decision_correct, outcome}, relates_to/relationship, superseded_by), bodies with headings of
 levels 1–3, fenced code, Chinese, English and mixed text; ``wiki/INDEX.md`` (OKS skips it);
 ``.oks/access.json`` {slug: uses}; ``profiles/goals/*.md``; and ``queries.jsonl`` (query_id,
-text) made from the pages' words. Same seed → the same bytes.
+text) made from the pages' words. Same seed → the same bytes. ``--search-backend`` is the
+``settings/recall.yaml`` value (``none``: the key left out, OKS's code default ``native``);
+``--varied`` adds what only OKS's native scorer reads: reviews with ``decision_correct: false``
+and ``outcome: failure``, ``superseded`` pages, generic titles (Overview, 概述, ...), and a second
+active goal (without it, the bytes are those of earlier versions for a seed).
 """
 
 from __future__ import annotations
@@ -42,7 +47,19 @@ def _words(rng: random.Random, n: int, zh: float) -> str:
     return sep.join(out)
 
 
-def _front(rng: random.Random, i: int, title: str | None, slugs: list[str]) -> str:
+GENERIC = ["Overview", "README", "概述", "Summary", "index"]
+
+
+def _review(rng: random.Random, varied: bool) -> str:
+    if not varied:
+        return "review:\n  decision_correct: true\n  outcome: success"
+    correct, outcome = rng.choice(["true", "false"]), rng.choice(["success", "failure"])
+    return f"review:\n  decision_correct: {correct}\n  outcome: {outcome}"
+
+
+def _front(
+    rng: random.Random, i: int, title: str | None, slugs: list[str], varied: bool = False
+) -> str:
     meta = []
     if title is not None:
         meta.append(f"title: {json.dumps(title, ensure_ascii=False)}")
@@ -50,7 +67,8 @@ def _front(rng: random.Random, i: int, title: str | None, slugs: list[str]) -> s
     if t is not None:
         meta.append(f"{'category' if rng.random() < 0.2 else 'type'}: {t}")
     meta.append(f"area: {rng.choice(AREAS)}")
-    status = rng.choice(["active", "active", "provisional", "stale", None, "dropped"])
+    statuses = ["active", "active", "provisional", "stale", None, "dropped"]
+    status = rng.choice(statuses + (["superseded"] if varied else []))
     if status:
         meta.append(f"status: {status}")
     if rng.random() < 0.8:
@@ -68,7 +86,7 @@ def _front(rng: random.Random, i: int, title: str | None, slugs: list[str]) -> s
         meta.append("tags: [" + ", ".join(json.dumps(t, ensure_ascii=False) for t in tags) + "]")
     if rng.random() < 0.3:
         lesson = _words(rng, 5, 0.5)
-        meta.append("review:\n  decision_correct: true\n  outcome: success")
+        meta.append(_review(rng, varied))
         meta.append(f"  lesson: {json.dumps(lesson, ensure_ascii=False)}")
     if slugs and rng.random() < 0.15:
         meta.append(f"relates_to: {rng.choice(slugs)}\nrelationship: enriches")
@@ -88,7 +106,14 @@ def _body(rng: random.Random, zh: float) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def write_store(out: Path, pages: int, queries: int, seed: int) -> list[str]:
+def write_store(
+    out: Path,
+    pages: int,
+    queries: int,
+    seed: int,
+    backend: str = "fts5",
+    varied: bool = False,
+) -> list[str]:
     """Write the instance under ``out``; returns the page slugs."""
     rng = random.Random(seed)
     wiki = out / "wiki"
@@ -97,11 +122,13 @@ def write_store(out: Path, pages: int, queries: int, seed: int) -> list[str]:
     for i in range(pages):
         zh = rng.choice([0.0, 0.0, 0.5, 1.0])
         title = None if rng.random() < 0.05 else _words(rng, rng.randint(1, 4), zh)
+        if varied and rng.random() < 0.1:
+            title = rng.choice(GENERIC)
         slug = f"page-{i:03d}"
         body = "" if rng.random() < 0.08 else _body(rng, zh)
         path = wiki / rng.choice(AREAS[:3]) / f"{slug}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_front(rng, i, title, slugs) + "\n" + body, encoding="utf-8")
+        path.write_text(_front(rng, i, title, slugs, varied) + "\n" + body, encoding="utf-8")
         slugs.append(slug)
         texts.append(f"{title or ''} {body}")
     (wiki / "INDEX.md").write_text("---\ntitle: Index\n---\n\n" + " ".join(slugs) + "\n")
@@ -112,8 +139,9 @@ def write_store(out: Path, pages: int, queries: int, seed: int) -> list[str]:
     # `oks init` copies assets/settings/recall.yaml, which selects fts5 (its code default is native)
     (out / "settings").mkdir(parents=True, exist_ok=True)
     (out / "settings" / "recall.yaml").write_text(
-        "recall:\n  floor: 0.7\n  topn: 3\n  minlen: 6\n  cooldown: 10\nsearch_backend: fts5\n"
-        "inject:\n  budget_chars: 4000\n  per_page_chars: 200\n  title_only_floor: 0.5\n"
+        "recall:\n  floor: 0.7\n  topn: 3\n  minlen: 6\n  cooldown: 10\n"
+        + ("" if backend == "none" else f"search_backend: {backend}\n")
+        + "inject:\n  budget_chars: 4000\n  per_page_chars: 200\n  title_only_floor: 0.5\n"
     )
     goals = out / "profiles" / "goals"
     goals.mkdir(parents=True, exist_ok=True)
@@ -122,6 +150,12 @@ def write_store(out: Path, pages: int, queries: int, seed: int) -> list[str]:
         "keywords: [recall, 缓存]\n---\n\nGoal body.\n",
         encoding="utf-8",
     )
+    if varied:
+        (goals / "ship-docs.md").write_text(
+            "---\ntitle: Ship docs\ntype: goal\nstatus: active\ndomains: [ops, 写作]\n"
+            "keywords: [deploy, 索引]\n---\n\nGoal body.\n",
+            encoding="utf-8",
+        )
     with open(out / "queries.jsonl", "w", encoding="utf-8") as fh:
         for q in range(queries):
             src = texts[rng.randrange(len(texts))].split()
@@ -139,8 +173,12 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=60)
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--search-backend", default="fts5", choices=["fts5", "native", "fusion", "legacy", "none"]
+    )
+    ap.add_argument("--varied", action="store_true", help="native-only fields (module docstring)")
     a = ap.parse_args()
-    write_store(Path(a.out), a.pages, a.queries, a.seed)
+    write_store(Path(a.out), a.pages, a.queries, a.seed, a.search_backend, a.varied)
 
 
 if __name__ == "__main__":
