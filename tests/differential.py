@@ -32,6 +32,7 @@ RECIPES = {
     "bme+novelty": ["preset=bme", "novelty=bme"],  # and BME's NMF/FISTA novelty gate
     "dpp-wide": ["preset=best", "select=dpp", "select.target=90"],  # DPP pools of 270 > GRAM_MAX_P
     "oks_team": ["preset=oks_team"],  # BM25 + the collab channel (team-sealed co-use), Snake Merge
+    "oks-native": ["preset=oks", "oks_backend.search_backend=native"],  # OKS's 6+1-factor scorer
 }
 EDIT_SEED = 7
 _runs = itertools.count()
@@ -141,11 +142,12 @@ def batches_small(recipe, data, root):
     searches of 7 queries, threshold scans of at most 5,000 scores a block, push solves cut into progress parts from 5 queries on, BM25 top-k in
     blocks of 5 query rows or 40 bounded scores, BM25 pair scores in blocks of 9 pairs, component
     joins in blocks of 3 queries, push solves in parts of at most 4 queries, BM25 layouts by the
-    sort (``segvocab.DENSE_SPAN`` 0; the full run takes the dense minimum)."""
+    sort (``segvocab.DENSE_SPAN`` 0; the full run takes the dense minimum), OKS native relevance in
+    blocks of 20 cells."""
     from pipeline.channels import candidates, dense_range, lexical, segvocab
     from pipeline.core import progress
     from pipeline.ops import ppr_push
-    from pipeline.stages import fuse
+    from pipeline.stages import fuse, oks_native
 
     extra = ["select.batch=7", "diffuse.block=1000", "novelty.batch=5"]
     with (
@@ -158,6 +160,7 @@ def batches_small(recipe, data, root):
         _patched(fuse, "JOIN_QUERIES", 3),
         _patched(ppr_push, "PUSH_COLS", 4),
         _patched(segvocab, "DENSE_SPAN", 0),
+        _patched(oks_native, "BLOCK_CELLS", 20),
     ):
         return run(recipe, data, root, "batches", extra)
 
@@ -555,6 +558,14 @@ def probes():
 
         return probe
 
+    def native_blocks(fn):
+        def probe(queries, cells_per_query):
+            out = fn(queries, cells_per_query)
+            seen["BLOCK_CELLS"].add(side(len(out) > 1))
+            return out
+
+        return probe
+
     from pipeline.channels import blocked as blocked_mod
     from pipeline.channels import (
         bm25_device,
@@ -568,7 +579,7 @@ def probes():
     from pipeline.core import npzcache, progress
     from pipeline.ops import pairdot, ppr_push, scoring
     from pipeline.ops import scope as scope_mod
-    from pipeline.stages import diffuse, novelty, select
+    from pipeline.stages import diffuse, novelty, oks_native, select
     from pipeline.stages import fuse as fuse_mod
 
     with stack:
@@ -598,4 +609,5 @@ def probes():
         wrap(pairdot, "pair_dots", dots)
         wrap(scoring, "head", head)
         wrap(scoring, "combine", combined)
+        wrap(oks_native, "query_blocks", native_blocks)
         yield seen

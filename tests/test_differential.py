@@ -72,6 +72,10 @@ CASES += [  # oks_team (issue 28): not packable (signals on), so the packs paths
     ("oks_team", "teams", p)
     for p in (h.api_shuffled, h.precompute_after_edits, h.batches_small, h.corpus_cached)
 ]
+CASES += [  # OKS's native scorer: relevance blocks, packs, precompute after edits
+    ("oks-native", "small", p)
+    for p in (h.api_shuffled, h.precompute_after_edits, h.packs_small, h.batches_small)
+]
 RAY = [(s, w) for s in (1, 2, 3) for w in (1, 2)]
 SEEN: dict = defaultdict(set)  # threshold → sides reached by every run of this module
 
@@ -186,6 +190,7 @@ def test_ray_gives_the_reference_bytes_with_teams(ray_cluster, runs):
 
 NEEDED = [  # the runs whose probes cross the thresholds (each also a path above)
     ("best", "full", h.full),
+    ("best-exact", "full", h.full),  # the exact PPR solver: DENSE_MIN, DENSE_WORK
     ("best", "full", h.packs_small),
     ("best", "full", h.faiss_blas),
     ("best", "full", h.batches_small),
@@ -193,6 +198,8 @@ NEEDED = [  # the runs whose probes cross the thresholds (each also a path above
     ("dpp-wide", "medium", h.batches_small),
     ("bme", "small", h.full),
     ("bme", "small", h.batches_small),
+    ("oks-native", "small", h.full),
+    ("oks-native", "small", h.batches_small),
     ("bme+novelty", "small", h.full),
     ("bme+novelty", "small", h.batches_small),
     ("best", "medium", h.blocked_small),

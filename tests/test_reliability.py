@@ -98,8 +98,12 @@ def test_pipeline_runs_with_network_blocked(compose, tmp_path, monkeypatch):
 
 
 def test_no_pickle_and_safe_yaml_in_the_package():
+    """Nothing is unpickled: no ``pickle``/``dill`` import and no ``pickle.load``. ``pickletools``
+    (its ``genops`` lists a pickle's opcodes without running them: ``adapters/reme_slots.py``) is
+    allowed."""
     src = {p: p.read_text() for p in (REPO / "pipeline").rglob("*.py")}
     for path, text in src.items():
-        assert not re.search(r"^\s*(import pickle|from pickle|import dill)", text, re.M), path
+        assert not re.search(r"^\s*(import pickle\b|from pickle\b|import dill\b)", text, re.M), path
+        assert not re.search(r"\b(pickle|dill)\.loads?\(", text), path
         assert "allow_pickle=True" not in text and "torch.load(" not in text, path
         assert not re.search(r"yaml\.(load|unsafe_load)\(", text), path

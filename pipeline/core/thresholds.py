@@ -58,6 +58,7 @@ THRESHOLDS = (
     Threshold("pipeline.channels.segvocab", "DENSE_SPAN", "(segment, term) codes per entry of a BM25 layout (dense minimum or sort)", "patched"),
     Threshold("pipeline.channels.dense_range", "RANGE_SCORES", "query × node scores per block of the dense threshold scan", "patched"),
     Threshold("pipeline.channels.candidates", "SEARCH_BLOCK", "query rows per dense search of one scope", "patched"),
+    Threshold("pipeline.stages.oks_native", "BLOCK_CELLS", "(queries × words × pages) cells of one block of OKS native relevance", "patched"),
     Threshold("pipeline.ops.scoring", "HEAD_CELLS", "queries × widest query of one padded block of the head cut", "patched"),
     Threshold("pipeline.ops.scoring", "COMBINE_ROWS", "rows per block of the final score", "patched"),
     Threshold("pipeline.core.progress", "INNER_MIN", "queries of a push solve cut into more parts than workers", "patched"),

@@ -209,6 +209,14 @@ def _ranked(qs: list[int], rel: np.ndarray, hit: np.ndarray, pages, depth: int) 
     return out.filter(pl.int_range(pl.len()).over("query") < depth).drop("slug")
 
 
+def query_blocks(queries: list[int], cells_per_query: int) -> list[list[int]]:
+    """``queries`` cut, in order, into blocks of at most ``BLOCK_CELLS`` relevance cells (at least
+    one query a block). Each query's relevance is computed on its own row, so the cut changes no
+    bit (the differential harness crosses it)."""
+    block = max(1, BLOCK_CELLS // max(1, cells_per_query))
+    return [queries[s : s + block] for s in range(0, len(queries), block)]
+
+
 def native_hits(
     nodes: pl.DataFrame,
     queries: pl.DataFrame,
@@ -230,13 +238,11 @@ def native_hits(
     fixed = page_arrays(pages)
     area, keyword = goal_matches(queries, goals, pages, t)
     width = max([len(w) for w in words] + [1])
-    block = max(1, BLOCK_CELLS // max(1, pages.height * width))
     frames = []
     for now in sorted(set(nows)):
         mem = memory(pages, now)
         mine = [q for q in range(queries.height) if nows[q] == now]
-        for s in range(0, len(mine), block):
-            qs = mine[s : s + block]
+        for qs in query_blocks(mine, pages.height * width):
             c = {**_block_factors(words, at, m, qs, lowered, t, idf), **fixed, "memory": mem}
             c["area"], c["keyword"] = area[qs], keyword[qs]
             names = sorted(c)
