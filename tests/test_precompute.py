@@ -260,3 +260,20 @@ def test_key_index_equals_partitions_and_is_only_trusted_when_it_matches_them(se
     assert not precompute_write.index_is_valid(root)
     again = precompute.precompute(cfg())
     assert (again["hits"], again["misses"]) == (8, 0)
+
+
+def test_a_dataset_without_queries_is_one_error_line(tmp_path):
+    """``recall precompute`` on notes without a queries file: the error ``recall run`` gives (it
+    was a polars SchemaError traceback from the key join), nothing written to the cache."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for name, body in (("a", "alpha beta"), ("b", "gamma delta")):
+        (notes / f"{name}.md").write_text(f"---\ntitle: {name}\n---\n# {name}\n{body}\n")
+    args = precompute_argv(notes, tmp_path / "cache", tmp_path / "o")
+    args[args.index("data=parquet")] = "data=workspace"
+    out = subprocess.run(args, capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == (
+        "error: data=workspace: the dataset has no queries; give it a queries file"
+    )
+    assert not (tmp_path / "cache" / "recall").exists()

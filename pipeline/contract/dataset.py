@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
+from pipeline.contract.errors import ConfigError
+
 
 @dataclass
 class Dataset:
@@ -60,3 +62,10 @@ class Dataset:
         if self.qrels is None:
             return None
         return "doc_id" if "doc_id" in self.qrels.columns else "node_id"
+
+
+def require_queries(data_name: str, queries: pl.DataFrame | None) -> None:
+    """A ConfigError when a dataset to recall for has no queries (``recall run``, ``recall
+    precompute``)."""
+    if queries is None or queries.height == 0:
+        raise ConfigError(f"data={data_name}: the dataset has no queries; give it a queries file")

@@ -45,7 +45,7 @@ import polars as pl
 from omegaconf import DictConfig
 
 from pipeline.contract import io
-from pipeline.contract.dataset import Dataset
+from pipeline.contract.dataset import Dataset, require_queries
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.ingest import drop_empty
 from pipeline.core import backend
@@ -168,6 +168,7 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     """Bring the dataset's namespace under ``<cfg.cache_dir>/recall`` up to date (under its lock, as
     a new generation); returns hits, misses, partitions, namespace, generation and timings."""
     ds = dataset if dataset is not None else call_target(cfg.data)
+    require_queries(cfg.data.name, ds.queries)
     namespace = serve_keys.namespace(cfg, ds.name)
     ns_dir = layout.namespace_dir(cfg.cache_dir, namespace)
     with layout.locked(ns_dir):

@@ -11,7 +11,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from pipeline.contract import rundir
-from pipeline.contract.errors import ConfigError
+from pipeline.contract.dataset import require_queries
 from pipeline.contract.ingest import nodes_and_queries
 from pipeline.core import backend
 from pipeline.core.common import StageLog, call_target
@@ -39,10 +39,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
         "queries": queries.height,
         "edges": 0 if ds.edges is None else ds.edges.height,
     }
-    if queries.height == 0:
-        raise ConfigError(
-            f"data={cfg.data.name}: the dataset has no queries; give it a queries file"
-        )
+    require_queries(cfg.data.name, queries)
     if (
         cfg.get("executor", "local") != "local"
     ):  # query shards on Ray workers: pipeline/run/executor.py
