@@ -17,6 +17,7 @@ from pipeline.core.common import call_target
 from pipeline.run import precompute
 from pipeline.serve import Service
 from pipeline.serve.app import MAX_BODY, build_app
+from pipeline.serve.cli import empty_namespace_warning
 from serve_support import config
 
 TEXT = "Where in Vault do I generate the new password for the dbt service account on Trino?"
@@ -171,6 +172,19 @@ def test_recall_serve_binds_127_0_0_1_by_default(served):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    assert "warning" not in proc.stderr.read().decode()  # its namespace was precomputed
+
+
+def test_serve_warns_when_its_namespace_was_never_precomputed():
+    """The overrides of ``recall serve`` name a namespace the cache lacks (e.g. no
+    ``data.queries`` where the precompute had one): one warning line naming both, none when the
+    namespace is there."""
+    assert empty_namespace_warning(["notes-aaa"], "notes-aaa", "/c") is None
+    assert empty_namespace_warning(["notes-aaa"], "notes-bbb", "/c") == (
+        "warning: /c: no recall cache namespace 'notes-bbb' (there: ['notes-aaa']); every request "
+        "is computed as a miss until recall precompute runs with the same overrides (or pass "
+        "namespace=<one of them>)"
+    )
 
 
 def test_lookup_refuses_an_entry_of_another_code_version(served, monkeypatch, capsys):

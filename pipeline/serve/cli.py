@@ -38,6 +38,19 @@ def split_args(args: list[str]) -> tuple[dict, list[str]]:
     return own, rest
 
 
+def empty_namespace_warning(there: list[str], namespace: str, cache_dir) -> str | None:
+    """The line ``recall serve`` prints when its namespace has no precomputed generation: every
+    request is then a miss computed on the fly (the overrides differ from the precompute's, e.g.
+    another ``data.queries``, or nothing was precomputed)."""
+    if namespace in there:
+        return None
+    return (
+        f"warning: {cache_dir}: no recall cache namespace {namespace!r} (there: {there}); every "
+        "request is computed as a miss until recall precompute runs with the same overrides "
+        "(or pass namespace=<one of them>)"
+    )
+
+
 def serve(cfg: DictConfig) -> None:
     """Load the service and run it on uvicorn at ``serve.host``:``serve.port``."""
     import uvicorn
@@ -48,6 +61,9 @@ def serve(cfg: DictConfig) -> None:
     service = Service(cfg)
     host, port = str(cfg.serve.host), int(cfg.serve.port)
     print(f"recall serve: namespace {service.namespace}, http://{host}:{port}", flush=True)
+    warning = empty_namespace_warning(service.cache.namespaces(), service.namespace, cfg.cache_dir)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     try:
         uvicorn.run(build_app(service), host=host, port=port, log_level="warning")
     finally:
