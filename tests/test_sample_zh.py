@@ -118,3 +118,12 @@ def test_best_on_sample_zh_stays_near_its_english_recall(compose, tmp_path):
     # one message per sealed query group (two scopes here), each with its own scope's share
     msg = "embed.english_only: dense fusion weight × non-Han share of the scope ({0}–{0})"
     assert {msg.format("0.488"), msg.format("0.496")} <= set(res["manifest"]["fallbacks"])
+
+
+def test_a_run_without_the_dense_channel_reports_no_dense_scaling(compose, tmp_path):
+    """``preset=oks`` (BM25 only) on Chinese text with the English-only MiniLM: there is no dense
+    weight to scale, so the manifest has no ``embed.english_only`` line (it had one)."""
+    cfg = compose(["data=sample_zh", "preset=oks", "report=false"])
+    assert list(cfg.channels) == ["lexical"] and cfg.embed.english_only
+    res = runner.run(cfg, tmp_path / "run")
+    assert not [f for f in res["manifest"]["fallbacks"] if f.startswith("embed.english_only")]

@@ -214,7 +214,9 @@ def run_stage(ctx, p: dict) -> object:
     cfg = ctx.cfg
     ctx.fusion = script_scaled(
         p,
-        bool(cfg.embed.get("english_only", False)) and "embedding" not in ctx.nodes.columns,
+        bool(cfg.embed.get("english_only", False))
+        and "embedding" not in ctx.nodes.columns
+        and "dense" in cfg.channels,  # no dense channel: nothing to scale, nothing to report
         ctx.nodes,
         ctx.queries,
         cfg.include_archived,
