@@ -80,6 +80,17 @@ def test_chunk_without_lines():
                           "end_line": 0, "text": "t", "scores": {"score": 1.0}}  # fmt: skip
 
 
+def test_chunk_lines_are_the_rows_own_when_it_has_them():
+    """A note of a workspace without ReMe's index: node id ``<path>#<section>``, the lines in its
+    ``start_line``/``end_line`` columns (what the ``reme`` block's header ``path:5-5`` shows);
+    they are lines, not scores."""
+    row = {"node_id": "daily/a.md#intro", "doc_id": "daily/a.md", "rank": 1, "score": 0.5,
+           "text": "t", "start_line": 5, "end_line": 5, "lexical": 2.0}  # fmt: skip
+    assert chunk(row) == {"id": "daily/a.md#intro", "path": "daily/a.md", "start_line": 5,
+                          "end_line": 5, "text": "t",
+                          "scores": {"score": 0.5, "lexical": 2.0}}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("body", "status", "message"),
     [

@@ -37,7 +37,7 @@ MAX_BODY = 1 << 20  # bytes; a query is a turn, not a document
 UNSUPPORTED = ("start_date", "end_date", "search_filter", "vector_weight", "tool_context_id",
                "strict_date_filter")  # fmt: skip
 LINES = re.compile(r"#L(\d+)-L(\d+)$")
-ROW_KEYS = ("node_id", "doc_id", "rank", "score", "text")
+ROW_KEYS = ("node_id", "doc_id", "rank", "score", "text", "start_line", "end_line")
 
 
 class BadRequest(ValueError):
@@ -80,8 +80,15 @@ def parse_search(raw: bytes) -> tuple[str, int, str | None]:
 
 
 def chunk(row: dict) -> dict:
-    """A row as ReMe's ``FileChunk`` dump: ``id``, ``path``, lines, ``text``, ``scores``."""
-    lines = LINES.search(str(row["node_id"]))
+    """A row as ReMe's ``FileChunk`` dump: ``id``, ``path``, lines, ``text``, ``scores``. The lines
+    are the row's ``start_line``/``end_line`` (what the ``reme`` block's header shows), else the
+    ``#L<a>-L<b>`` of a ReMe chunk id, else 0."""
+    found = LINES.search(str(row["node_id"]))
+    lines = (
+        (None, row["start_line"], row["end_line"])
+        if row.get("start_line") is not None and row.get("end_line") is not None
+        else found
+    )
     scores = {"score": float(row["score"])}
     for key, v in row.items():
         if key not in ROW_KEYS and isinstance(v, int | float) and not isinstance(v, bool):
