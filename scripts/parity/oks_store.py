@@ -179,6 +179,10 @@ def main() -> None:
     ap.add_argument("--varied", action="store_true", help="native-only fields (module docstring)")
     a = ap.parse_args()
     write_store(Path(a.out), a.pages, a.queries, a.seed, a.search_backend, a.varied)
+    print(
+        f"wrote an OKS instance to {a.out}: {a.pages} pages, {a.queries} queries in "
+        f"{Path(a.out) / 'queries.jsonl'}, search_backend {a.search_backend}"
+    )
 
 
 if __name__ == "__main__":
