@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline.adapters.common import read_text
 from pipeline.contract.errors import DataError
-from pipeline.ops.oks_native import DECAY_LAMBDA, OTHER_LAMBDA, PIN_BONUS
+from pipeline.ops.oks_native import DECAY_LAMBDA, OTHER_LAMBDA, memory_scores
 
 # load_recall_params()'s code defaults (the keys this project uses)
 DEFAULTS = {
@@ -87,17 +87,22 @@ def recall_params(root: Path) -> tuple[dict, str]:
 
 
 def memory_score(row: dict, now: dt.datetime) -> float:
-    """``store.py::compute_score`` of a page row (importance 0–1 as written, default 0.5)."""
-    if row.get("archived") or row.get("status") == "dropped":
-        return 0.0
+    """``store.py::compute_score`` of a page row (importance 0–1 as written, default 0.5; no type:
+    a concept), by ``ops.oks_native.memory_scores``."""
     imp = row.get("importance")
-    imp = 0.5 if imp is None else float(imp)
-    lam = DECAY_LAMBDA.get(row.get("type") or "concept", OTHER_LAMBDA)
+    status = row.get("status") or "active"
     created = row.get("created_at") or now
-    days = max(0, (now - created).days)
-    score = imp * math.exp(-lam * days) + 0.5 * math.log(1 + (row.get("access_count") or 0))
-    score += PIN_BONUS if row.get("pinned") else 0.0
-    return score * 1.2 if (row.get("status") or "active") == "active" else score
+    return float(
+        memory_scores(
+            [0.5 if imp is None else float(imp)],
+            [DECAY_LAMBDA.get(row.get("type") or "concept", OTHER_LAMBDA)],
+            [max(0, (now - created).days)],
+            [row.get("access_count") or 0],
+            [bool(row.get("pinned"))],
+            [status == "active"],
+            [bool(row.get("archived")) or status == "dropped"],
+        )[0]
+    )
 
 
 def one_per_slug(rows: list[dict], now: dt.datetime, skipped: Counter) -> list[dict]:

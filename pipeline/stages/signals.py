@@ -22,6 +22,7 @@ import polars as pl
 from pipeline.contract.io import write_parquet
 from pipeline.core.stage import Params, Stage
 from pipeline.ops import graphalgo
+from pipeline.ops.oks_native import DECAY_LAMBDA, OTHER_LAMBDA, PIN_BONUS
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,6 @@ SIGNALS_VERSION = 1
 DAY_US = 86_400 * 1_000_000
 RECENCY_DAYS = 60.0  # ReMe: exp(-Δt / 60 d)
 ARCHIVE_BELOW = 0.15  # ReMe: archived = recency_score < 0.15
-LAMBDA = {"concept": 0.0, "strategy": 0.014, "anti-pattern": 0.010}  # OKS per-day decay
-LAMBDA_OTHER = 0.030
 TIERS = ((0.7, "hot"), (0.4, "warm"), (0.15, "cold"))  # else "evictable"
 
 
@@ -90,16 +89,16 @@ def memory_score(nodes: pl.DataFrame, now: dt.datetime) -> np.ndarray:
     lam = (
         nodes["type"]
         .cast(pl.String)
-        .replace_strict(LAMBDA, default=LAMBDA_OTHER, return_dtype=pl.Float64)
+        .replace_strict(DECAY_LAMBDA, default=OTHER_LAMBDA, return_dtype=pl.Float64)
         .to_numpy()
         if "type" in nodes.columns
-        else np.full(nodes.height, LAMBDA_OTHER)
+        else np.full(nodes.height, OTHER_LAMBDA)
     )
     hits = _col(nodes, "access_count", pl.Int64, 0).astype(np.float64)
     score = (
         imp * np.exp(-lam * days)
         + 0.5 * np.log1p(hits)
-        + 0.5 * _col(nodes, "pinned", pl.Boolean, False)
+        + PIN_BONUS * _col(nodes, "pinned", pl.Boolean, False)
     )
     status = _col(nodes, "status", pl.String, "active")
     score = np.where(status == "active", score * 1.2, score)
