@@ -255,3 +255,21 @@ def test_the_bearer_gate_in_front_of_an_app():
             assert good.status_code == 200 and good.text == "ok"
 
     asyncio.run(main())
+
+
+def test_nothing_reaches_stdout_while_the_service_loads():
+    """A stdio client reads stdout as the protocol: output of Python or of C code during the load
+    goes to stderr instead, and stdout is back afterwards."""
+    code = (
+        "import os\n"
+        "from pipeline.cli.mcp_command import stdout_to_stderr\n"
+        "with stdout_to_stderr():\n"
+        "    print('from python')\n"
+        "    os.write(1, b'from a file descriptor\\n')\n"
+        "print('after', flush=True)\n"
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=_env(), capture_output=True, text=True
+    )
+    assert got.returncode == 0 and got.stdout == "after\n"
+    assert got.stderr.splitlines() == ["from python", "from a file descriptor"]

@@ -12,6 +12,7 @@ stderr.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from omegaconf import DictConfig
@@ -57,6 +58,23 @@ def split(args: list[str]) -> tuple[str, list[str]]:
     return transport, rest
 
 
+@contextlib.contextmanager
+def stdout_to_stderr():
+    """While loading the service, file descriptor 1 and ``sys.stdout`` write to stderr, so no
+    library's output (Python or C) reaches a stdio client before the protocol starts (the SDK's
+    ``stdio_server`` diverts them the same way while it serves)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def serve_mcp(cfg: DictConfig, transport: str) -> None:
     """Load the service and serve the ``recall`` tool on ``transport`` until the client leaves
     (stdio) or the process is stopped (http)."""
@@ -68,7 +86,7 @@ def serve_mcp(cfg: DictConfig, transport: str) -> None:
     host, port = str(cfg.serve.host), int(cfg.serve.port)
     token = cfg.serve.get("token")
     warning = check_bind(host, token, "recall mcp") if transport == "http" else None
-    with contextlib.redirect_stdout(sys.stderr):  # nothing but the protocol on stdout
+    with stdout_to_stderr():  # nothing but the protocol on stdout
         service = Service(cfg)
     where = "stdio" if transport == "stdio" else f"http://{host}:{port}{PATH}"
     print(f"recall mcp: namespace {service.namespace}, {where}", file=sys.stderr, flush=True)
