@@ -166,6 +166,12 @@ def test_streamable_http_with_the_sdk_client_on_loopback(built):
             f"http://127.0.0.1:{port}/mcp", headers={"host": "evil.example"}, json={}, timeout=5
         )
         assert evil.status_code == 421
+        page = httpx.post(
+            f"http://127.0.0.1:{port}/mcp", headers={"origin": "http://evil.example"}, json={}
+        )
+        assert page.status_code == 403  # a web page's request (its Origin) is refused too
+        form = httpx.post(f"http://127.0.0.1:{port}/mcp", content=b"{}", timeout=5)
+        assert form.status_code == 400  # a POST that is not application/json: no simple CORS
     finally:
         err = _stop(proc)
     assert f"http://127.0.0.1:{port}/mcp" in err and "warning" not in err

@@ -21,6 +21,7 @@ import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
 from pipeline.contract.errors import UserError
 from pipeline.core import version
@@ -150,11 +151,18 @@ async def run_stdio(server: Server) -> None:
 
 
 def http_app(server: Server, host: str, token: str | None):
-    """The streamable-HTTP ASGI app at :data:`PATH`: the SDK's Host/Origin checks for a loopback
-    bind, a :class:`BearerGate` when ``token`` is set (required off loopback: ``check_bind``)."""
-    app = server.streamable_http_app(streamable_http_path=PATH, host=host)
-    if token:
-        return BearerGate(app, token)
-    if not is_loopback(host):  # check_bind refuses this first; never serve it open
+    """The streamable-HTTP ASGI app at :data:`PATH`. On a loopback bind, the SDK's DNS-rebinding
+    guard (a Host or Origin other than this machine's loopback names: 421/403); off loopback a
+    :class:`BearerGate` (``check_bind`` refuses to start such a bind without ``token``)."""
+    guard = None
+    if is_loopback(host):
+        name = f"[{host.strip('[]')}]" if ":" in host else host  # as a Host header spells it
+        names = sorted({name, "127.0.0.1", "localhost", "[::1]"})
+        guard = TransportSecuritySettings(
+            allowed_hosts=[f"{n}:*" for n in names],
+            allowed_origins=[f"http://{n}:*" for n in names],
+        )
+    elif not token:  # check_bind refuses this first; never serve it open
         raise UserError(f"recall mcp: host={host!r} needs serve.token")
-    return app
+    app = server.streamable_http_app(streamable_http_path=PATH, host=host, transport_security=guard)
+    return BearerGate(app, token) if token else app
