@@ -33,6 +33,7 @@ COMMANDS = {
     "precompute": "update the recall cache under cache_dir: recompute only queries whose key changed",
     "serve": "serve the recall cache over HTTP (POST /recall, GET /health); misses computed as a run",
     "lookup": "print the recall cache entry of one query text as JSON (no server)",
+    "mcp": "serve the recall cache as an MCP server (tool `recall`) over stdio or streamable HTTP",
     "oks-eval": "score a run against an OKS recall-case/v1 file as `oks eval recall` does (its metrics)",
 }
 USAGE = """usage: recall <command> [overrides]
@@ -50,6 +51,8 @@ commands:
   precompute   recall precompute [run overrides] cache_dir=<dir> [namespace=<name>]
   serve        recall serve [run overrides] cache_dir=<dir> [host=127.0.0.1 port=8765]
   lookup       recall lookup [run overrides] cache_dir=<dir> text=<query text> [scope=<doc scope>]
+  mcp          recall mcp [run overrides] cache_dir=<dir> [transport=stdio|http]
+               [host=127.0.0.1 port=8765]
   oks-eval     recall oks-eval <run dir> <recall-case file> [--limit 5] [--out FILE]
   tune         recall tune data=<d> preset=<p> [tune.trials=40 tune.metric=recall@5 tune.seed=13
                  tune.space=<entry of conf/tune_spaces.yaml> tune.name=<new preset>]
@@ -246,6 +249,10 @@ def _dispatch(argv: list[str] | None) -> int:
         from pipeline.serve.cli import split_args
 
         hydra_args = split_args(rest)[1]
+    if cmd == "mcp":  # pipeline/cli/mcp_command.py
+        from pipeline.cli import mcp_command
+
+        hydra_args = mcp_command.overrides(rest)
     status = reported(
         lambda: (require_one_of("command", cmd, COMMANDS), check_overrides(hydra_args)) and None
     )
@@ -253,6 +260,8 @@ def _dispatch(argv: list[str] | None) -> int:
         return status
     if cmd in ("serve", "lookup"):
         return serve_main(cmd, rest)
+    if cmd == "mcp":
+        return mcp_command.main(rest)
     if cmd == "tune":
         from pipeline.run.tune import tune
 
@@ -277,7 +286,7 @@ def _dispatch(argv: list[str] | None) -> int:
 def _help(cmd: str) -> int:
     """0, after printing ``cmd``'s own help: argparse's for a tool command, else
     :func:`command_help`."""
-    if cmd in ("run", "precompute", "tune", "serve", "lookup"):
+    if cmd in ("run", "precompute", "tune", "serve", "lookup", "mcp"):
         print(command_help(cmd))
         return 0
     try:
