@@ -161,6 +161,12 @@ def test_reme_route_of_the_serve_app(oks):
         assert [c["scores"]["score"] for c in results] == want["score"].to_list()
         assert [c["text"] for c in results] == want["text"].to_list()
         assert body["answer"] == _block(ref_inj, f"n{i}").strip()
+        heads = [x.split(" ")[1] for x in body["answer"].splitlines() if x.startswith("=" * 10)]
+        spans = [  # the header's path:start-end is the chunk's (no span: the store has no lines)
+            c["path"] + (f":{c['start_line']}-{c['end_line']}" if c["start_line"] else "")
+            for c in results
+        ]
+        assert heads == spans
         assert body["metadata"]["counts"]["returned"] == LIMIT
         if cache:
             assert body["metadata"]["counts"]["cache"] == cache
