@@ -35,6 +35,17 @@ except ValueError as exc:
 """
 
 
+HERMES = """
+import sys
+from pipeline.hooks.hermes import RecallMemoryProvider
+from pipeline.hooks.source import Source
+from pipeline.hooks.client import HttpRecaller
+provider = RecallMemoryProvider(Source(recaller=HttpRecaller(sys.argv[1]), format="oks"))
+provider.initialize("s1")
+print(provider.prefetch(sys.argv[2], session_id="s1"))
+"""
+
+
 def python(code: str, *args: str) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter with the repo on the path."""
     env = {"PYTHONPATH": f"{REPO}{':'}{REPO / 'tests'}", "PATH": "/usr/bin:/bin"}
@@ -89,3 +100,11 @@ def test_oks_backend_without_the_engine_answers_and_fails_on_one_line(tmp_path):
     error = json.loads(run.stdout)["error"]
     assert error.startswith(f"recall backend: {down}/recall: ") and "\n" not in error
     assert error.endswith("is `recall serve` running there?")
+
+
+def test_hermes_provider_without_the_engine_injects_the_turns_recall():
+    with serving(build_app(FakeService())) as url:
+        run = python(BLOCK + HERMES, url, HIT)
+    assert run.returncode == 0, run.stderr
+    want = FakeService().recall(HIT, format="oks")["injection"]  # the service's answer, this turn
+    assert run.stdout.strip() == want.strip() != ""
