@@ -80,6 +80,7 @@ class Service:
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg, self.given = cfg, cfg
+        self.follows_clock = cfg.get("default_now") == clock.START  # pipeline.run.clock
         opts = cfg.get("serve") or {}
         self.memory_entries = int(opts.get("memory_entries", 10000))
         self.watch = DataWatch(data_paths(cfg), float(opts.get("check_interval", 0.5)))
@@ -121,7 +122,7 @@ class Service:
     def _follow_clock(self) -> None:
         """With ``default_now: start``, take the reference time of a newly published generation
         (``pipeline.run.clock``): misses are computed at the time its entries were."""
-        if self.given.get("default_now") != clock.START:
+        if not self.follows_clock:
             return
         gen = self.cache.generation
         if gen == self.clock_generation:
