@@ -25,14 +25,17 @@ from pipeline.run import packs, precompute
 
 REPO = Path(__file__).resolve().parents[1]
 COMMON = ["device=cpu", "embed=hashing", "report=false", "k=10"]
+# the OKS presets read the memory curve at each run's start (default_now: start); the two sides of a
+# comparison share the newest-stamp reference time instead (tests/test_clock.py checks start)
+NEWEST = ["default_now=null"]
 RECIPES = {
     "best": ["preset=best"],  # hybrid channels, entity hubs, PPR by forward push, top-k (packable)
     "best-exact": ["preset=best", "diffuse.solver=exact"],  # the exact PPR solver's chunks/blocks
     "bme": ["preset=bme"],  # PEDSA, anchors, scope policy, DPP 30 of 90 (group by group)
     "bme+novelty": ["preset=bme", "novelty=bme"],  # and BME's NMF/FISTA novelty gate
     "dpp-wide": ["preset=best", "select=dpp", "select.target=90"],  # DPP pools of 270 > GRAM_MAX_P
-    "oks_team": ["preset=oks_team"],  # BM25 + the collab channel (team-sealed co-use), Snake Merge
-    "oks-native": ["preset=oks", "oks_backend.search_backend=native"],  # OKS's 6+1-factor scorer
+    "oks_team": ["preset=oks_team", *NEWEST],  # BM25 + collab (team-sealed co-use), Snake Merge
+    "oks-native": ["preset=oks", "oks_backend.search_backend=native", *NEWEST],  # OKS's 6+1 factors
 }
 EDIT_SEED = 7
 _runs = itertools.count()

@@ -29,22 +29,23 @@ provider.initialize("s1", hermes_home=home, platform="cli")
 manager = MemoryManager()
 manager.add_provider(provider)
 out["turn1"] = manager.prefetch_all(HIT, session_id="s1")  # a cache hit
-manager.queue_prefetch_all(MISS, session_id="s1")  # after turn 1: compute MISS in the background
-# returned while the computation waits at the gate; a turn now gets nothing (never waits for it)
-out["turn_while_computing"] = manager.prefetch_all("something new entirely", session_id="s1")
-gate.set()
+manager.queue_prefetch_all(HIT, session_id="s1")  # after turn 1, as Hermes does: turn 1's text
+# turn 2 asks MISS: computed now, for this turn (the service waits at the gate until set below)
+threading.Timer(0.2, gate.set).start()
+out["turn2"] = manager.prefetch_all(MISS, session_id="s1")
 manager.flush_pending(timeout=30)
 provider.wait("s1", timeout=30)
-out["turn2"] = manager.prefetch_all("something new entirely", session_id="s1")  # miss → queued
-out["turn3"] = manager.prefetch_all("something new entirely", session_id="s1")  # used once
+# a text nothing recalls injects nothing (never an earlier turn's recall)
+out["turn3"] = manager.prefetch_all("something new entirely", session_id="s1")
 out["calls"] = service.calls
 provider.shutdown()
 
 # a provider as Hermes sets it up: its source from $HERMES_HOME/recall.json (an endpoint only)
 http = load_memory_provider("recall")
 http.initialize("s2", hermes_home=home, platform="cli")
-out["http_turn1"] = http.prefetch(HIT, session_id="s2")  # no cache_dir: nothing to read
-http.queue_prefetch(MISS, session_id="s2")  # computed by the server behind the endpoint
-http.wait("s2", timeout=30)
-out["http_turn2"] = http.prefetch("something new entirely", session_id="s2")
+manager = MemoryManager()
+manager.add_provider(http)
+out["http_turn1"] = manager.prefetch_all(HIT, session_id="s2")  # the service's hit, this turn
+out["http_turn2"] = manager.prefetch_all(MISS, session_id="s2")  # computed by the service now
+out["http_turn3"] = manager.prefetch_all("something new entirely", session_id="s2")
 print(json.dumps(out))

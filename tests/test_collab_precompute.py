@@ -1,5 +1,7 @@
 """Precompute with the collab channel (preset=oks_team): a new injection-log row of one team
-misses exactly that team's queries; the other team's cached recall is served unchanged."""
+misses exactly that team's queries; the other team's cached recall is served unchanged. The
+reference time is pinned to the newest-stamp rule (``default_now=null``): with the preset's
+``start`` every precompute has a new time and recomputes every entry (``tests/test_clock.py``)."""
 
 from __future__ import annotations
 
@@ -40,7 +42,9 @@ BASE = [("t1", "s1", ["a", "b"]), ("t1", "s2", ["a", "c"]), ("t2", "s1", ["a", "
 
 
 def test_new_log_row_recomputes_exactly_its_team(compose, tmp_path):
-    cfg = compose(["preset=oks_team", "embed=hashing", f"cache_dir={tmp_path / 'c'}"])
+    cfg = compose(
+        ["preset=oks_team", "default_now=null", "embed=hashing", f"cache_dir={tmp_path / 'c'}"]
+    )
     first = precompute.precompute(cfg, _dataset(BASE))
     assert (first["hits"], first["misses"]) == (0, 3)
     again = precompute.precompute(cfg, _dataset(BASE))
@@ -57,12 +61,20 @@ def test_precompute_after_a_new_row_equals_a_plain_run(compose, tmp_path):
     from pipeline.run import runner
 
     grown = [*BASE, ("t2", "s2", ["a", "b"]), ("t2", "s3", ["a", "b"])]
-    cfg = compose(["preset=oks_team", "embed=hashing", f"cache_dir={tmp_path / 'c'}"])
+    cfg = compose(
+        ["preset=oks_team", "default_now=null", "embed=hashing", f"cache_dir={tmp_path / 'c'}"]
+    )
     precompute.precompute(cfg, _dataset(BASE))
     precompute.precompute(cfg, _dataset(grown))
     cached = precompute.served(tmp_path / "c")
     plain_cfg = compose(
-        ["preset=oks_team", "embed=hashing", f"cache_dir={tmp_path / 'p'}", "report=false"]
+        [
+            "preset=oks_team",
+            "default_now=null",
+            "embed=hashing",
+            f"cache_dir={tmp_path / 'p'}",
+            "report=false",
+        ]
     )
     runner.run(plain_cfg, tmp_path / "plain", dataset=_dataset(grown))
     plain = pl.read_parquet(tmp_path / "plain" / "recall.parquet").sort(["query_id", "rank"])
@@ -81,7 +93,9 @@ def test_other_teams_rows_leave_a_teams_recall_bytes(compose, tmp_path):
     from pipeline.run import runner
 
     def t1_bytes(rows, name):
-        cfg = compose(["preset=oks_team", "embed=hashing", f"cache_dir={tmp_path / name}"])
+        cfg = compose(
+            ["preset=oks_team", "default_now=null", "embed=hashing", f"cache_dir={tmp_path / name}"]
+        )
         runner.run(cfg.copy(), tmp_path / name, dataset=_dataset(rows))
         out = {}
         for table in ("recall", "injection"):
@@ -118,6 +132,7 @@ def test_oks_instance_without_an_inject_log_precomputes(compose, tmp_path):
             f"data.path={store}",
             f"data.queries={store / 'queries.jsonl'}",
             "preset=oks_team",
+            "default_now=null",
             "embed=hashing",
             f"cache_dir={tmp_path / 'c'}",
         ]

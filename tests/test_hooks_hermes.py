@@ -57,33 +57,78 @@ def test_hermes_loads_and_drives_the_provider(tmp_path):
     want = FakeService()
     # turn 1: the cache's injection of HIT, read without asking the service
     assert out["turn1"] == FakeCache("oks").get(HIT)["injection"]
-    assert out["turn_while_computing"] == ""  # queue_prefetch returned; prefetch did not wait
-    # turn 2: a text the cache lacks → the entry queue_prefetch computed for MISS (oks format)
+    # turn 2: MISS is not cached → computed for this turn (waited for, within prefetch_timeout)
     assert out["turn2"] == want.recall(MISS, format="oks")["injection"].strip() != ""
-    assert out["turn3"] == ""  # the queued entry serves one turn
-    assert out["calls"] == [[normalize(MISS), None, None, "oks"]]  # one computation: MISS
-    # set up from recall.json (endpoint only): no cache to read, the next turn from the server
-    assert out["http_turn1"] == ""
+    assert out["turn3"] == ""  # nothing recalled for turn 3's text: not turn 2's block again
+    # queue_prefetch(HIT) after turn 1 was a cache read: the service computed MISS and turn 3's text
+    assert [c[0] for c in out["calls"]] == [normalize(MISS), "something new entirely"]
+    # set up from recall.json (endpoint only): the service answers each turn's own text
+    assert out["http_turn1"] == want.recall(HIT, format="oks")["injection"].strip() != ""
     assert out["http_turn2"] == out["turn2"]
-    assert served.calls == [(normalize(MISS), None, None, "oks")]
+    assert out["http_turn3"] == ""
+    assert [c[0] for c in served.calls] == [
+        normalize(x) for x in (HIT, MISS, "something new entirely")
+    ]
 
 
-def test_prefetch_never_computes_and_never_waits():
+def test_prefetch_waits_for_this_turn_at_most_prefetch_timeout(caplog):
+    """A miss is computed for the turn that asks it; past ``prefetch_timeout`` the turn gets
+    nothing and a warning, and the entry, when it arrives, serves the same text later."""
     gate = threading.Event()
     service = FakeService(gate=gate)
-    provider = RecallMemoryProvider(Source(cache=FakeCache("oks"), recaller=service, format="oks"))
+    provider = RecallMemoryProvider(Source(recaller=service, format="oks"), prefetch_timeout=0.2)
     provider.initialize("s")
-    provider.queue_prefetch(MISS, session_id="s")  # returns while the computation waits
-    assert provider.prefetch("no such text", session_id="s") == ""
+    with caplog.at_level("WARNING", logger="pipeline.hooks.hermes"):
+        assert provider.prefetch(MISS, session_id="s") == ""  # the gate holds it past 0.2 s
+    assert "took over 0.2 s (prefetch_timeout)" in caplog.text
     gate.set()
-    provider.wait("s")
+    provider.wait("s", timeout=30)
     want = FakeService().recall(MISS, format="oks")["injection"]
-    assert provider.prefetch("no such text", session_id="s") == want
-    assert provider.prefetch("no such text", session_id="s") == ""  # used once
-    assert provider.prefetch(HIT, session_id="t") == FakeCache("oks").get(HIT)["injection"]
-    assert [c[0] for c in service.calls] == [normalize(MISS)]  # prefetch never asked the service
+    assert provider.prefetch("another text", session_id="s") == ""  # never another text's entry
+    assert provider.prefetch(MISS, session_id="s") == want  # the kept entry (a hit anyway)
+    assert (
+        provider.prefetch(HIT, session_id="t")
+        == FakeService().recall(HIT, format="oks")["injection"]
+    )
+    before = dict(provider._threads)
     provider.queue_prefetch("  \r\n ", session_id="s")  # nothing to recall: no thread
-    assert provider._threads == {}
+    assert provider._threads == before
+
+
+def test_cache_read_alone_hits_and_a_cache_without_blocks_warns(caplog):
+    provider = RecallMemoryProvider(Source(cache=FakeCache("oks"), format="oks"))
+    provider.initialize("s")
+    assert provider.prefetch(HIT) == FakeCache("oks").get(HIT)["injection"]
+    assert provider.prefetch(MISS) == ""  # no recaller: a miss injects nothing, silently
+    assert caplog.text == ""
+
+    class NoBlocks(FakeCache):  # a cache built without inject.format: rows, injection None
+        def get(self, text, scope=None):
+            entry = super().get(text, scope)
+            return None if entry is None else {**entry, "injection": None}
+
+    provider = RecallMemoryProvider(Source(cache=NoBlocks("oks"), format="oks"))
+    provider.initialize("s")
+    with caplog.at_level("WARNING", logger="pipeline.hooks.hermes"):
+        assert provider.prefetch(HIT) == "" and provider.prefetch(HIT) == ""
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "without inject.format" in warned[0]  # once, not every turn
+    assert "inject.format=oks" in warned[0]
+
+
+def test_prefetch_timeout_setting(tmp_path):
+    home = tmp_path
+    (home / CONFIG).write_text(
+        json.dumps({"endpoint": "http://127.0.0.1:9", "prefetch_timeout": 2})
+    )
+    provider = RecallMemoryProvider()
+    provider.initialize("s", hermes_home=str(home))
+    assert provider.prefetch_timeout == 2.0
+    (home / CONFIG).write_text(
+        json.dumps({"endpoint": "http://127.0.0.1:9", "prefetch_timeout": 0})
+    )
+    with pytest.raises(ConfigError, match="prefetch_timeout=0; give a positive number"):
+        RecallMemoryProvider().initialize("s", hermes_home=str(home))
 
 
 def test_settings_errors(tmp_path):

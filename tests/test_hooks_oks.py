@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tomllib
 from importlib.metadata import EntryPoint
@@ -16,7 +17,6 @@ import pytest
 
 from conftest import REPO
 from hooks_fakes import HIT, MISS, ROWS_HIT, UNKNOWN, FakeCache, FakeService, build_app, serving
-from pipeline.contract.errors import ConfigError
 from pipeline.hooks.oks import Hit, RecallSearchBackend, hits_from_rows, slug_of
 from pipeline.hooks.source import Source
 
@@ -96,13 +96,13 @@ def test_cache_read_and_scope(service):
 
 
 def test_bad_settings_one_line(tmp_path):
-    with pytest.raises(ConfigError, match="no recall_pipeline: mapping"):
+    with pytest.raises(ValueError, match="no recall_pipeline: mapping"):
         RecallSearchBackend(root=str(instance(tmp_path, {"search_backend": "recall"}))).search("q")
     bad = {"search_backend": "recall", "recall_pipeline": {"endpont": "http://127.0.0.1:1"}}
-    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['endpont'\]"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['endpont'\]"):
         RecallSearchBackend(root=str(instance(tmp_path, bad))).search("q")
     bad = {"search_backend": "recall", "recall_pipeline": {"endpoint": "127.0.0.1:8765"}}
-    with pytest.raises(ConfigError, match="not an absolute http"):
+    with pytest.raises(ValueError, match="not an absolute http"):
         RecallSearchBackend(root=str(instance(tmp_path, bad))).search("q")
 
 
@@ -120,33 +120,36 @@ def python312() -> str | None:
 
 
 def oks_venv() -> Path:
-    """A venv with OKS from PyPI (made once, in a cache folder outside the repo), with our entry
-    point registered from pyproject.toml (a dist-info; the repo itself goes on PYTHONPATH)."""
+    """A venv with OKS from PyPI (made once, in a cache folder outside the repo) and this project
+    installed as the README says, ``pip install --no-deps`` (again on every call: the code under
+    test); none of the batch engine's dependencies is there."""
     py = python312()
     if py is None:
         pytest.skip("no Python >= 3.12 (OKS requires-python >= 3.12)")
     home = Path(
         os.environ.get("RECALL_HOOK_ENVS", Path.home() / ".cache/recall-pipeline/hook-envs")
     )
-    venv = home / f"oks-{OKS_VERSION}"
+    venv = home / f"oks-{OKS_VERSION}-nodeps"
     bin_py = venv / "bin" / "python"
     if not (venv / ".ready").exists():
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([py, "-m", "venv", str(venv)], check=True)
         pip = [str(bin_py), "-m", "pip", "install", "-q", f"open-knowledge-studio=={OKS_VERSION}"]
-        subprocess.run([*pip, "omegaconf", "pyyaml"], check=True, timeout=600)
+        subprocess.run(pip, check=True, timeout=600)
         (venv / ".ready").touch()
-    site = subprocess.check_output(
-        [str(bin_py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
-    ).strip()
-    info = Path(site) / "recall_pipeline_hooks-0.0.0.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: recall-pipeline-hooks\nVersion: 0.0.0\n"
-    )
-    table = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
-    eps = "".join(f"{k} = {v}\n" for k, v in table["oks_search_backend"].items())
-    (info / "entry_points.txt").write_text(f"[oks_search_backend]\n{eps}")
+    build = venv.parent / f"{venv.name}-src"  # the tracked files only (no .venv, runs, caches)
+    shutil.rmtree(build, ignore_errors=True)
+    files = subprocess.check_output(["git", "-C", str(REPO), "ls-files", "pyproject.toml",
+                                     "pipeline", "conf", "README.md", "LICENSE"], text=True)  # fmt: skip
+    for rel in files.split():
+        if (REPO / rel).is_file():
+            (build / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, build / rel)
+    install = [str(bin_py), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall"]
+    subprocess.run([*install, str(build)], check=True, timeout=600)
+    heavy = "omegaconf hydra torch polars numpy pyarrow".split()
+    probe = "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in sys.argv[1:]))"
+    assert subprocess.run([str(bin_py), "-c", probe, *heavy]).returncode == 0, "heavy deps there"
     return venv
 
 
@@ -161,7 +164,8 @@ print(json.dumps([[h["slug"], h["relevance"], h["backend"], h["title"]] for h in
 @pytest.mark.slow  # the first run installs OKS and its dependencies from PyPI (~30 s)
 def test_real_oks_recall_and_hook(tmp_path, service):
     venv = oks_venv()
-    env = {**os.environ, "HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    env.pop("PYTHONPATH", None)  # the installed copy answers, not the checkout
     with serving(build_app(service)) as url:
         settings = {"search_backend": "recall", "recall_pipeline": {"endpoint": url}}
         root = instance(tmp_path / "kb", settings)
@@ -193,3 +197,21 @@ def test_real_oks_recall_and_hook(tmp_path, service):
     assert [[h["slug"], h["relevance"], h["backend"]] for h in cli_hits] == [g[:3] for g in got]
     # the hook injects pages at relevance >= 0.7 (its floor): alpha and beta, not gamma
     assert "(alpha)" in out and "(beta)" in out and "(gamma)" not in out, out
+
+
+@pytest.mark.slow  # the OKS venv of test_real_oks_recall_and_hook
+def test_real_oks_recall_with_the_server_down_is_one_line(tmp_path):
+    venv = oks_venv()
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    settings = {"search_backend": "recall", "recall_pipeline": {"endpoint": down}}
+    root = instance(tmp_path / "kb", settings)
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "OKS_ROOT": str(root), "COLUMNS": "300"}
+    env.pop("PYTHONPATH", None)
+    cli = [str(venv / "bin" / "oks"), "recall", HIT, "--knowledge-only", "--goal", "none"]
+    run = subprocess.run(cli, env=env, capture_output=True, text=True)
+    out = (run.stdout + run.stderr).strip()
+    assert run.returncode == 2, out
+    assert "Traceback" not in out and len(out.splitlines()) == 1, out
+    assert out.startswith(f"recall backend: {down}/recall: ") and "recall serve" in out

@@ -113,20 +113,17 @@ def test_oks_backend_hits_are_the_cache_entry_and_misses_a_fresh_run(oks, fresh)
     assert RecallSearchBackend(source=Source(cache)).search(NEW[0], limit=3) == []
 
 
-def test_hermes_prefetch_reads_the_cache_and_queue_prefetch_computes_the_next_turn(oks, fresh):
+def test_hermes_prefetch_reads_the_cache_and_computes_this_turns_miss(oks, fresh):
     _cfg, _recall, inj, queries, service, cache, _tmp = oks
-    provider = RecallMemoryProvider(Source(cache, service, format="oks"))
+    provider = RecallMemoryProvider(Source(cache, service, format="oks"), prefetch_timeout=60)
     provider.initialize("s1")
     for qid, text in queries.select("query_id", "text").iter_rows():
         assert provider.prefetch(text, session_id="s1") == (_block(inj, qid) or "").strip()
     ref, ref_inj = fresh
     text = NEW[1]
-    assert provider.prefetch(text, session_id="s1") == ""  # not cached, nothing queued
-    provider.queue_prefetch(text, session_id="s1")
-    provider.wait("s1", timeout=60)
     block = _block(ref_inj, "n1")
     assert block  # the run of that text injects something
-    assert provider.prefetch(text, session_id="s1") == block.strip()
+    assert provider.prefetch(text, session_id="s1") == block.strip()  # computed for this turn
     got = service.recall(text, format="oks")  # now kept by the service: a hit
     assert got["cache"] == "hit" and got["injection"] == block
     same_bits(got["rows"], rows_of(ref, "n1"))
@@ -161,6 +158,12 @@ def test_reme_route_of_the_serve_app(oks):
         assert [c["scores"]["score"] for c in results] == want["score"].to_list()
         assert [c["text"] for c in results] == want["text"].to_list()
         assert body["answer"] == _block(ref_inj, f"n{i}").strip()
+        heads = [x.split(" ")[1] for x in body["answer"].splitlines() if x.startswith("=" * 10)]
+        spans = [  # the header's path:start-end is the chunk's (no span: the store has no lines)
+            c["path"] + (f":{c['start_line']}-{c['end_line']}" if c["start_line"] else "")
+            for c in results
+        ]
+        assert heads == spans
         assert body["metadata"]["counts"]["returned"] == LIMIT
         if cache:
             assert body["metadata"]["counts"]["cache"] == cache

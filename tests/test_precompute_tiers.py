@@ -1,6 +1,7 @@
 """``recall precompute`` writes the memory-curve tiers of every scope (``pipeline.run.precompute_tiers``):
 hand-computed counts on two workspaces with scores exactly on the 0.7 / 0.4 / 0.15 boundaries,
-sealed scopes, and an edit that rewrites only the edited scope's file."""
+sealed scopes, and an edit that rewrites only the edited scope's file. The
+tests pin the newest-stamp reference time (``default_now=null``; preset oks reads the run's start)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,9 @@ def _dataset(rows):
 
 
 def _cfg(compose, cache):
-    return compose(["preset=oks", "signals=default", "embed=hashing", f"cache_dir={cache}"])
+    return compose(
+        ["preset=oks", "default_now=null", "signals=default", "embed=hashing", f"cache_dir={cache}"]
+    )
 
 
 def test_tiers_per_scope_by_hand_and_an_edit_rewrites_only_its_scope(compose, tmp_path):
@@ -107,7 +110,15 @@ def test_a_scopes_tiers_do_not_depend_on_other_scopes(compose, tmp_path):
 
 
 def test_no_tiers_without_signals(compose, tmp_path):
-    cfg = compose(["preset=oks", "signals=none", "embed=hashing", f"cache_dir={tmp_path / 'c'}"])
+    cfg = compose(
+        [
+            "preset=oks",
+            "default_now=null",
+            "signals=none",
+            "embed=hashing",
+            f"cache_dir={tmp_path / 'c'}",
+        ]
+    )
     got = precompute.precompute(cfg, _dataset(WS1 + WS2))
     assert "tiers" not in got and not (tmp_path / "c" / "tiers").exists()
 
@@ -119,7 +130,13 @@ def test_precompute_tiers_add_up_to_a_plain_runs_tier_counts(compose, tmp_path):
     total = {t: sum(c[t] for c in got["tiers"].values()) for t in ("hot", "warm", "cold")}
     assert total == {"hot": 1, "warm": 3, "cold": 2}  # by hand: WS1 + WS2 above
     plain = compose(
-        ["preset=oks", "signals=default", "embed=hashing", f"cache_dir={tmp_path / 'p'}"]
+        [
+            "preset=oks",
+            "default_now=null",
+            "signals=default",
+            "embed=hashing",
+            f"cache_dir={tmp_path / 'p'}",
+        ]
     )
     runner.run(plain, tmp_path / "plain", dataset=_dataset(WS1 + WS2))
     manifest = json.loads((tmp_path / "plain" / "manifest.json").read_text())
@@ -138,6 +155,7 @@ def test_a_feedback_table_is_overlaid_as_in_a_run(compose, tmp_path):
     cfg = compose(
         [
             "preset=oks",
+            "default_now=null",
             "signals=default",
             f"signals.path={path}",
             "now=2026-01-01T00:00:00Z",

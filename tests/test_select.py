@@ -172,7 +172,7 @@ def test_injection_formats_hand_checked():
     reme = render(recall, nodes, "reme")["text"][0]
     assert (
         reme.splitlines()[0]
-        == "========== a.md:3-5 [score=0.9000 dense=0.7000 lexical=2.0000] =========="
+        == "========== a.md:3-5 [score=0.9000 vector=0.7000 keyword=2.0000] =========="
     )
     oks = render(recall, nodes, "oks", max_nodes=1)["text"][0]
     # the hook's knowledge section: header, "- [type] title (slug) rel=", 4 spaces + preview

@@ -11,7 +11,7 @@ is a current wiki page and prints ``score`` as its ``relevance`` (the hook's flo
 The backend's settings are the ``recall_pipeline:`` mapping of the same ``settings/recall.yaml``
 (OKS ignores keys it does not know): ``endpoint`` (a running ``recall serve``: hits from its
 cache, misses computed) and/or ``cache_dir`` + ``namespace`` (read in process, misses give no
-hits), ``scope``, ``k``. A row becomes a hit of its page: the slug is the file stem of its
+hits), ``scope``, ``k``, ``timeout``. A row becomes a hit of its page: the slug is the file stem of its
 ``doc_id`` (else of its ``node_id`` before ``#``), the first row of a page wins (pages dedupe as
 OKS's fts5 does), and OKS's ``scope`` (comma-separated areas) keeps the pages of those areas.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipeline.contract.errors import ConfigError
+from pipeline.contract.errors import ConfigError, UserError
 from pipeline.hooks.source import Source
 
 SECTION = "recall_pipeline"
@@ -123,8 +123,13 @@ class RecallSearchBackend:
     def search(
         self, query: str, *, limit: int = 10, scope: str | None = None, **kwargs: Any
     ) -> list:
-        """Ranked hits of ``query`` from the cache (or ``recall serve``); [] for a miss."""
-        entry = self.source.recall(query)
+        """Ranked hits of ``query`` from the cache (or ``recall serve``); [] for a miss. A bad
+        setting or an unreachable service raises ``ValueError`` with one line: what ``oks recall``
+        prints (in red, exit 2) instead of a traceback; OKS's hook treats it as a failed recall."""
+        try:
+            entry = self.source.recall(query)
+        except UserError as exc:
+            raise ValueError(f"recall backend: {str(exc).splitlines()[0]}") from None
         if not entry or not entry.get("rows"):
             return []
         return hits_from_rows(entry["rows"], limit, self._area_map() if scope else None, scope)

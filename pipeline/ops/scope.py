@@ -204,15 +204,17 @@ def run_groups(
     queries: pl.DataFrame,
     include_archived: bool = False,
     now: dt.datetime | None = None,
+    default: dt.datetime | None = None,
 ) -> list[tuple]:
     """[(key, node indices, query indices, reference time)]: the ``scope_groups`` split by reference
-    time. A query's reference time is ``now`` (the config's) if given, else its own ``now``, else the
-    latest timestamp among the nodes its group may see — never another query's, never an invisible
-    node's, never the wall clock. key = (scope, viewer, reference time)."""
+    time. A query's reference time is ``now`` (the config's) if given, else its own ``now``, else
+    ``default`` (the config's ``default_now``, e.g. the run's start), else the latest timestamp
+    among the nodes its group may see — never another query's, never an invisible node's.
+    key = (scope, viewer, reference time)."""
     qnow = queries["now"].to_list() if "now" in queries.columns else [None] * queries.height
     out = []
     for (scope, viewer), rows, qs in scope_groups(nodes, queries, include_archived):
-        fallback = (
+        fallback = default or (
             latest_stamp(nodes, rows)
             if now is None and any(qnow[int(q)] is None for q in qs)
             else None

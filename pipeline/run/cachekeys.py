@@ -51,9 +51,13 @@ def _sha(*chunks: bytes) -> str:
 def recipe_hash(cfg: DictConfig, versions: bool = True) -> str:
     """Hash of the resolved config less the keys that do not change recall (NOT_RECIPE,
     signals.path), with the code and polars versions (``versions=False``: the settings alone, what
-    names a cache namespace across code upgrades)."""
+    names a cache namespace across code upgrades and run starts: without ``default_now``)."""
     conf = OmegaConf.to_container(cfg, resolve=True)
     conf = {k: v for k, v in conf.items() if k not in NOT_RECIPE}
+    if not versions or conf.get("default_now") is None:  # pipeline/run/clock.py: a run's time
+        conf.pop(
+            "default_now", None
+        )  # names no namespace; unset, it leaves older hashes as they were
     conf["signals"] = {k: v for k, v in conf.get("signals", {}).items() if k != "path"}
     if versions:
         conf["_versions"] = [version.code_version(), pl.__version__]

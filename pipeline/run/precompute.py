@@ -51,7 +51,7 @@ from pipeline.contract.ingest import drop_empty
 from pipeline.core import backend
 from pipeline.core.common import StageLog, call_target
 from pipeline.ops.scope import scope_groups
-from pipeline.run import cachekeys, precompute_tiers, precompute_write, querypath
+from pipeline.run import cachekeys, clock, precompute_tiers, precompute_write, querypath
 from pipeline.run.precompute_write import ENTRY_COLUMNS, KEY_COLUMNS, KEY_INDEX, read_keys
 from pipeline.serve import keys as serve_keys
 from pipeline.serve import layout
@@ -167,6 +167,7 @@ def entry_keys(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.Da
 def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     """Bring the dataset's namespace under ``<cfg.cache_dir>/recall`` up to date (under its lock, as
     a new generation); returns hits, misses, partitions, namespace, generation and timings."""
+    cfg = clock.resolve(cfg)  # default_now: start → this run's start, recorded in the manifest
     ds = dataset if dataset is not None else call_target(cfg.data)
     require_queries(cfg.data.name, ds.queries)
     namespace = serve_keys.namespace(cfg, ds.name)
@@ -230,7 +231,7 @@ def _summary(cfg, ds, nodes, queries, keys, changed: dict, hit, miss, namespace:
         nodes,
         ds.edges,
         [cachekeys.scope_of(s) for s in scopes],
-        querypath.config_now(cfg),
+        querypath.config_now(cfg) or clock.default_time(cfg),
         namespace,
     )
     return {
@@ -241,6 +242,7 @@ def _summary(cfg, ds, nodes, queries, keys, changed: dict, hit, miss, namespace:
         "rewritten": changed["rewritten"],
         "removed": changed["removed"],
         **tiers,
+        "default_now": cfg.get("default_now"),  # the reference time rule or time (run/clock.py)
         "data_notes": dict(ds.notes),
         "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -23,7 +23,7 @@ from pipeline.core.common import memo_scope
 from pipeline.core.context import RunContext, RunState
 from pipeline.core.progress import progress
 from pipeline.ops.scope import EdgeIndex, run_groups
-from pipeline.run import autopreset, packs
+from pipeline.run import autopreset, clock, packs
 from pipeline.stages import (
     channels,
     cooccur,
@@ -143,7 +143,8 @@ def run_all_groups(
     if state.cfg.diffuse.method != "none" or state.cfg.signals.enabled:
         # each group's explicit edges by lookup, not a scan
         state.edge_index = EdgeIndex(nodes, state.ds.edges)
-    groups = run_groups(nodes, queries, state.cfg.include_archived, config_now(state.cfg))
+    now, default = config_now(state.cfg), clock.default_time(state.cfg)
+    groups = run_groups(nodes, queries, state.cfg.include_archived, now, default)
     pack = packs.packable(state.cfg, state.ds, state.until) and stages is None
     runs = packs.packs(groups) if pack else [[g] for g in groups]
     for some in progress(runs, "query groups", unit="group"):

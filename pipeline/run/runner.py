@@ -15,7 +15,7 @@ from pipeline.contract.dataset import require_queries
 from pipeline.contract.ingest import nodes_and_queries
 from pipeline.core import backend
 from pipeline.core.common import StageLog, call_target
-from pipeline.run import querypath
+from pipeline.run import clock, querypath
 from pipeline.run.outputs import write_outputs
 from pipeline.stages.vectors import keyword_store
 
@@ -24,6 +24,7 @@ def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = 
     """Run every stage; ``dataset`` (a ``Dataset``) replaces ``cfg.data`` when given (tests, API use);
     ``memo`` keeps the per-node-table steps between runs over the same nodes (``common.corpus_step``).
     Returns {out_dir, metrics, manifest}."""
+    cfg = clock.resolve(cfg)  # default_now: start → this run's start (the manifest's config)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rundir.clear(out_dir, cfg)  # the manifest first, then every output a previous run left here

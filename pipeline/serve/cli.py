@@ -72,6 +72,7 @@ def serve(cfg: DictConfig) -> None:
 
 def lookup(cfg: DictConfig, own: dict) -> int:
     """Print the entry of ``text`` (in ``scope``) of the dataset's namespace as JSON; 1 if none."""
+    from pipeline.run import clock
     from pipeline.run.cachekeys import recipe_hash
     from pipeline.serve import keys
     from pipeline.serve.cache import RecallCache
@@ -89,6 +90,7 @@ def lookup(cfg: DictConfig, own: dict) -> int:
         )
     entry = cache.get(own["text"][0], scope)
     why = None if entry is not None else "no entry for this text and scope"
+    cfg = clock.resolve(cfg, clock.served_time(cfg.cache_dir, ns, cache.generation))
     if entry is not None and entry["recipe"] != recipe_hash(cfg):
         why = "the entry was built by another code version; run recall precompute again"
     if why:

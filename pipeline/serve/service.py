@@ -14,6 +14,9 @@ on a miss, by the batch's query path.
   mtime of every file under the ``data`` paths are digested (``pipeline.serve.fresh``); a change
   reloads the dataset before the request is answered, and entries built against another scope
   version are misses from then on.
+- **Reference time**: with ``default_now: start`` (``preset=oks``) the service computes misses at
+  the reference time recorded by the generation it serves (``pipeline.run.clock``), and follows
+  a new generation's; with no generation yet, at its own start.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pipeline.contract.errors import ConfigError, UserError, require_one_of
 from pipeline.contract.ingest import drop_empty
 from pipeline.core.common import call_target
 from pipeline.ops.scope import scope_rows
-from pipeline.run import cachekeys, precompute
+from pipeline.run import cachekeys, clock, precompute
 from pipeline.serve import keys, render
 from pipeline.serve.batcher import MicroBatcher
 from pipeline.serve.cache import RecallCache
@@ -76,9 +79,9 @@ class Service:
     ``cache_dir``, and the ``serve`` settings)."""
 
     def __init__(self, cfg: DictConfig) -> None:
-        self.cfg = cfg
+        self.cfg, self.given = cfg, cfg
+        self.follows_clock = cfg.get("default_now") == clock.START  # pipeline.run.clock
         opts = cfg.get("serve") or {}
-        self.recipe = cachekeys.recipe_hash(cfg)
         self.memory_entries = int(opts.get("memory_entries", 10000))
         self.watch = DataWatch(data_paths(cfg), float(opts.get("check_interval", 0.5)))
         self._lock = threading.Lock()
@@ -87,6 +90,9 @@ class Service:
         self.cache = RecallCache(
             cfg.cache_dir, self.namespace, float(opts.get("cache_check", 0.05))
         )
+        self.clock_generation = self.cache.generation
+        self.cfg = clock.resolve(cfg, clock.served_time(cfg.cache_dir, self.namespace))
+        self.recipe = cachekeys.recipe_hash(self.cfg)
         window = float(opts.get("batch_window_ms", 5)) / 1000
         self.batcher = MicroBatcher(self._compute, window, int(opts.get("max_batch", 64)))
         self.counts = {"hit": 0, "miss": 0, "reloads": 0}
@@ -110,7 +116,23 @@ class Service:
                     ) from None
                 self.watch.mark(digest)
                 self.counts["reloads"] += 1
+            self._follow_clock()
             return self.state
+
+    def _follow_clock(self) -> None:
+        """With ``default_now: start``, take the reference time of a newly published generation
+        (``pipeline.run.clock``): misses are computed at the time its entries were."""
+        if not self.follows_clock:
+            return
+        gen = self.cache.generation
+        if gen == self.clock_generation:
+            return
+        self.clock_generation = gen
+        at = clock.served_time(self.cfg.cache_dir, self.namespace, gen)
+        if at and at != self.cfg.default_now:
+            self.cfg = clock.resolve(self.given, at)
+            self.recipe = cachekeys.recipe_hash(self.cfg)
+            self.state.computed.clear()  # computed at the previous reference time
 
     def version(self, state: Loaded, scope: tuple | None) -> str:
         """The scope's version in ``state`` (as ``recall precompute`` keys it); a 404 BadRequest

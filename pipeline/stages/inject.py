@@ -3,7 +3,7 @@
 
 - ``bme``: the first 12 recalled nodes plus the always-injected core, in scope-bucket sections of
   per-type markdown tables (``pipeline/stages/inject_bme.py``).
-- ``reme``: per unit, ``========== doc:start-end [score=… dense=… lexical=…] ==========``, the
+- ``reme``: per unit, ``========== doc:start-end [score=…] ==========`` (ReMe's scores), the
   text and ReMe's link-expansion lines of its file (``pipeline/stages/inject_reme.py``); every
   recalled unit (ReMe returns ``limit`` results: preset reme's ``k`` 5) unless ``max_nodes`` is set.
 - ``oks``: the auto-recall hook's knowledge section (``pipeline/stages/inject_oks.py``): recalled

@@ -1,6 +1,8 @@
 """``inject.format=reme``: ReMe's ``search`` answer (agentscope-ai/ReMe @ c8e12487,
-``steps/index/search.py``): per recalled chunk ``========== path:start-end [score=… dense=…
-lexical=…] ==========`` and its text, then, with ``expand_links: true`` (the default), ReMe's
+``steps/index/search.py``): per recalled chunk ``========== path:start-end [score=…] ==========``
+(ReMe's ``_format_scores``: ``score=…`` alone, or with ``vector=… keyword=…`` — the rows'
+``dense`` and ``lexical``, ``-`` where a row has none — when both branches found something for the
+query) and its text, then, with ``expand_links: true`` (the default), ReMe's
 link-expansion lines of the chunk's file (``utils/link_expansion.py``): its out- and in-links
 among the file graph's files, grouped by neighbour (at most 10 per direction), each with the
 neighbour's front-matter ``name``/``description`` and one ``via anchor=#…`` line per anchor.
@@ -17,11 +19,22 @@ import polars as pl
 MAX_LINKS_PER_DIRECTION = 10  # search.py kwargs max_links_per_direction
 
 
-def _header(r: dict) -> str:
+BRANCHES = (("vector", "dense"), ("keyword", "lexical"))  # ReMe's branch name, the row's column
+
+
+def hybrid(rows: list[dict]) -> bool:
+    """ReMe's ``hybrid``: both the vector and the keyword branch found something for the query."""
+    return all(any(r.get(col) is not None for r in rows) for _name, col in BRANCHES)
+
+
+def _header(r: dict, both: bool) -> str:
     span = f":{r['start_line']}-{r['end_line']}" if r.get("start_line") is not None else ""
-    parts = [f"score={r['score']:.4f}"] + [
-        f"{c}={r[c]:.4f}" for c in ("dense", "lexical") if r.get(c) is not None
-    ]
+    parts = [f"score={r['score']:.4f}"]
+    if both:
+        parts += [
+            f"{name}={r[col]:.4f}" if r.get(col) is not None else f"{name}=-"
+            for name, col in BRANCHES
+        ]
     return f"========== {r.get('doc_id') or r['node_id']}{span} [{' '.join(parts)}] =========="
 
 
@@ -98,9 +111,9 @@ def renderer(store):
     )
 
     def text(rows: list[dict]) -> str:
-        out = []
+        out, both = [], hybrid(rows)
         for r in rows:
-            out += [_header(r), r["text"]]
+            out += [_header(r, both), r["text"]]
             if links is not None and r.get("doc_id"):
                 out += expansion_lines(links.expansion(r["doc_id"]))
         return "\n".join(out)

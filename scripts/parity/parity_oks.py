@@ -237,6 +237,9 @@ def _run_ours(store: Path, run_dir: Path, queries: Path, extra: list[str]) -> No
         "report=false",
         f"out_dir={run_dir}",
         f"cache_dir={run_dir / 'cache'}",
+        # OKS's clock is frozen at the newest page `created` (oks_backend_oracle.freeze_clock);
+        # ours reads the memory curve at the same time (the preset's default: the run's start)
+        "default_now=null",
         *extra,
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
