@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import polars as pl
@@ -33,11 +34,22 @@ RETRIES = 5
 
 
 def load_generation(gen_dir: Path, namespace: str) -> dict:
-    """{(scope id, text key): entry} of one generation folder (first query_id wins a shared key)."""
+    """{(scope id, text key): entry} of one generation folder (first query_id wins a shared key).
+    A partition that does not read (truncated, damaged) is left out with a warning: its entries
+    are misses, computed as a run would, until the next precompute rewrites it."""
     index: dict = {}
     for path in sorted(gen_dir.glob("scope=*/data.parquet")):
         sid = path.parent.name.split("=", 1)[1]
-        frame = pl.read_parquet(path)
+        try:
+            frame = pl.read_parquet(path)
+        except FileNotFoundError:
+            raise
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            where = f"{gen_dir.name}/{path.parent.name}/{path.name}"
+            warnings.warn(f"recall cache {where} does not read ({type(exc).__name__}); its "
+                          "entries are computed as misses until recall precompute runs again",
+                          stacklevel=2)  # fmt: skip
+            continue
         row_cols = [c for c in frame.columns if c not in ENTRY_FIELDS]
         entries: dict = {}
         for r in frame.iter_rows(named=True):
@@ -129,6 +141,9 @@ class RecallCache:
         for _ in range(RETRIES):  # the generation read may be pruned by a newer build
             gen = layout.current(ns_dir) if ns_dir else None
             if gen == self._live[0]:
+                break
+            if gen is None:  # CURRENT removed or garbled: no cache (every lookup a miss)
+                self._live = (None, {})
                 break
             try:
                 self._live = (gen, load_generation(ns_dir / gen, ns))
