@@ -163,35 +163,27 @@ def _broken(client, q: dict, *, where: str, root: Path) -> None:
     assert status == 503 and reme["success"] is False and where in reme["answer"]
 
 
-def test_an_unreadable_note_is_a_503_until_it_reads_again(store, unreadable, tmp_path):
+UNREADABLE = [  # (path made mode 000, its mode after, the queries asked, what the 503 names)
+    ("ops/vault.md", 0o644, [HIT, HIT, HIT], "ops/vault.md"),  # a note: every request
+    ("team", 0o755, [TEAM, OPS], "team: folder cannot be read"),  # before: dropped, a 404
+]
+
+
+@pytest.mark.parametrize("case", UNREADABLE, ids=["note", "folder"])
+def test_an_unreadable_file_is_a_503_until_it_reads_again(store, unreadable, tmp_path, case):
+    """A permission change alone (size and mtime kept) is noticed; never the old answer."""
+    rel, mode, asked, where = case
     cfg, folder, _ns = store
     service = Service(cfg)
     client = _client(service)
     try:
-        status, hit = _ask(client, HIT)
+        status, hit = _ask(client, asked[0])
         assert status == 200 and hit["cache"] == "hit"
-        (folder / "ops" / "vault.md").chmod(0)  # a permission change alone: size and mtime kept
-        for _ in range(3):  # every request, never the old answer
-            _broken(client, HIT, where="ops/vault.md", root=tmp_path)
-        (folder / "ops" / "vault.md").chmod(0o644)
-        status, got = _ask(client, HIT)
-        assert status == 200 and got["rows"] == hit["rows"]
-    finally:
-        service.close()
-
-
-def test_an_unreadable_folder_is_a_503_not_a_missing_scope(store, unreadable, tmp_path):
-    cfg, folder, _ns = store
-    service = Service(cfg)
-    client = _client(service)
-    try:
-        status, hit = _ask(client, TEAM)
-        assert status == 200 and hit["cache"] == "hit"
-        (folder / "team").chmod(0)
-        for q in (TEAM, OPS):
-            _broken(client, q, where="team: folder cannot be read", root=tmp_path)
-        (folder / "team").chmod(0o755)
-        status, got = _ask(client, TEAM)
+        (folder / rel).chmod(0)
+        for q in asked:
+            _broken(client, q, where=where, root=tmp_path)
+        (folder / rel).chmod(mode)
+        status, got = _ask(client, asked[0])
         assert status == 200 and got["rows"] == hit["rows"]
     finally:
         service.close()

@@ -23,6 +23,7 @@ on a miss, by the batch's query path.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -280,8 +281,9 @@ class Service:
 
 
 def _roots(cfg: DictConfig) -> list[Path]:
-    """The store's folders and files (``data.path`` and every path the data config names)."""
-    given = [Path(str(cfg.data.path))] if cfg.data.get("path") else []
+    """The store's folders and files, absolute (``data.path`` as given and every path the data
+    config names, resolved): what an error names relative to the store."""
+    given = [Path(os.path.abspath(str(cfg.data.path)))] if cfg.data.get("path") else []
     return [*given, *(p for p in data_paths(cfg) if p not in given)]
 
 
