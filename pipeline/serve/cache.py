@@ -33,34 +33,43 @@ ENTRY_FIELDS = ("query_id", "query_text", "text_key", "scope_version", "recipe",
 RETRIES = 5
 
 
+def partition_entries(path: Path, namespace: str) -> dict:
+    """{(scope id, text key): entry} of one partition file (first query_id wins a shared key)."""
+    sid = path.parent.name.split("=", 1)[1]
+    frame = pl.read_parquet(path)
+    row_cols = [c for c in frame.columns if c not in ENTRY_FIELDS]
+    entries: dict = {}
+    for r in frame.iter_rows(named=True):
+        e = entries.get(r["query_id"])
+        if e is None:
+            e = entries[r["query_id"]] = {f: r[f] for f in ENTRY_FIELDS}
+            e |= {"scope": sid, "rows": [], "namespace": namespace}
+            e["generation"] = path.parent.parent.name
+        if r["rank"] is not None:
+            e["rows"].append({c: r[c] for c in row_cols})
+    index: dict = {}
+    for e in entries.values():
+        index.setdefault((sid, e["text_key"]), e)
+    return index
+
+
 def load_generation(gen_dir: Path, namespace: str) -> dict:
-    """{(scope id, text key): entry} of one generation folder (first query_id wins a shared key).
-    A partition that does not read (truncated, damaged) is left out with a warning: its entries
-    are misses, computed as a run would, until the next precompute rewrites it."""
+    """{(scope id, text key): entry} of one generation folder. A partition that does not read
+    (truncated, damaged, columns missing) is left out with a warning: its entries are misses,
+    computed as a run would, until the next precompute rewrites it."""
     index: dict = {}
     for path in sorted(gen_dir.glob("scope=*/data.parquet")):
-        sid = path.parent.name.split("=", 1)[1]
         try:
-            frame = pl.read_parquet(path)
-        except FileNotFoundError:
+            index |= partition_entries(path, namespace)
+        except FileNotFoundError:  # pruned by a newer build: the caller reads CURRENT again
             raise
-        except (OSError, pl.exceptions.PolarsError) as exc:
+        except (OSError, KeyError, pl.exceptions.PolarsError) as exc:
             where = f"{gen_dir.name}/{path.parent.name}/{path.name}"
-            warnings.warn(f"recall cache {where} does not read ({type(exc).__name__}); its "
-                          "entries are computed as misses until recall precompute runs again",
-                          stacklevel=2)  # fmt: skip
-            continue
-        row_cols = [c for c in frame.columns if c not in ENTRY_FIELDS]
-        entries: dict = {}
-        for r in frame.iter_rows(named=True):
-            e = entries.get(r["query_id"])
-            if e is None:
-                e = entries[r["query_id"]] = {f: r[f] for f in ENTRY_FIELDS}
-                e |= {"scope": sid, "rows": [], "namespace": namespace, "generation": gen_dir.name}
-            if r["rank"] is not None:
-                e["rows"].append({c: r[c] for c in row_cols})
-        for e in entries.values():
-            index.setdefault((sid, e["text_key"]), e)
+            warnings.warn(
+                f"recall cache {where} does not read ({type(exc).__name__}); its entries are "
+                "computed as misses until recall precompute runs again",
+                stacklevel=2,
+            )
     return index
 
 

@@ -37,6 +37,7 @@ MAX_BODY = 1 << 20  # 1 MiB: a query text is far shorter
 MAX_DEPTH = 32  # a request body is a flat object; nothing legitimate nests deeper
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_FLAT = {str, int, float, bool, type(None)}
 _ABSOLUTE = re.compile(r"(?<![\w.~/-])/(?:[^/\s'\"]+/)+")
 
 
@@ -81,6 +82,11 @@ def without_paths(message: str, roots=()) -> str:
 def check_value(value) -> None:
     """A Refused (400) when ``value`` (parsed JSON) nests deeper than :data:`MAX_DEPTH` or holds a
     lone surrogate in a string or key; walked iteratively, so no depth can overflow the stack."""
+    if isinstance(value, dict) and all(
+        type(v) in _FLAT and (type(v) is not str or not _SURROGATE.search(v))
+        and not _SURROGATE.search(k) for k, v in value.items()
+    ):  # fmt: skip
+        return  # the usual body: one object of plain values, nothing to walk
     stack = [(value, 1, "body")]
     while stack:
         v, depth, where = stack.pop()
@@ -134,12 +140,13 @@ class Guard:
         self.token = token.encode() if token else None
         self.hosts = None if hosts is None else {str(h).lower() for h in hosts}
 
-    def refusal(self, scope: dict) -> Refused | None:
-        """The Refused of a request's head (host, token, declared length), or None."""
-        headers = dict(scope.get("headers") or [])
-        host = _host_name(headers.get(b"host", b"").decode("latin-1"))
-        if self.hosts is not None and "*" not in self.hosts and host not in self.hosts:
-            return Refused(f"Host {host!r} is not served; add it to serve.allowed_hosts", 403)
+    def refusal(self, headers: dict) -> Refused | None:
+        """The Refused of a request's head (its ``headers``: host, token, declared length), or
+        None."""
+        if self.hosts is not None and "*" not in self.hosts:
+            host = _host_name(headers.get(b"host", b"").decode("latin-1"))
+            if host not in self.hosts:
+                return Refused(f"Host {host!r} is not served; add it to serve.allowed_hosts", 403)
         if self.token is not None:
             got = headers.get(b"authorization", b"")
             if not hmac.compare_digest(got, b"Bearer " + self.token):
@@ -162,6 +169,10 @@ class Guard:
             message = await receive()
             if message["type"] == "http.disconnect":
                 raise Refused("the client went away", 400)
+            if not body and not message.get("more_body", False):  # the whole body at once
+                if len(message.get("body", b"")) > self.max_body:
+                    raise self._too_big()
+                return message.get("body", b"")
             body += message.get("body", b"")
             if len(body) > self.max_body:
                 raise self._too_big()
@@ -181,12 +192,13 @@ class Guard:
             await send(message)
 
         try:
-            refused = self.refusal(scope)
+            headers = dict(scope["headers"])
+            refused = self.refusal(headers)
             if refused is not None:
                 raise refused
             if scope["method"] in ("POST", "PUT", "PATCH"):
                 raw = await self._body(receive)
-                if raw and _media_type(dict(scope["headers"])) != "application/json":
+                if raw and _media_type(headers) != "application/json":
                     raise Refused("Content-Type must be application/json; send a JSON body", 415)
                 if raw:
                     scope.setdefault("state", {})["json"] = parse_body(raw)
