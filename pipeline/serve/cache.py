@@ -131,10 +131,14 @@ class RecallCache:
         self._refresh()
         return self._live[1].get((scope_id, text_key))
 
+    def due(self) -> bool:
+        """True when the next lookup re-reads ``CURRENT`` (and may load a generation)."""
+        return time.monotonic() - self._checked >= self.check_interval
+
     def _refresh(self) -> None:
         """Re-read ``CURRENT`` when ``check_interval`` has passed; while one thread loads a new
         generation the others keep answering from the one held (the first load is waited for)."""
-        if time.monotonic() - self._checked < self.check_interval:
+        if not self.due():
             return
         if not self._lock.acquire(blocking=self._checked == -float("inf")):
             return

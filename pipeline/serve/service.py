@@ -191,10 +191,11 @@ class Service:
     def recall(self, text: str, scope=None, k: int | None = None, format: str = "rows", *,
                compute: bool = True) -> dict | None:  # fmt: skip
         """The response body {rows, injection, cache, scope_version} of one lookup; with
-        ``compute=False``, None instead of computing a miss."""
+        ``compute=False`` (the event loop), None instead of computing a miss or reading a file
+        (the store's stat, the cache's pointer): the caller asks again in a worker thread."""
         text, scope_t, k, fmt = check_request(text, scope, k, format)
         state = self.current(wait=compute)
-        if state is None:
+        if state is None or (not compute and self.cache.due()):
             return None
         entry, cache = self.lookup(state, text, scope_t), "hit"
         if entry is None:
