@@ -58,3 +58,33 @@ def same_bits(got: list[dict], want: pl.DataFrame) -> None:
             assert [v is None for v in ours] == want[col].is_null().to_list(), col
         else:
             assert ours == want[col].to_list(), col
+
+
+NOTES = {
+    "ops/vault.md": "# Vault\n\nRotate the dbt service account password in Vault under secret/trino.\n",
+    "ops/deploy.md": "# Deploy\n\nDeploys go through the release train every Tuesday.\n",
+    "team/oncall.md": "# On-call\n\nThe on-call rota is in PagerDuty; swap shifts in the team channel.\n",
+    "team/lunch.md": "# Lunch\n\nTeam lunch is on Fridays at the noodle place.\n",
+    "secret/plan.md": "---\nvisibility: [alice]\n---\n# Plan\n\nThe merger plan is code named bluebird.\n",
+}
+QUERIES = [
+    {"query_id": "q-all", "text": "rotate the vault password"},
+    {"query_id": "q-ops", "text": "when do deploys go out", "doc_scope": ["ops"]},
+    {"query_id": "q-team", "text": "who is on call", "doc_scope": ["team"]},
+]
+
+
+def notes_store(tmp, *overrides):
+    """(a config, the store folder): a small workspace store (five notes in ops/, team/ and
+    secret/, the last visible to alice only) with three queries (whole store, ops, team)."""
+    import json
+
+    store = tmp / "notes"
+    for rel, text in NOTES.items():
+        (store / rel).parent.mkdir(parents=True, exist_ok=True)
+        (store / rel).write_text(text)
+    queries = tmp / "queries.jsonl"
+    queries.write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
+    cfg = config(tmp, "data=workspace", f"data.path={store}", f"data.queries={queries}", "k=5",
+                 *overrides)  # fmt: skip
+    return cfg, store

@@ -74,7 +74,16 @@ BAD = [
         {"content": b'{"text": "a",', "headers": {"content-type": "application/json"}},
         400,
     ),
-    ("not UTF-8", {"content": b'{"text": "\xff"}'}, 400),
+    (
+        "not UTF-8",
+        {"content": b'{"text": "\xff"}', "headers": {"content-type": "application/json"}},
+        400,
+    ),
+    (
+        "not application/json",
+        {"content": b'{"text": "a"}', "headers": {"content-type": "text/plain"}},
+        415,
+    ),
     ("a JSON list", {"json": [TEXT]}, 400),
     ("10 MB body", {"content": b'{"text": "' + b"a" * (10 << 20) + b'"}'}, 413),
 ]

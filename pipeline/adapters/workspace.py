@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -70,15 +71,25 @@ def _bool(value, where: str, field: str) -> bool | None:
     )
 
 
+def _unreadable(exc: OSError) -> None:
+    raise DataError(
+        str(exc.filename), f"folder cannot be read ({exc.strerror})", "make it readable"
+    )
+
+
 def list_notes(root: Path) -> list[Path]:
-    """Every ``*.md`` under ``root`` in sorted order; a symlink anywhere (``root`` included) is a
-    DataError (``common.refuse_symlink``)."""
+    """Every ``*.md`` under ``root`` in sorted order; a symlink anywhere (``root`` included), a
+    folder that cannot be read or a ``*.md`` that is not a regular file (a FIFO would block the
+    read) is a DataError (``common.refuse_symlink``)."""
     refuse_symlink(root)
     found = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=_unreadable, followlinks=False):
         for name in sorted(dirnames + filenames):
             refuse_symlink(Path(dirpath) / name)
         found += [Path(dirpath) / f for f in filenames if f.endswith(".md")]
+    for f in found:
+        if not stat.S_ISREG(os.lstat(f).st_mode):
+            raise DataError(str(f), "not a regular file", "replace it with a markdown file")
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 

@@ -145,11 +145,17 @@ def compute_missing(
     return keyed.select(*rows.columns, *KEY_COLUMNS, "query_text"), seconds
 
 
+def uses_log(cfg: DictConfig) -> bool:
+    """True when the recipe reads the injection log (the collab channel, the CF boosts)."""
+    return bool(
+        "collab" in cfg.channels or cfg.inject.get("beta_item") or cfg.inject.get("beta_user")
+    )
+
+
 def keys_log(cfg: DictConfig, ds: Dataset) -> pl.DataFrame | None:
     """The injection log a scope version covers (read by the collab channel and the CF boosts),
     else None."""
-    uses = "collab" in cfg.channels or cfg.inject.get("beta_item") or cfg.inject.get("beta_user")
-    return ds.use_log() if uses else None
+    return ds.use_log() if uses_log(cfg) else None
 
 
 def entry_keys(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame):
@@ -182,8 +188,7 @@ def _build(cfg: DictConfig, ds: Dataset, namespace: str, ns_dir: Path) -> dict:
     nodes, queries = drop_empty(ds)
     keys = entry_keys(cfg, ds, nodes, queries)
     live_gen = layout.current(ns_dir)
-    old = ns_dir / live_gen if live_gen else None
-    cached = read_keys(old)
+    old, cached = precompute_write.usable_keys(ns_dir / live_gen if live_gen else None)
     hit = keys.join(cached, on=["query_id", "scope", *KEY_COLUMNS], how="semi")
     miss = keys.join(hit, on="query_id", how="anti")
     t_keys = time.perf_counter() - t0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from io import BytesIO
 from pathlib import Path
 
@@ -62,6 +63,21 @@ def read_keys(gen: Path | None) -> pl.DataFrame:
     if gen is not None and index_is_valid(gen):
         return pl.read_ipc(BytesIO((gen / KEY_INDEX).read_bytes()))
     return scan_keys(gen)
+
+
+def usable_keys(gen: Path | None) -> tuple[Path | None, pl.DataFrame]:
+    """(``gen``, :func:`read_keys` of it); (None, no keys) with a warning when a partition of
+    ``gen`` does not read (truncated, damaged): a damaged generation is never reused, so every
+    entry is computed again and the next generation is whole."""
+    try:
+        return gen, read_keys(gen)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        warnings.warn(
+            f"recall cache {gen.parent.name}/{gen.name}: a partition does not read "
+            f"({type(exc).__name__}); every entry is computed again",
+            stacklevel=2,
+        )
+        return None, scan_keys(None)
 
 
 def scan_keys(gen: Path | None) -> pl.DataFrame:

@@ -3,11 +3,14 @@ ReMe's ``POST /reme/search`` and ``POST /reme/health_check`` (``pipeline.hooks.r
 
 ``POST /recall`` takes ``{"text": str, "scope"?: str | [str], "k"?: int > 0, "format"?: "rows" |
 "reme" | "oks" | "bme"}`` and answers ``{"rows": [...], "injection": str | null, "cache": "hit" |
-"miss", "scope_version": str}`` (``Service.recall``). A bad request gets a 4xx and one line of
-JSON, ``{"error": "..."}``: invalid JSON or fields 400, an unknown scope 404, a body over
-:data:`MAX_BODY` bytes 413, a store caught mid-write 503; never a 500 (that is kept for bugs, as
-one line of JSON too). ``build_app(service)`` returns the app; more routes can
-be added to ``app.router`` (``read_json`` and ``error`` are for them too).
+"miss", "scope_version": str}`` (``Service.recall``). Every request first passes
+``pipeline.serve.guard`` (Host, token, Content-Type, body size while it streams, JSON checks). A
+bad request gets a 4xx and one line of JSON, ``{"error": "..."}``: invalid JSON or fields 400, a
+wrong or missing token 401, a Host not served 403, an unknown scope 404, a body over
+:data:`MAX_BODY` bytes 413, not ``application/json`` 415, a store that cannot be read 503 (on
+``/health`` too); never a 500 (that is kept for bugs, as one line of JSON too, and the connection
+stays open). No error body holds an absolute path. ``build_app(service)`` returns the app; more
+routes can be added to ``app.router`` (``read_json`` and ``error`` are for them too).
 """
 
 from __future__ import annotations
@@ -18,15 +21,17 @@ from collections import OrderedDict
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from pipeline.contract.errors import UserError
 from pipeline.hooks import reme
+from pipeline.serve.guard import MAX_BODY, Guard, without_paths
 from pipeline.serve.service import BadRequest
 
-MAX_BODY = 1 << 20  # 1 MiB: a query text is far shorter
+__all__ = ["MAX_BODY", "build_app", "error", "read_json"]
 FIELDS = ("text", "scope", "k", "format")
 
 
@@ -73,24 +78,14 @@ class Encoded:
 
 
 def error(status: int, message: str) -> JSON:
-    """A one-line JSON error response."""
-    return JSON({"error": " ".join(str(message).split())}, status_code=status)
+    """A one-line JSON error response (absolute paths left out)."""
+    return JSON({"error": without_paths(message)}, status_code=status)
 
 
-async def read_json(request: Request, max_body: int = MAX_BODY) -> dict:
-    """The request's JSON object; a BadRequest (400, or 413 over ``max_body`` bytes)."""
-    length = request.headers.get("content-length")
-    if length is not None and (not length.isdigit() or int(length) > max_body):
-        raise BadRequest(f"request body over {max_body} bytes; send a shorter body", 413)
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_body:
-            raise BadRequest(f"request body over {max_body} bytes; send a shorter body", 413)
-    try:
-        got = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"invalid JSON body ({exc}); send a JSON object") from None
+async def read_json(request: Request) -> dict:
+    """The request's JSON object, as ``pipeline.serve.guard`` parsed and checked it; a
+    BadRequest (400) when the body is empty or not an object."""
+    got = getattr(request.state, "json", None)
     if not isinstance(got, dict):
         raise BadRequest("the body must be a JSON object with a 'text' field")
     return got
@@ -117,26 +112,29 @@ async def recall(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    """``GET /health``: the service's status."""
-    return JSON(await run_in_threadpool(request.app.state.service.health))
+    """``GET /health``: the service's status (503 while the store cannot be read)."""
+    try:
+        return JSON(await run_in_threadpool(request.app.state.service.health))
+    except BadRequest as exc:
+        return error(exc.status, str(exc))
 
 
 async def _http_error(request: Request, exc: HTTPException) -> Response:
     return error(exc.status_code, exc.detail)
 
 
-async def _internal(request: Request, exc: Exception) -> Response:
-    return error(500, f"internal error ({type(exc).__name__}); see the server log")
-
-
-def build_app(service) -> Starlette:
-    """The Starlette app serving ``service`` (a ``pipeline.serve.Service``), ReMe's routes included."""
+def build_app(service, token: str | None = None, hosts=None) -> Starlette:
+    """The Starlette app serving ``service`` (a ``pipeline.serve.Service``), ReMe's routes
+    included, behind ``guard.Guard`` (``token``: the bearer token required, None for none;
+    ``hosts``: the ``Host`` names served, None for any: ``recall serve`` passes
+    ``guard.allowed_hosts``)."""
     app = Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
             Route("/recall", recall, methods=["POST"]),
         ],
-        exception_handlers={HTTPException: _http_error, Exception: _internal},
+        middleware=[Middleware(Guard, token=token, hosts=hosts, max_body=MAX_BODY)],
+        exception_handlers={HTTPException: _http_error},
     )
     app.state.service = service
     app.state.encoded = Encoded()

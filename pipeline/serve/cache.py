@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import polars as pl
@@ -32,23 +33,43 @@ ENTRY_FIELDS = ("query_id", "query_text", "text_key", "scope_version", "recipe",
 RETRIES = 5
 
 
+def partition_entries(path: Path, namespace: str) -> dict:
+    """{(scope id, text key): entry} of one partition file (first query_id wins a shared key)."""
+    sid = path.parent.name.split("=", 1)[1]
+    frame = pl.read_parquet(path)
+    row_cols = [c for c in frame.columns if c not in ENTRY_FIELDS]
+    entries: dict = {}
+    for r in frame.iter_rows(named=True):
+        e = entries.get(r["query_id"])
+        if e is None:
+            e = entries[r["query_id"]] = {f: r[f] for f in ENTRY_FIELDS}
+            e |= {"scope": sid, "rows": [], "namespace": namespace}
+            e["generation"] = path.parent.parent.name
+        if r["rank"] is not None:
+            e["rows"].append({c: r[c] for c in row_cols})
+    index: dict = {}
+    for e in entries.values():
+        index.setdefault((sid, e["text_key"]), e)
+    return index
+
+
 def load_generation(gen_dir: Path, namespace: str) -> dict:
-    """{(scope id, text key): entry} of one generation folder (first query_id wins a shared key)."""
+    """{(scope id, text key): entry} of one generation folder. A partition that does not read
+    (truncated, damaged, columns missing) is left out with a warning: its entries are misses,
+    computed as a run would, until the next precompute rewrites it."""
     index: dict = {}
     for path in sorted(gen_dir.glob("scope=*/data.parquet")):
-        sid = path.parent.name.split("=", 1)[1]
-        frame = pl.read_parquet(path)
-        row_cols = [c for c in frame.columns if c not in ENTRY_FIELDS]
-        entries: dict = {}
-        for r in frame.iter_rows(named=True):
-            e = entries.get(r["query_id"])
-            if e is None:
-                e = entries[r["query_id"]] = {f: r[f] for f in ENTRY_FIELDS}
-                e |= {"scope": sid, "rows": [], "namespace": namespace, "generation": gen_dir.name}
-            if r["rank"] is not None:
-                e["rows"].append({c: r[c] for c in row_cols})
-        for e in entries.values():
-            index.setdefault((sid, e["text_key"]), e)
+        try:
+            index |= partition_entries(path, namespace)
+        except FileNotFoundError:  # pruned by a newer build: the caller reads CURRENT again
+            raise
+        except (OSError, KeyError, pl.exceptions.PolarsError) as exc:
+            where = f"{gen_dir.name}/{path.parent.name}/{path.name}"
+            warnings.warn(
+                f"recall cache {where} does not read ({type(exc).__name__}); its entries are "
+                "computed as misses until recall precompute runs again",
+                stacklevel=2,
+            )
     return index
 
 
@@ -110,10 +131,14 @@ class RecallCache:
         self._refresh()
         return self._live[1].get((scope_id, text_key))
 
+    def due(self) -> bool:
+        """True when the next lookup re-reads ``CURRENT`` (and may load a generation)."""
+        return time.monotonic() - self._checked >= self.check_interval
+
     def _refresh(self) -> None:
         """Re-read ``CURRENT`` when ``check_interval`` has passed; while one thread loads a new
         generation the others keep answering from the one held (the first load is waited for)."""
-        if time.monotonic() - self._checked < self.check_interval:
+        if not self.due():
             return
         if not self._lock.acquire(blocking=self._checked == -float("inf")):
             return
@@ -129,6 +154,9 @@ class RecallCache:
         for _ in range(RETRIES):  # the generation read may be pruned by a newer build
             gen = layout.current(ns_dir) if ns_dir else None
             if gen == self._live[0]:
+                break
+            if gen is None:  # CURRENT removed or garbled: no cache (every lookup a miss)
+                self._live = (None, {})
                 break
             try:
                 self._live = (gen, load_generation(ns_dir / gen, ns))

@@ -2,7 +2,10 @@
 
 ``recall serve <run overrides> cache_dir=D [host=127.0.0.1 port=8765]`` loads a ``Service`` and
 runs the HTTP app (``pipeline.serve.app``) on uvicorn; ``host``/``port`` are ``serve.host`` and
-``serve.port`` (loopback unless told).
+``serve.port`` (loopback unless told). A bind that is not loopback needs ``serve.token`` (or
+``RECALL_SERVE_TOKEN``: clients send ``Authorization: Bearer <token>``) and prints a warning
+line; the ``Host`` names served are ``serve.allowed_hosts`` (null: the loopback names) plus the
+bind address (``pipeline.serve.guard``).
 ``recall lookup <run overrides> cache_dir=D text=... [scope=...]`` prints the cached entry of
 that text as one line of JSON (no server, nothing computed; exit 1 and ``{"error": ...}`` on
 stderr when there is none, or when it was built by another code version). ``text=`` and ``scope=`` are taken verbatim (any
@@ -18,6 +21,7 @@ from omegaconf import DictConfig
 
 from pipeline.contract.errors import ConfigError, reported
 from pipeline.contract.paths import CONF_DIR
+from pipeline.serve.guard import allowed_hosts, is_loopback
 
 RENAMED = {"host": "serve.host", "port": "serve.port"}
 VERBATIM = ("text", "scope")
@@ -51,6 +55,23 @@ def empty_namespace_warning(there: list[str], namespace: str, cache_dir) -> str 
     )
 
 
+def exposure(host: str, token: str | None, hosts) -> str | None:
+    """The warning line of a bind that is not loopback (None for loopback); a ConfigError when
+    such a bind has no token."""
+    if is_loopback(host):
+        return None
+    if not token:
+        raise ConfigError(
+            f"serve.host={host} is not loopback: any machine that reaches it could read the notes; "
+            "set serve.token=<secret> (or RECALL_SERVE_TOKEN), or bind host=127.0.0.1"
+        )
+    return (
+        f"warning: recall serve listens on {host}, not loopback: every request needs "
+        f"Authorization: Bearer <serve.token> and a Host in {sorted(hosts)} (serve.allowed_hosts); "
+        "put TLS in front of it to keep the token off the wire"
+    )
+
+
 def serve(cfg: DictConfig) -> None:
     """Load the service and run it on uvicorn at ``serve.host``:``serve.port``."""
     import uvicorn
@@ -58,14 +79,19 @@ def serve(cfg: DictConfig) -> None:
     from pipeline.serve.app import build_app
     from pipeline.serve.service import Service
 
-    service = Service(cfg)
     host, port = str(cfg.serve.host), int(cfg.serve.port)
+    token = str(cfg.serve.get("token") or "") or None
+    hosts = allowed_hosts(host, cfg.serve.get("allowed_hosts"))
+    exposed = exposure(host, token, hosts)  # refused before anything is loaded
+    service = Service(cfg)
     print(f"recall serve: namespace {service.namespace}, http://{host}:{port}", flush=True)
     warning = empty_namespace_warning(service.cache.namespaces(), service.namespace, cfg.cache_dir)
-    if warning:
-        print(warning, file=sys.stderr, flush=True)
+    for line in (exposed, warning):
+        if line:
+            print(line, file=sys.stderr, flush=True)
+    app = build_app(service, token=token, hosts=hosts)
     try:
-        uvicorn.run(build_app(service), host=host, port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         service.close()
 

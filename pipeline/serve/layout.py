@@ -14,8 +14,8 @@ A precompute takes ``LOCK`` (a second one waits), builds ``g-<n+1>.tmp-<pid>`` b
 generation (a partition whose entries did not change is a hard link to the live one's file),
 renames it to ``g-<n+1>`` and then replaces ``CURRENT``: a reader sees the old build or the new
 one, never half of one nor a mix. The two newest generations are kept (a reader still loading
-the previous one finishes); older ones and unfinished ``*.tmp-*`` folders are removed under the
-lock.
+the previous one finishes); older ones, unfinished ``*.tmp-*`` folders and ``.CURRENT.<hex>.tmp`` files of a pointer write
+that was killed are removed under the lock.
 """
 
 from __future__ import annotations
@@ -54,10 +54,11 @@ def namespaces(cache_dir: str | Path) -> list[str]:
 
 
 def current(ns_dir: Path) -> str | None:
-    """The live generation's folder name, or None before the first build."""
+    """The live generation's folder name, or None before the first build (and when ``CURRENT``
+    is missing, unreadable or does not name a generation)."""
     try:
-        name = (ns_dir / POINTER).read_text().strip()
-    except FileNotFoundError:
+        name = (ns_dir / POINTER).read_bytes().decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
         return None
     return name if GEN.match(name) else None
 
@@ -98,6 +99,8 @@ def publish(ns_dir: Path, tmp: Path, name: str) -> Path:
         shutil.rmtree(ns_dir / old, ignore_errors=True)
     for p in ns_dir.glob("g-*.tmp-*"):
         shutil.rmtree(p, ignore_errors=True)
+    for p in ns_dir.glob(f".{POINTER}.*.tmp"):  # a pointer write killed halfway (io.atomic_write)
+        p.unlink(missing_ok=True)
     return final
 
 

@@ -10,34 +10,44 @@ on a miss, by the batch's query path.
   a query's result does not depend on its batch (sealed scopes). A computed entry is kept in
   memory for this scope version (``serve.memory_entries`` of them, then the oldest go), so asking
   again is a hit; the disk cache is only written by ``recall precompute``.
-- **Freshness**: at most every ``serve.check_interval`` seconds (0: every request) the size and
-  mtime of every file under the ``data`` paths are digested (``pipeline.serve.fresh``); a change
-  reloads the dataset before the request is answered, and entries built against another scope
-  version are misses from then on.
 - **Reference time**: with ``default_now: start`` (``preset=oks``) the service computes misses at
   the reference time recorded by the generation it serves (``pipeline.run.clock``), and follows
   a new generation's; with no generation yet, at its own start.
+- **Freshness**: at most every ``serve.check_interval`` seconds (0: every request) the stat of
+  exactly the files the adapter reads is digested (``pipeline.serve.fresh``); a change reloads the
+  dataset before the request is answered (in a worker thread, never on the event loop), and
+  entries built against another scope version are misses from then on. While the store cannot be
+  read (caught mid-write, a file or folder made unreadable) every request is a 503 naming the file
+  relative to the store, never the old answer, until it reads again.
+- **Scopes** are known by their visible nodes (a request has no viewer): a scope whose nodes all
+  have a ``visibility`` list is a 404, as a scope that names nothing. At most
+  :data:`SCOPE_VERSIONS` scope versions are kept per load, by scope id.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 from omegaconf import DictConfig
 
-from pipeline.contract.errors import ConfigError, UserError, require_one_of
+from pipeline.contract.errors import ConfigError, DataError, UserError, require_one_of
 from pipeline.contract.ingest import drop_empty
 from pipeline.core.common import call_target
-from pipeline.ops.scope import scope_rows
+from pipeline.ops.scope import scope_rows, visible
 from pipeline.run import cachekeys, clock, precompute
 from pipeline.serve import keys, render
 from pipeline.serve.batcher import MicroBatcher
 from pipeline.serve.cache import RecallCache
-from pipeline.serve.fresh import DataWatch, data_paths
+from pipeline.serve.fresh import DataWatch, data_paths, input_files
+from pipeline.serve.guard import without_paths
+
+SCOPE_VERSIONS = 4096  # scope versions kept per load (a client may send any number of scopes)
 
 
 class BadRequest(UserError):
@@ -55,9 +65,17 @@ class Loaded:
     ds: object
     nodes: pl.DataFrame
     digest: str
-    versions: dict = field(default_factory=dict)
+    versions: OrderedDict = field(default_factory=OrderedDict)
     memo: dict = field(default_factory=dict)
     computed: OrderedDict = field(default_factory=OrderedDict)
+    public: pl.DataFrame | None = None  # the nodes a request (no viewer) may see
+
+    def __post_init__(self) -> None:
+        if "visibility" in self.nodes.columns:
+            mask = visible(self.nodes["visibility"].to_list(), None)
+            self.public = self.nodes.filter(pl.Series(mask))
+        else:
+            self.public = self.nodes
 
 
 def check_request(text, scope, k, fmt) -> tuple[str, tuple | None, int | None, str]:
@@ -83,7 +101,9 @@ class Service:
         self.follows_clock = cfg.get("default_now") == clock.START  # pipeline.run.clock
         opts = cfg.get("serve") or {}
         self.memory_entries = int(opts.get("memory_entries", 10000))
-        self.watch = DataWatch(data_paths(cfg), float(opts.get("check_interval", 0.5)))
+        self.roots = _roots(cfg)
+        self.failure: tuple[str, str] | None = None  # (digest, message) while the store fails
+        self.watch = DataWatch(lambda: input_files(cfg), float(opts.get("check_interval", 0.5)))
         self._lock = threading.Lock()
         self.state = self._load(self.watch.seen)
         self.namespace = keys.namespace(cfg, self.state.ds.name)
@@ -98,26 +118,53 @@ class Service:
         self.counts = {"hit": 0, "miss": 0, "reloads": 0}
 
     def _load(self, digest: str) -> Loaded:
-        ds = call_target(self.cfg.data)
+        try:
+            ds = call_target(self.cfg.data)
+        except OSError as exc:  # unreadable (permissions, I/O): the store's fault, one line
+            where = exc.filename or self.cfg.data.get("path") or self.cfg.data.name
+            raise DataError(str(where), exc.strerror or str(exc), "make it readable") from None
         nodes, _queries = drop_empty(ds)
         return Loaded(ds, nodes, digest)
 
-    def current(self) -> Loaded:
-        """The loaded dataset, reloaded first when its files changed (``serve.check_interval``)."""
-        with self._lock:
+    def public(self, message: str) -> str:
+        """``message`` with the store's paths relative to it and no other absolute path."""
+        return without_paths(str(message), self.roots)
+
+    def current(self, wait: bool = True) -> Loaded | None:
+        """The loaded dataset, reloaded first when its files changed (``serve.check_interval``);
+        a 503 BadRequest while the store cannot be read. ``wait=False`` (the event loop): None
+        instead of looking at the files or waiting for a reload."""
+        if not wait and (self.failure is not None or self.watch.due()):
+            return None
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            return self._fresh()
+        finally:
+            self._lock.release()
+
+    def _fresh(self) -> Loaded:
+        """:meth:`current` under the lock."""
+        if self.failure is not None:
+            self.watch.recheck()  # failing: every request looks again
+        digest = None
+        try:
             digest = self.watch.changed()
+            if digest is not None and self.failure is not None and digest == self.failure[0]:
+                raise BadRequest(self.failure[1], 503)  # unchanged since it failed
             if digest is not None:
-                try:
-                    self.state = self._load(digest)
-                except UserError as exc:  # caught mid-write: the next request reads it again
-                    self.watch.recheck()
-                    raise BadRequest(
-                        f"the store changed and cannot be read yet ({exc})", 503
-                    ) from None
+                self.state = self._load(digest)
                 self.watch.mark(digest)
                 self.counts["reloads"] += 1
-            self._follow_clock()
-            return self.state
+        except BadRequest:
+            raise
+        except UserError as exc:
+            msg = f"the store cannot be read ({self.public(exc)}); it is answered once it reads"
+            self.failure = (digest or "", msg)
+            raise BadRequest(msg, 503) from None
+        self.failure = None
+        self._follow_clock()
+        return self.state
 
     def _follow_clock(self) -> None:
         """With ``default_now: start``, take the reference time of a newly published generation
@@ -136,15 +183,22 @@ class Service:
 
     def version(self, state: Loaded, scope: tuple | None) -> str:
         """The scope's version in ``state`` (as ``recall precompute`` keys it); a 404 BadRequest
-        when no node lies in the scope."""
-        if scope not in state.versions:
-            if scope is not None and not len(scope_rows(state.nodes, [scope])[scope]):
+        when no node a request may see lies in the scope."""
+        sid = keys.scope_id(scope)
+        got = state.versions.get(sid)
+        if got is None:
+            if scope is not None and not len(scope_rows(state.public, [scope])[scope]):
                 raise BadRequest(f"scope {list(scope)}: no node's doc_id is in it", 404)
             q = _queries([("-", scope)])
             log = precompute.keys_log(self.cfg, state.ds)
             got = cachekeys.query_keys(self.cfg, state.nodes, q, state.ds.edges, log)
-            state.versions[scope] = got["scope_version"][0]
-        return state.versions[scope]
+            got = state.versions[sid] = got["scope_version"][0]
+            while len(state.versions) > SCOPE_VERSIONS:
+                try:
+                    state.versions.popitem(last=False)
+                except KeyError:  # emptied by another thread
+                    break
+        return got
 
     def lookup(self, state: Loaded, text: str, scope: tuple | None) -> dict | None:
         """The entry of ``text`` in ``scope`` that is fresh in ``state``: the disk cache's when
@@ -159,9 +213,12 @@ class Service:
     def recall(self, text: str, scope=None, k: int | None = None, format: str = "rows", *,
                compute: bool = True) -> dict | None:  # fmt: skip
         """The response body {rows, injection, cache, scope_version} of one lookup; with
-        ``compute=False``, None instead of computing a miss."""
+        ``compute=False`` (the event loop), None instead of computing a miss or reading a file
+        (the store's stat, the cache's pointer): the caller asks again in a worker thread."""
         text, scope_t, k, fmt = check_request(text, scope, k, format)
-        state = self.current()
+        state = self.current(wait=compute)
+        if state is None or (not compute and self.cache.due()):
+            return None
         entry, cache = self.lookup(state, text, scope_t), "hit"
         if entry is None:
             if not compute:
@@ -244,6 +301,13 @@ class Service:
     def close(self) -> None:
         """Stop the miss batcher."""
         self.batcher.close()
+
+
+def _roots(cfg: DictConfig) -> list[Path]:
+    """The store's folders and files, absolute (``data.path`` as given and every path the data
+    config names, resolved): what an error names relative to the store."""
+    given = [Path(os.path.abspath(str(cfg.data.path)))] if cfg.data.get("path") else []
+    return [*given, *(p for p in data_paths(cfg) if p not in given)]
 
 
 def _queries(pairs: list) -> pl.DataFrame:
