@@ -22,10 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.adapters import bme, oks
+from pipeline.adapters import bme, fields, oks, reme
 from pipeline.adapters.bme_js import js_string, region_list, unique_ids, unique_strings
+from pipeline.adapters.reme_index import read_jsonl_zst
 from pipeline.cli.main import main
+from reme_store import write_jsonl_zst
 from test_adapter_bme import T0, by_id, graph, write
+from test_adapter_reme import B, build
 
 OKS_STORE = Path(__file__).parent / "data" / "oks_store"
 
@@ -212,3 +215,86 @@ def test_oks_recall_state_without_a_session_name_is_skipped_with_a_warning(tmp_p
     assert ds.skipped["recall_state_no_session"] == 2
     state = ds.tables["recall_state"]
     assert ("s9", 4, "p", 3) in state.rows() and "" not in state["session"].to_list()
+
+
+# siblings: integers past 64 bits (JSON has no limit; the columns do), ms epochs elsewhere
+
+BIG = 10**30
+
+
+def test_an_integer_past_64_bits_is_named_by_the_schema():
+    for rec, field in (({"n": BIG}, "n"), ({"seen": {"a": 1, "b": -BIG}}, "seen")):
+        bad = fields.problem(rec, fields.OKS_RECALL_STATE)
+        assert bad == (
+            field,
+            f"'{field}' holds {BIG if field == 'n' else -BIG}, past the 64-bit integers",
+        )
+    assert (
+        fields.problem({"n": 2**63 - 1, "seen": {"a": -(2**63)}}, fields.OKS_RECALL_STATE) is None
+    )
+
+
+def test_oks_and_reme_integers_past_64_bits_are_one_error_line(tmp_path, capsys):
+    store = tmp_path / "oks"
+    shutil.copytree(OKS_STORE, store)
+    (store / ".oks").mkdir(exist_ok=True)
+    state = store / ".oks" / "recall-state-s1.json"
+    state.write_text(json.dumps({"n": 2, "seen": {"a": BIG}}))
+    args = ["data=oks", f"data.path={store}", f"data.queries={store / 'queries.jsonl'}"]
+    line = _cli_error([*args, "preset=oks_team"], tmp_path, capsys)
+    assert line == (
+        f"error: {state}, row document, field 'seen': 'seen' holds {BIG}, past the 64-bit "
+        "integers; fix: fix or delete it (OKS's hook writes {n: <turns>, seen: {<slug>: <turn>}})"
+    )  # was a polars ComputeError
+    reme_store = tmp_path / "reme"
+    build(reme_store)
+    chunks = reme_store / "metadata/file_store/file_chunks_default_v1.jsonl.zst"
+    rows = read_jsonl_zst(chunks)
+    rows[1]["end_line"] = BIG
+    write_jsonl_zst(chunks, rows)
+    line = _cli_error(["data=reme", f"data.path={reme_store}"], tmp_path, capsys)
+    assert line.startswith(
+        f"error: {chunks}, row line 2, field 'end_line': 'end_line' holds {BIG}, past the 64-bit integers; fix: rebuild"
+    )
+
+
+def test_reme_access_log_count_past_64_bits_is_the_signal_missing(tmp_path, caplog):
+    build(tmp_path)
+    path = tmp_path / "meta" / "access_log.json"
+    doc = json.loads(path.read_text())
+    doc["paths"][B]["last_hit_count_30d"] = BIG
+    path.write_text(json.dumps(doc))
+    with caplog.at_level(logging.WARNING, logger="pipeline.adapters.reme_meta"):
+        ds = reme.load(str(tmp_path))
+    assert ds.freshness["access_log"]["status"] == "invalid"
+    assert ds.nodes["hits_30d"].null_count() == ds.nodes.height
+    assert any("past the 64-bit integers" in r.getMessage() for r in caplog.records)
+
+
+def test_sillytavern_send_date_past_the_year_9999_is_one_error_line(tmp_path, capsys):
+    chat = tmp_path / "chat.jsonl"
+    msg = {"name": "U", "is_user": True, "mes": "where is the key", "send_date": 1e20}
+    chat.write_text(
+        json.dumps({"user_name": "U", "character_name": "Aria"}) + "\n" + json.dumps(msg) + "\n"
+    )
+    p = write(tmp_path, graph())
+    args = ["data=bme", f"data.path={p}", f"data.queries={chat}", "data.vectors=false"]
+    line = _cli_error(args, tmp_path, capsys)  # was an OSError (Value too large)
+    assert line == (
+        f"error: {chat}, row line 2, field 'send_date': send_date 1e+20 is not a ms epoch of years "
+        "1–9999; fix: write the time in milliseconds since 1970, or as an ISO datetime"
+    )
+
+
+@pytest.mark.parametrize(
+    "now, problem",
+    [
+        ("9999-12-31T23:59:59-23:59", "'now' value '9999-12-31T23:59:59-23:59' lies outside the years 1–9999 in UTC; fix: write a date-time of years 1–9999"),
+        ("yesterday", "'now' value 'yesterday' is not a date; fix: write it as YYYY-MM-DD or an ISO 8601 datetime"),
+    ],
+)  # fmt: skip
+def test_reme_data_now_unreadable_is_one_error_line(now, problem, tmp_path, capsys):
+    store = tmp_path / "store"
+    build(store)
+    line = _cli_error(["data=reme", f"data.path={store}", f"data.now={now}"], tmp_path, capsys)
+    assert line == f"error: data.now, field 'now': {problem}"  # was an OverflowError / ValueError

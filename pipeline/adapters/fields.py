@@ -212,7 +212,18 @@ def problem(record, schema: dict[str, Field]) -> tuple[str | None, str] | None:
             return name, f"'{name}' is {_show(value)}, not {what or WHAT[f.kind]}"
         if f.min is not None and value < f.min:
             return name, f"'{name}' is {_show(value)}, below {f.min:g}"
+        big = next((x for x in _ints(value) if not -(2**63) <= x < 2**63), None)
+        if big is not None:  # JSON allows any integer; the columns hold 64 bits
+            return name, f"'{name}' holds {_show(big)}, past the 64-bit integers"
     return None
+
+
+def _ints(value) -> list[int]:
+    """The integers of a field value (itself, a list's items, an object's values)."""
+    items = (
+        value if isinstance(value, list) else value.values() if isinstance(value, dict) else [value]
+    )
+    return [x for x in items if _int(x)]
 
 
 def check(record, schema: dict[str, Field], where: str, row, fix: str):

@@ -85,10 +85,10 @@ def access_counts(root: Path) -> dict[str, int]:
             'write {"<slug>": <uses>, ...} (what `oks wiki use` writes)',
         )
     for slug, n in data.items():
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 2**63:
             raise DataError(
                 str(path),
-                f"uses of {slug!r} is {n!r}, not a non-negative integer",
+                f"uses of {slug!r} is {n!r}, not a non-negative 64-bit integer",
                 "write a whole number of uses",
                 field=slug,
             )
