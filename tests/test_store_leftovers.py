@@ -25,10 +25,10 @@ import pytest
 from pipeline.adapters import bme, fields, oks, reme
 from pipeline.adapters.bme_js import js_string, region_list, unique_ids, unique_strings
 from pipeline.adapters.reme_index import read_jsonl_zst
-from pipeline.cli.main import main
 from reme_store import write_jsonl_zst
 from test_adapter_bme import T0, by_id, graph, write
 from test_adapter_reme import B, build
+from test_store_fields import _cli_error
 
 OKS_STORE = Path(__file__).parent / "data" / "oks_store"
 
@@ -143,18 +143,6 @@ def test_scope_region_path_scalar_is_one_region(load):
     assert (n["ev1"]["scope_region"], n["ev1"]["scope_regions"]) == ("5", ["5"])
     assert n["ev2"]["scope_region"] == "Old Town"
     assert n["ev2"]["scope_regions"] == ["Old Town", "Harbor", "Docks"]
-
-
-def _cli_error(args: list[str], tmp_path: Path, capsys) -> str:
-    run = ["run", *args, "embed=hashing", "report=false", f"out_dir={tmp_path / 'run'}"]
-    try:
-        code = main([*run, f"cache_dir={tmp_path / 'cache'}"])
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err[-2000:]
-    return lines[0]
 
 
 EPOCH_FIX = "write the time in milliseconds since 1970 (what Date.now() gives)"

@@ -2,7 +2,8 @@
 ReMe's ``POST /reme/search`` and ``POST /reme/health_check`` (``pipeline.hooks.reme``).
 
 ``POST /recall`` takes ``{"text": str, "scope"?: str | [str], "k"?: int > 0, "format"?: "rows" |
-"reme" | "oks" | "bme"}`` and answers ``{"rows": [...], "injection": str | null, "cache": "hit" |
+"reme" | "oks" | "bme", "fields"?: {context, now, viewer, BME's scene columns, …}}`` (``fields``:
+the query's other columns, part of its cache key and of a miss's query: ``Service.recall``) and answers ``{"rows": [...], "injection": str | null, "cache": "hit" |
 "miss", "scope_version": str}`` (``Service.recall``). A bad request gets a 4xx and one line of
 JSON, ``{"error": "..."}``: invalid JSON or fields 400, an unknown scope 404, a body over
 :data:`MAX_BODY` bytes 413, a store caught mid-write 503; never a 500 (that is kept for bugs, as
@@ -27,7 +28,7 @@ from pipeline.hooks import reme
 from pipeline.serve.service import BadRequest
 
 MAX_BODY = 1 << 20  # 1 MiB: a query text is far shorter
-FIELDS = ("text", "scope", "k", "format")
+FIELDS = ("text", "scope", "k", "format", "fields")
 
 
 def dumps(obj) -> bytes:
@@ -106,6 +107,7 @@ async def recall(request: Request) -> Response:
             raise BadRequest(f"unknown field(s) {unknown}; fields are {list(FIELDS)}")
         args = {"text": req.get("text"), "scope": req.get("scope"), "k": req.get("k")}
         args["format"] = req.get("format", "rows")
+        args["fields"] = req.get("fields")  # a query's context, time, scene (keys.RESULT_FIELDS)
         out = service.recall(**args, compute=False)
         if out is None:
             out = await run_in_threadpool(service.recall, **args)
