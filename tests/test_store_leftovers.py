@@ -152,6 +152,7 @@ BME_TIMES = {
     "edge invalidAt 1e20": (lambda g: g["edges"][1].update(invalidAt=1e20), "edges[1]", "invalidAt", "'invalidAt' is 1e+20, not a ms epoch of years 1–9999", EPOCH_FIX),
     "seq 1e20": (lambda g: g["nodes"][1].update(seq=1e20), "nodes[1]", "seq", "'seq' is 1e+20, past 2^53", "write seq as a whole number below 2^53"),
     "accessCount 1e19": (lambda g: g["nodes"][3].update(accessCount=1e19), "nodes[3]", "accessCount", "'accessCount' is 1e+19, past 2^53", "write accessCount as a whole number below 2^53"),
+    "embedding 1e40": (lambda g: g["nodes"][2].update(embedding=[1.0, 1e40, 0.0]), "nodes[2]", "embedding", "'embedding' holds 1e+40, past float32's range", "write the vector ST-BME's embedding model returned"),  # was a silent inf
     "segment order 1e20": (lambda g: g["timelineState"]["segments"][0].update(order=1e20), "timelineState.segments[0]", "order", "segment order 1e+20 is past 2^53", "number the segments 1, 2, 3, ... (ST-BME's own order)"),
 }  # fmt: skip
 

@@ -50,6 +50,7 @@ VECTOR_KEYS = (  # vector-index.js buildNodeVectorText preferredKeys
 )  # fmt: skip
 INHIBIT_EDGE_TYPE = 255
 TEMPORAL_LINK_STRENGTH = 0.2  # settings-defaults.js recallTemporalLinkStrength
+FLOAT32_MAX = 3.4028234663852886e38  # the embedding column's float32
 
 
 def ms(value, where: str, row, field: str) -> dt.datetime | None:
@@ -185,21 +186,25 @@ def segment_orders(graph: dict, where: str) -> dict[str, int]:
 
 
 def _embedding(value, where: str, row: str) -> list[float] | None:
+    """The stored vector; not a non-empty list of numbers, or one past float32's range (the
+    column's width: ``1e40`` would be ``inf`` and poison every cosine), is a DataError."""
     if value is None:
         return None
-    ok = (
-        isinstance(value, list)
-        and value
-        and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-            for x in value
-        )
-    )
+    ok = isinstance(value, list) and value and all(map(fields.finite_number, value))
     if not ok:
         raise DataError(
             where,
             "'embedding' is not a list of finite numbers",
             "write null or a float array",
+            row=row,
+            field="embedding",
+        )
+    big = next((x for x in value if abs(x) > FLOAT32_MAX), None)
+    if big is not None:
+        raise DataError(
+            where,
+            f"'embedding' holds {big!r}, past float32's range",
+            "write the vector ST-BME's embedding model returned",
             row=row,
             field="embedding",
         )
