@@ -12,11 +12,17 @@ writes only to ``is_user`` messages. Values, as ST-BME's own persistence (``inde
 message's ``mes`` normalised as ``normalizeRecallInputText`` (CRLF → LF, trim: the cache's key
 normalisation too), ``tokenEstimate`` = ``estimateTokens`` (``retrieval/injector.js``),
 ``generationCount`` 0, ``manuallyEdited`` and ``authoritativeInputUsed`` false,
-``selectedNodeIds`` = the entry's rows' node ids in rank order (at most ``maxRecallNodes``, 12).
+``selectedNodeIds`` = ``retrieve()``'s ``selectedNodeIds`` of the same recall, i.e. the nodes the
+injection selected (``injection.parquet``'s ``selected``: owner POV + scene of the first 12,
+:meth:`ChatQueries.selected`), else the entry's first 12 node ids in rank order.
 
+Each user message is looked up under the key its query was precomputed with: the chat read as
+``data=bme data.queries=<chat>`` reads it (:class:`ChatQueries`: context lines, ``send_date``,
+viewer and the graph's scene state), and a miss at ``recall serve`` is computed with those fields.
 ``recall precompute … inject.format=bme bme_cards.out=OUT [bme_cards.chat=CHAT]`` writes the cards
 of ``CHAT`` (default ``data.queries``, e.g. the chat ``data=bme`` reads) from the cache just built
-(:func:`precompute_cards`), matching messages to entries by text (:class:`TextIndex`).
+(:func:`precompute_cards`); a dataset other than ``data=bme`` is matched by text
+(:class:`TextIndex`).
 
 A message that already has a ``bme_recall`` key is left as it is; so are messages whose text has
 no cache entry or an empty injection. Lines not given a card are copied byte for byte; a line given
