@@ -129,3 +129,27 @@ def test_source_passes_fields_to_the_cache(built):
     src = Source(RecallCache(cfg.cache_dir, ns))
     got = src.recall("Did Kael rescue Aria?", fields=q.fields["m3"])
     assert got is not None and got["injection"].strip() == _want(inj, "m3")[0]
+
+
+def test_a_missing_chat_or_graph_is_one_error_line(tmp_path, capsys):
+    gone = tmp_path / "gone.jsonl"
+    assert main([str(gone), str(tmp_path / "o.jsonl"), "--cache-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {gone}: chat file not found; fix: pass a SillyTavern chat .jsonl"
+    )  # was a FileNotFoundError traceback
+    chat = tmp_path / "chat.jsonl"
+    _chat(chat)
+    args = [
+        str(chat),
+        str(tmp_path / "o.jsonl"),
+        "--cache-dir",
+        str(tmp_path),
+        "--graph",
+        str(gone),
+    ]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err.startswith(f"error: {gone}, field 'data.path': ST-BME graph file not found")
+        and "\n" not in err
+    )

@@ -186,6 +186,8 @@ def write_bme_cards(
     from pipeline.contract.io import atomic_write_bytes
 
     src, dst = Path(chat_in), Path(chat_out)
+    if not src.is_file():
+        raise DataError(str(src), "chat file not found", "pass a SillyTavern chat .jsonl")
     if dst.exists() or dst.resolve() == src.resolve():
         raise UserError(f"{dst}: exists; cards go into a new copy: name a file that does not exist")
     now = now or iso_now()
