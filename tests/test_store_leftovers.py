@@ -15,11 +15,13 @@ with the value.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipeline.adapters import bme, fields, oks, reme
@@ -27,7 +29,7 @@ from pipeline.adapters.bme_js import js_string, region_list, unique_ids, unique_
 from pipeline.adapters.reme_index import read_jsonl_zst
 from reme_store import write_jsonl_zst
 from test_adapter_bme import T0, by_id, graph, write
-from test_adapter_reme import B, build
+from test_adapter_reme import TEXT, B, build
 from test_store_fields import _cli_error
 
 OKS_STORE = Path(__file__).parent / "data" / "oks_store"
@@ -287,3 +289,19 @@ def test_reme_data_now_unreadable_is_one_error_line(now, problem, tmp_path, caps
     build(store)
     line = _cli_error(["data=reme", f"data.path={store}", f"data.now={now}"], tmp_path, capsys)
     assert line == f"error: data.now, field 'now': {problem}"  # was an OverflowError / ValueError
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 70000.0])  # 70000: float16 inf
+def test_reme_embedding_cache_vector_not_finite_is_one_error_line(bad, tmp_path, capsys):
+    """ReMe's npz cache (the vector of a chunk without its own, here b1's) is checked as the
+    chunks' own vectors are; it was read as it was, NaN poisoning b1's cosines."""
+    store = tmp_path / "store"
+    build(store)
+    npz = store / "metadata/embedding_store/default_v1_abc123def456.npz"
+    key = hashlib.sha256(TEXT["b1"].encode()).hexdigest()
+    np.savez(npz, keys=np.array([key]), embeddings=np.array([[0.6, bad, 0, 0]], dtype=np.float32))
+    line = _cli_error(["data=reme", f"data.path={store}"], tmp_path, capsys)
+    assert line == (
+        f"error: {npz}, row embeddings[0]: vector of text {key[:12]}… holds NaN or inf; fix: "
+        "rebuild ReMe's index (its reindex job), or move metadata/ away to read the notes"
+    )
