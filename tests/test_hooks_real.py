@@ -235,7 +235,9 @@ def test_precompute_writes_bme_cards_of_the_run(tmp_path):
             continue
         assert card["recallInput"] == msgs[i]["mes"]
         assert card["injectionText"] == _block(ref_inj, f"m{i}").strip()
-        want = rows_of(ref, f"m{i}")["node_id"].to_list()[:12]
+        # ST-BME's selectedNodeIds: the selection this injection shows (injection.parquet's
+        # ``selected``: owner POV + scene reconstruction of the first 12), not the rank order
+        want = ref_inj.filter(pl.col("query_id") == f"m{i}")["selected"].item().to_list()
         assert want and card["selectedNodeIds"] == want
     with pytest.raises(UserError, match="exists"):
         check_cards(cfg)  # out is there now: never overwritten

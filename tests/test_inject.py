@@ -125,6 +125,32 @@ def test_bme_cap_core_and_scope_sections():
     ]
 
 
+def test_bme_node_ids_follow_the_table_rows():
+    """formatInjection writes a section's nodes grouped by type (one table per type, types in order
+    of first appearance), each group most recent first: ``node_ids`` lists them in that order,
+    not by seq across types (ST-BME's ``selected``, the oracle's injection order)."""
+    nodes = pl.DataFrame(
+        {
+            "node_id": ["ev5", "lo4", "ev3", "ch2"],
+            "text": ["fire", "harbor", "rescue", "aria"],
+            "type": ["event", "location", "event", "character"],
+            "seq": [5, 4, 3, 2],
+        }
+    )
+    queries = pl.DataFrame({"query_id": ["q"], "text": ["x"]})
+    recall = _recall(["q"], [("lo4", 0.9), ("ch2", 0.8), ("ev3", 0.7), ("ev5", 0.6)])
+    out = render(recall, nodes, "bme", queries=queries)
+    text = out["text"].item()
+    assert [ln for ln in text.splitlines() if ln.endswith(":")] == [
+        "event:",
+        "location:",
+        "character:",
+    ]
+    rows = [ln.split(" | ")[0].strip("| ") for ln in text.splitlines() if ln.startswith("| ")]
+    assert [r for r in rows if r != "text"] == ["fire", "rescue", "harbor", "aria"]
+    assert _shown(out, "q") == ["ev5", "ev3", "lo4", "ch2"]  # was ev5 lo4 ev3 ch2 (by seq)
+
+
 def test_oks_hook_pages_cooldown_boundary_state_and_skipped_prompts():
     """OKS's hook (assets/hooks/user-prompt-recall.py @ 6a281b47): pages, not rows; a page shown at
     turn t is skipped while turn − t < cooldown; a short or trivial prompt takes no turn; a

@@ -21,24 +21,34 @@ def test_blend_weights_renormalised_over_present_parts():
     assert a["part"].to_list() == ["current", "assistant", "previous_user"]
     assert a["weight"].to_list() == pytest.approx([0.7, 0.2, 0.1])
     b = p.filter(pl.col("query_idx") == 1)
-    assert b["weight"].to_list() == pytest.approx([0.7 / 0.9, 0.2 / 0.9])
+    # ST-BME rounds each weight to 3 decimals (Math.round(w / total * 1000) / 1000): 0.7/0.9 → 0.778
+    assert b["weight"].to_list() == [0.778, 0.222]
     c = p.filter(pl.col("query_idx") == 2)
     assert c.rows() == [(2, "x y", 1.0, "current")]  # whitespace collapsed, weight 1 alone
     assert plan(q).height == 3 and plan(q)["weight"].to_list() == [1.0, 1.0, 1.0]  # blend off
 
 
-def test_intent_split_english_and_chinese_connectives():
+def test_intent_split_is_bme_s_punctuation_and_chinese_connectives():
+    # splitIntentSegments (retrieval-enhancer.js): [，,。.；;！!？?\n]+ | 顺便 另外 还有 对了 然后 而且
+    # 并且 同时; no English connective: "also", "by the way" stay inside their segment
     assert intent_segments("book the flight, also check the hotel by the way call mom") == [
         "book the flight",
-        "check the hotel",
-        "call mom",
+        "also check the hotel by the way call mom",
+    ]
+    assert intent_segments("first this and then that, besides the rest") == [
+        "first this and then that",
+        "besides the rest",
     ]
     assert intent_segments("规则一，然后规则二。另外规则三") == [
         "规则一",
         "规则二",
         "规则三",
     ]  # BME's own example
-    assert intent_segments("a single intent") == []
+    # a text that does not split is its one segment, punctuation stripped (BME keeps it)
+    assert intent_segments("a single intent") == ["a single intent"]
+    assert intent_segments("Harbor fire?") == ["Harbor fire"]
+    assert intent_segments("a, b, c, d, e, fgh, ijk") == ["fgh", "ijk"]  # length >= 3
+    assert intent_segments("one1, two2, thr3, fou4, fiv5") == ["one1", "two2", "thr3", "fou4"]
     p = plan(
         pl.DataFrame({"query_id": ["a"], "text": ["book the flight; check the hotel"]}),
         intent_split=True,
@@ -47,6 +57,28 @@ def test_intent_split_english_and_chinese_connectives():
         1.0,
         1.0,
         1.0,
+    ]
+
+
+def test_a_lone_segment_is_a_lexical_source_and_a_dense_part():
+    from pipeline.ops.lexcover import lexical
+    from pipeline.stages.query import lexical_sources
+
+    # buildLexicalQuerySources: uniqueStrings([currentText, ...segments]), case-insensitive
+    assert lexical_sources("Harbor fire?") == ["Harbor fire?", "Harbor fire"]
+    assert lexical_sources("a single intent") == ["a single intent"]
+    assert lexical_sources("Rescue, rescue") == ["Rescue, rescue", "Rescue"]
+    # a query equal to a node's name plus "?": the segment matches the name exactly (P = 1)
+    # instead of by containment (P = 0.92); T: exact 0.65, not 0.55
+    # lexical = max(P, 0.82·S, 0.7·T, 0.75·P + 0.35·S + 0.2·T)
+    assert lexical(lexical_sources("Harbor fire?"), ["Harbor fire"], []) == 1.0
+    assert lexical(["Harbor fire?"], ["Harbor fire"], []) == pytest.approx(0.92)
+    q = pl.DataFrame({"query_id": ["a", "b"], "text": ["Harbor fire?", "harbor fire"]})
+    p = plan(q, intent_split=True)
+    assert p.rows() == [
+        (0, "Harbor fire?", 1.0, "current"),
+        (0, "Harbor fire", 1.0, "segment"),
+        (1, "harbor fire", 1.0, "current"),  # its segment is the text itself: not repeated
     ]
 
 

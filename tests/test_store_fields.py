@@ -35,7 +35,8 @@ KINDS = {
     "bool": (True, [("yes", "true or false"), (1, "true or false")]),
     "dict": ({}, [([1], "an object")]),
     "list": ([], [({"a": 1}, "a list")]),
-    "datetime": ("2026-01-02T03:04:05Z", [("2026-02-30T00:00:00Z", "an ISO date-time"), (20260102, "an ISO date-time")]),
+    "datetime": ("2026-01-02T03:04:05Z", [("2026-02-30T00:00:00Z", "an ISO date-time of years 1–9999 UTC"), (20260102, "an ISO date-time of years 1–9999 UTC"), ("9999-12-31T23:59:59-23:59", "an ISO date-time of years 1–9999 UTC"), ("0001-01-01T00:00:00+01:00", "an ISO date-time of years 1–9999 UTC")]),
+    "epoch_s": (1767225600.5, [(1e20, "a time in seconds since 1970 of years 1–9999"), (253402300800, "a time in seconds since 1970 of years 1–9999"), (math.nan, "a time in seconds since 1970 of years 1–9999"), ("1767225600", "a time in seconds since 1970 of years 1–9999")]),
     "list[str]": (["a"], [(["a", 1], "a list of strings"), ("a", "a list of strings")]),
     "list[number]": ([1.0, 2], [([1.0, math.nan], "a list of finite numbers"), ([math.inf], "a list of finite numbers"), ([1, "2"], "a list of finite numbers")]),
     "list[dict]": ([{}], [([1], "a list of objects")]),
@@ -127,7 +128,9 @@ REME_CASES = {
     "chunk text a number": (CHUNKS, 2, {"text": 3}, "line 3", "text", "'text' is 3, not a string"),
     "chunk id missing": (CHUNKS, 0, {"id": None}, "line 1", "id", "'id' is missing"),
     "chunk legacy embedding inf": (CHUNKS, 2, {"embedding": [math.inf, 0, 0, 0]}, "line 3", "embedding", "'embedding' is [inf, 0, 0, 0], not a list of finite numbers"),
-    "file node st_mtime NaN": (GRAPH, 1, {"st_mtime": math.nan}, "line 2", "st_mtime", "'st_mtime' is nan, not a finite number"),
+    "file node st_mtime NaN": (GRAPH, 1, {"st_mtime": math.nan}, "line 2", "st_mtime", "'st_mtime' is nan, not a time in seconds since 1970 of years 1–9999"),
+    "file node st_mtime 1e20": (GRAPH, 0, {"st_mtime": 1e20}, "line 1", "st_mtime", "'st_mtime' is 1e+20, not a time in seconds since 1970 of years 1–9999"),  # was an OverflowError
+    "file node st_mtime negative": (GRAPH, 2, {"st_mtime": -5}, "line 3", "st_mtime", "'st_mtime' is -5, below 0"),
     "file node chunk_ids a string": (GRAPH, 0, {"chunk_ids": "abc"}, "line 1", "chunk_ids", "'chunk_ids' is 'abc', not a list of strings"),
     "file node front_matter a list": (GRAPH, 2, {"front_matter": ["x"]}, "line 3", "front_matter", "'front_matter' is ['x'], not an object"),
     "file link target_path a number": (GRAPH, 0, {"links": [{"target_path": 5}]}, "line 1 links[0]", "target_path", "'target_path' is 5, not a string"),
@@ -164,11 +167,13 @@ def test_reme_non_finite_chunk_vector_is_refused(bad, tmp_path, capsys):
 
 META_CASES = {
     "access_log count NaN": ("access_log.json", lambda d: d["paths"][B].update(last_hit_count_30d=math.nan), f"paths[{B!r}]", "last_hit_count_30d", "'last_hit_count_30d' is nan, not an integer"),
-    "access_log last_read impossible": ("access_log.json", lambda d: d["paths"][B].update(last_read="2025-02-30T10:00:00Z"), f"paths[{B!r}]", "last_read", "'last_read' is '2025-02-30T10:00:00Z', not an ISO date-time"),
+    "access_log last_read impossible": ("access_log.json", lambda d: d["paths"][B].update(last_read="2025-02-30T10:00:00Z"), f"paths[{B!r}]", "last_read", "'last_read' is '2025-02-30T10:00:00Z', not an ISO date-time of years 1–9999 UTC"),
     "access_log entry a number": ("access_log.json", lambda d: d["paths"].update({B: 3}), f"paths[{B!r}]", None, "record is 3, not an object"),
     "access_log paths a list": ("access_log.json", lambda d: d.update(paths=[B]), "document", "paths", f"'paths' is [{B!r}], not an object"),
     "communities id a float": ("communities.json", lambda d: d["communities"].update({A: 1.5}), "document", "communities", "'communities' is {'daily/2026-01-01/jwt.md': 1.5, 'digest/auth/oauth.md': ..., not an object of string or integer ids"),  # a long value is cut at 60 characters
-    "communities computed_at impossible": ("communities.json", lambda d: d.update(computed_at="2026-13-01T00:00:00Z"), "document", "computed_at", "'computed_at' is '2026-13-01T00:00:00Z', not an ISO date-time"),
+    "communities computed_at past 9999 in UTC": ("communities.json", lambda d: d.update(computed_at="9999-12-31T23:59:59-23:59"), "document", "computed_at", "'computed_at' is '9999-12-31T23:59:59-23:59', not an ISO date-time of years 1–9999 UTC"),  # was an OverflowError
+    "access_log last_read before year 1 in UTC": ("access_log.json", lambda d: d["paths"][B].update(last_read="0001-01-01T00:00:00+05:00"), f"paths[{B!r}]", "last_read", "'last_read' is '0001-01-01T00:00:00+05:00', not an ISO date-time of years 1–9999 UTC"),
+    "communities computed_at impossible": ("communities.json", lambda d: d.update(computed_at="2026-13-01T00:00:00Z"), "document", "computed_at", "'computed_at' is '2026-13-01T00:00:00Z', not an ISO date-time of years 1–9999 UTC"),
     "archived paths of numbers": ("archived.json", lambda d: d.update(version=1, paths=[1]), "document", "paths", "'paths' is [1], not a list of strings"),
 }  # fmt: skip
 
@@ -226,7 +231,7 @@ OKS_CASES = {
     "inject turn Infinity": ("records/inject.jsonl", json.dumps(GOOD_INJECT) + "\n\n" + json.dumps({**GOOD_INJECT, "turn": math.inf}), "line 3", "turn", "'turn' is inf, not an integer", FIX_LOG),
     "inject rels NaN": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "rels": [math.nan]}), "line 1", "rels", "'rels' is [nan], not a list of finite numbers", FIX_LOG),
     "inject slugs a string": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "slugs": "x"}), "line 1", "slugs", "'slugs' is 'x', not a list of strings", FIX_LOG),
-    "inject injected_at impossible": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "injected_at": "2026-04-31T10:00:00+00:00"}), "line 1", "injected_at", "'injected_at' is '2026-04-31T10:00:00+00:00', not an ISO date-time", FIX_LOG),
+    "inject injected_at impossible": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "injected_at": "2026-04-31T10:00:00+00:00"}), "line 1", "injected_at", "'injected_at' is '2026-04-31T10:00:00+00:00', not an ISO date-time of years 1–9999 UTC", FIX_LOG),
     "inject session a number": ("records/inject.jsonl", json.dumps({**GOOD_INJECT, "session_id": 4}), "line 1", "session_id", "'session_id' is 4, not a string", FIX_LOG),
     "front matter impossible date": ("wiki/bad-date.md", "---\ntitle: Bad\ntype: concept\ncreated: 2026-02-30\n---\n# Bad\nbody\n", "line 4", "created", "'2026-02-30' is not a possible date (day is out of range for month)", "write a real date as YYYY-MM-DD"),
 }  # fmt: skip

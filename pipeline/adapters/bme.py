@@ -34,6 +34,7 @@ import polars as pl
 
 from pipeline.adapters import bme_nodes as bn
 from pipeline.adapters import query_files
+from pipeline.adapters.bme_js import as_list, js_string, record, unique_strings
 from pipeline.adapters.bme_store import read_graph
 from pipeline.adapters.common import sha256_file, slice_queries
 from pipeline.adapters.workspace import load_qrels
@@ -77,40 +78,43 @@ QUERY_SCHEMA = {
 
 
 def _state(graph: dict, key: str) -> dict:
-    return graph.get(key) if isinstance(graph.get(key), dict) else {}
+    return record(graph.get(key))
 
 
 def _region(graph: dict, preferred: str | None) -> tuple[str | None, list[str] | None]:
-    """``resolveActiveRegionContext`` + ``resolveAdjacentRegions`` (aliases → canonical name)."""
+    """``resolveActiveRegionContext`` + ``resolveAdjacentRegions`` (aliases → canonical name), on
+    the state as ``normalizeRegionState`` reads it (a scalar list is one item; an entry that is
+    not an object has no neighbours or aliases)."""
     rs, hs = _state(graph, "regionState"), _state(graph, "historyState")
-    adj = rs.get("adjacencyMap") if isinstance(rs.get("adjacencyMap"), dict) else {}
+    adj = {}
+    for name, entry in record(rs.get("adjacencyMap")).items():
+        if name.strip():
+            adj[name.strip()] = record(entry)
     alias = {}
     for name, entry in adj.items():
-        alias[name.strip().lower()] = name.strip()
-        for a in (entry or {}).get("aliases") or []:
-            alias[str(a).strip().lower()] = name.strip()
-    recent = [str(r).strip() for r in rs.get("recentRegions") or [] if str(r).strip()]
+        alias[name.lower()] = name
+        for a in unique_strings(entry.get("aliases")):
+            alias[a.lower()] = name
+    recent = unique_strings(rs.get("recentRegions"))
     cands = [
         rs.get("manualActiveRegion"),
         preferred,
         hs.get("activeRegion"),
         hs.get("lastExtractedRegion"),
     ]
-    region = next((str(c).strip() for c in [*cands, *recent[:1]] if c and str(c).strip()), "")
+    region = next((s for c in [*cands, *recent[:1]] if (s := js_string(c).strip())), "")
     if not region:
         return None, None
     region = alias.get(region.lower(), region)
-    near = list(
-        dict.fromkeys(str(a).strip() for a in (adj.get(region) or {}).get("adjacent") or [])
-    )
-    return region, [a for a in near if a] or None
+    near = unique_strings((adj.get(region) or {}).get("adjacent"))
+    return region, near or None
 
 
 def _segment(graph: dict, preferred: str | None, order: dict[str, int]) -> int | None:
     tl, hs = _state(graph, "timelineState"), _state(graph, "historyState")
     cands = [tl.get("manualActiveSegmentId"), preferred, hs.get("activeStorySegmentId")]
-    cands += list(tl.get("recentSegmentIds") or [])
-    return next((order[str(c).strip()] for c in cands if c and str(c).strip() in order), None)
+    cands += unique_strings(tl.get("recentSegmentIds"))
+    return next((order[s] for c in cands if (s := js_string(c).strip()) in order), None)
 
 
 def _owners(graph: dict, char_name: str | None) -> tuple[list[str], list[str]]:
@@ -119,11 +123,13 @@ def _owners(graph: dict, char_name: str | None) -> tuple[list[str], list[str]]:
     name = (char_name or "").strip().lower()
     keys, names = [], []
     for key in sorted(owners):
-        s = owners[key] if isinstance(owners[key], dict) else {}
-        aliases = {str(a).strip().lower() for a in [s.get("ownerName"), *(s.get("aliases") or [])]}
+        s = record(owners[key])
+        aliases = {
+            a.lower() for a in unique_strings([s.get("ownerName"), *as_list(s.get("aliases"))])
+        }
         if name and s.get("ownerType") == "character" and name in aliases:
             keys.append(key.strip())
-            names.append(str(s.get("ownerName") or "").strip())
+            names.append(js_string(s.get("ownerName")).strip())
     return keys, names
 
 
@@ -193,7 +199,7 @@ def query_row(r: dict, graph: dict, order: dict[str, int], where: str, i: int) -
 
 def frames(graph: dict, where: str, skipped: Counter) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """(nodes, edges, segment orders) of a checked graph."""
-    order = bn.segment_orders(graph)
+    order = bn.segment_orders(graph, where)
     rows = bn.with_doc_ids(
         [bn.node_row(n, i, where, order) for i, n in enumerate(graph.get("nodes") or [])]
     )

@@ -38,6 +38,8 @@ import datetime as dt
 import json
 import math
 
+from pipeline.adapters import fields
+from pipeline.adapters.bme_js import js_number, js_string, record, region_list, unique_ids
 from pipeline.contract.errors import DataError
 
 LEX_NAMES = ("name", "title")  # retriever.js computeLexicalScore primary fields
@@ -48,17 +50,28 @@ VECTOR_KEYS = (  # vector-index.js buildNodeVectorText preferredKeys
 )  # fmt: skip
 INHIBIT_EDGE_TYPE = 255
 TEMPORAL_LINK_STRENGTH = 0.2  # settings-defaults.js recallTemporalLinkStrength
+FLOAT32_MAX = 3.4028234663852886e38  # the embedding column's float32
 
 
-def ms(value, where: str, row: int, field: str) -> dt.datetime | None:
-    """A ms-epoch number as a UTC datetime (None stays None); anything else is a DataError."""
+def ms(value, where: str, row, field: str) -> dt.datetime | None:
+    """A ms-epoch number as a UTC datetime (None stays None); anything else, or a time outside
+    the years 1–9999 (``1e20``), is a DataError."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not fields.finite_number(value):
         raise DataError(
             where, f"'{field}' is {value!r}, not a ms epoch", "write a number", row=row, field=field
         )
-    return dt.datetime.fromtimestamp(value / 1000.0, tz=dt.timezone.utc)
+    t = fields.epoch_utc(value / 1000.0)
+    if t is None:
+        raise DataError(
+            where,
+            f"'{field}' is {value!r}, not a ms epoch of years 1–9999",
+            "write the time in milliseconds since 1970 (what Date.now() gives)",
+            row=row,
+            field=field,
+        )
+    return t
 
 
 def strings(value) -> list[str]:
@@ -104,16 +117,17 @@ def _path(nid: str, parent: dict[str, str | None]) -> str:
 
 def _scope(scope) -> dict:
     """``normalizeMemoryScope`` (the parts recall reads): layer, owner, region tokens."""
-    s = scope if isinstance(scope, dict) else {}
+    s = record(scope)
     layer = "pov" if s.get("layer") == "pov" else "objective"
-    otype = str(s.get("ownerType") or "").strip() if layer == "pov" else ""
+    otype = js_string(s.get("ownerType")).strip() if layer == "pov" else ""
     otype = otype if otype in ("character", "user") else ""
-    oid = str(s.get("ownerId") or s.get("ownerName") or "").strip() if otype else ""
-    oname = str(s.get("ownerName") or "").strip() if otype else ""
-    prim = [t.strip() for t in str(s.get("regionPrimary") or "").split("/") if t.strip()]
-    path = [str(t).strip() for t in (s.get("regionPath") or []) if str(t).strip()]
+    oid = js_string(s.get("ownerId") or s.get("ownerName")).strip() if otype else ""
+    oname = js_string(s.get("ownerName")).strip() if otype else ""
+    prim, path = region_list(s.get("regionPrimary")), region_list(s.get("regionPath"))
+    path = path or (prim if len(prim) > 1 else [])
     region = prim[-1] if prim else (path[-1] if path else "")
-    sec = [str(t).strip() for t in (s.get("regionSecondary") or []) if str(t).strip()]
+    taken = {t.lower() for t in [region, *path]}
+    sec = [t for t in region_list(s.get("regionSecondary")) if t.lower() not in taken]
     tokens = list(dict.fromkeys([region, *path, *sec]) if region or path or sec else [])
     return {
         "scope_layer": layer,
@@ -129,11 +143,11 @@ def _story(node: dict, order: dict[str, int]) -> dict:
     st = node.get("storyTime") if isinstance(node.get("storyTime"), dict) else {}
     span = node.get("storyTimeSpan") if isinstance(node.get("storyTimeSpan"), dict) else {}
     seg, start, end = (
-        str(x or "").strip()
+        js_string(x).strip()
         for x in (st.get("segmentId"), span.get("startSegmentId"), span.get("endSegmentId"))
     )
     dated = any(
-        str(x or "").strip()
+        js_string(x).strip()
         for x in (seg, st.get("label"), start, span.get("startLabel"), end, span.get("endLabel"))
     )
     point = order.get(seg)
@@ -147,29 +161,36 @@ def _story(node: dict, order: dict[str, int]) -> dict:
     }
 
 
-def segment_orders(graph: dict) -> dict[str, int]:
-    """``timelineState.segments``: id → order (an order of 0 or none is no order, as in BME)."""
-    tl = graph.get("timelineState") if isinstance(graph.get("timelineState"), dict) else {}
-    out = {}
-    for seg in tl.get("segments") or []:
-        if isinstance(seg, dict) and str(seg.get("id") or "").strip():
-            o = seg.get("order")
-            if isinstance(o, (int, float)) and not isinstance(o, bool) and math.isfinite(o) and o:
-                out[str(seg["id"]).strip()] = int(o)
+def segment_orders(graph: dict, where: str) -> dict[str, int]:
+    """``timelineState.segments`` as ``normalizeTimelineState`` keeps them: id → order. A segment
+    needs an id and a label (the first of an id wins); its order is ``max(1, trunc(order))``, 1 when
+    not a number; ``segments`` that is not a list holds none. An order past 2^53 is a DataError."""
+    tl = record(graph.get("timelineState"))
+    out: dict[str, int] = {}
+    segs = tl.get("segments") if isinstance(tl.get("segments"), list) else []
+    for i, seg in enumerate(segs):
+        sid = js_string(record(seg).get("id")).strip()
+        if not sid or not js_string(record(seg).get("label")).strip() or sid in out:
+            continue
+        o = js_number(seg.get("order")) if "order" in seg else math.nan
+        if math.isfinite(o) and abs(o) > 2**53:
+            raise DataError(
+                where,
+                f"segment order {seg.get('order')!r} is past 2^53",
+                "number the segments 1, 2, 3, ... (ST-BME's own order)",
+                row=f"timelineState.segments[{i}]",
+                field="order",
+            )
+        out[sid] = max(1, math.trunc(o)) if math.isfinite(o) else 1
     return out
 
 
-def _embedding(value, where: str, row: int) -> list[float] | None:
+def _embedding(value, where: str, row: str) -> list[float] | None:
+    """The stored vector; not a non-empty list of numbers, or one past float32's range (the
+    column's width: ``1e40`` would be ``inf`` and poison every cosine), is a DataError."""
     if value is None:
         return None
-    ok = (
-        isinstance(value, list)
-        and value
-        and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-            for x in value
-        )
-    )
+    ok = isinstance(value, list) and value and all(map(fields.finite_number, value))
     if not ok:
         raise DataError(
             where,
@@ -178,17 +199,36 @@ def _embedding(value, where: str, row: int) -> list[float] | None:
             row=row,
             field="embedding",
         )
+    big = next((x for x in value if abs(x) > FLOAT32_MAX), None)
+    if big is not None:
+        raise DataError(
+            where,
+            f"'embedding' holds {big!r}, past float32's range",
+            "write the vector ST-BME's embedding model returned",
+            row=row,
+            field="embedding",
+        )
     return [float(x) for x in value]
 
 
-def _number(value, default, where: str, row: int, field: str):
+def _number(value, default, where: str, row: str, field: str, integer: bool = False):
+    """A finite number (``default`` when absent); with ``integer``, one of magnitude at most 2^53
+    (JavaScript's exact integers; the columns are 64-bit). Anything else is a DataError."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not fields.finite_number(value):
         raise DataError(
             where,
             f"'{field}' is {value!r}, not a number",
             f"write {field} as a number",
+            row=row,
+            field=field,
+        )
+    if integer and abs(value) > 2**53:
+        raise DataError(
+            where,
+            f"'{field}' is {value!r}, past 2^53",
+            f"write {field} as a whole number below 2^53",
             row=row,
             field=field,
         )
@@ -201,9 +241,9 @@ def node_row(node: dict, i: int, where: str, order: dict[str, int]) -> dict:
         raise DataError(
             where, "node has no string 'id'", "give every node an id", row=f"nodes[{i}]", field="id"
         )
-    f = node.get("fields") if isinstance(node.get("fields"), dict) else {}
+    f, row = record(node.get("fields")), f"nodes[{i}]"
     rng = node.get("seqRange")
-    seq = _number(node.get("seq"), 0, where, i, "seq")
+    seq = _number(node.get("seq"), 0, where, row, "seq", True)
     end = rng[1] if isinstance(rng, list) and len(rng) == 2 else seq
     vis = f.get("visibility")
     vis = [v.strip() for v in vis.split(",") if v.strip()] if isinstance(vis, str) else vis
@@ -218,23 +258,23 @@ def node_row(node: dict, i: int, where: str, order: dict[str, int]) -> dict:
         "description": (strings(f.get("summary")) or strings(f.get("insight")) or [None])[0],
         "status": (strings(f.get("status")) or [None])[0],
         "type": None if node.get("type") is None else str(node["type"]),
-        "importance": float(_number(node.get("importance"), 5.0, where, i, "importance")),
-        "created_at": ms(node.get("createdTime"), where, i, "createdTime"),
-        "updated_at": ms(node.get("updatedAt"), where, i, "updatedAt"),
+        "importance": float(_number(node.get("importance"), 5.0, where, row, "importance")),
+        "created_at": ms(node.get("createdTime"), where, row, "createdTime"),
+        "updated_at": ms(node.get("updatedAt"), where, row, "updatedAt"),
         "last_access_at": ms(
-            node.get("lastAccessTime", node.get("createdTime")), where, i, "lastAccessTime"
+            node.get("lastAccessTime", node.get("createdTime")), where, row, "lastAccessTime"
         ),
-        "access_count": int(_number(node.get("accessCount"), 0, where, i, "accessCount")),
+        "access_count": int(_number(node.get("accessCount"), 0, where, row, "accessCount", True)),
         "archived": bool(node.get("archived")),
         "visibility": [str(v) for v in vis] if isinstance(vis, list) else None,
-        "seq": int(_number(end, seq, where, i, "seqRange[1]")),
+        "seq": int(_number(end, seq, where, row, "seqRange[1]", True)),
         "floor": int(seq),
-        "level": int(_number(node.get("level"), 0, where, i, "level")),
+        "level": int(_number(node.get("level"), 0, where, row, "level", True)),
         "parent_id": node.get("parentId") or None,
         "lex_names": names,
         "lex_fields": lex,
         "fields": json.dumps(f, ensure_ascii=False, sort_keys=True),
-        "embedding": _embedding(node.get("embedding"), where, i),
+        "embedding": _embedding(node.get("embedding"), where, row),
         **_scope(node.get("scope")),
         **_story(node, order),
     }
@@ -249,25 +289,25 @@ def with_doc_ids(rows: list[dict]) -> list[dict]:
 
 
 def _ids(values) -> set[str]:
-    return {str(v).strip() for v in (values or []) if str(v).strip()}
+    """``uniqueIds`` as a set (a scalar is one id, as in ST-BME)."""
+    return set(unique_ids(values))
 
 
 def knowledge(graph: dict, rows: list[dict]) -> list[list[dict] | None]:
     """Per node, one entry per knowledge owner with state: ``{owner, known, mistaken, hidden, score}``,
     as ``knowledge-state.js::computeKnowledgeGateForSingleOwner`` derives them (known = manual-known,
     known, the owner's own character node, or a POV node whose owner key equals the owner's node key)."""
-    ks = graph.get("knowledgeState") if isinstance(graph.get("knowledgeState"), dict) else {}
-    owners = ks.get("owners") if isinstance(ks.get("owners"), dict) else {}
+    owners = record(record(graph.get("knowledgeState")).get("owners"))
     out: list[list[dict] | None] = [[] for _ in rows]
     for key in sorted(owners):
-        s = owners[key] if isinstance(owners[key], dict) else {}
+        s = record(owners[key])
         known = _ids(s.get("knownNodeIds")) | _ids(s.get("manualKnownNodeIds"))
         mistaken, hidden = _ids(s.get("mistakenNodeIds")), _ids(s.get("manualHiddenNodeIds"))
-        scores = s.get("visibilityScores") if isinstance(s.get("visibilityScores"), dict) else {}
-        node_id = str(s.get("nodeId") or "").strip()
-        own = str(s.get("ownerKey") or "").strip() or key
+        scores = record(s.get("visibilityScores"))
+        node_id = js_string(s.get("nodeId")).strip()
+        own = js_string(s.get("ownerKey")).strip() or key
         own_key = (
-            f"character:{str(s.get('ownerName') or '').strip().lower()}#{node_id}"
+            f"character:{js_string(s.get('ownerName')).strip().lower()}#{node_id}"
             if node_id
             else own
         )
@@ -275,12 +315,8 @@ def knowledge(graph: dict, rows: list[dict]) -> list[list[dict] | None]:
             nid = r["node_id"]
             anchored = nid in known or (r["type"] == "character" and node_id == nid)
             anchored |= r["scope_layer"] == "pov" and r["scope_owner_key"] == own_key
-            sc = scores.get(nid)
-            sc = (
-                min(1.0, max(0.0, float(sc)))
-                if isinstance(sc, (int, float)) and math.isfinite(sc)
-                else 0.0
-            )
+            sc = js_number(scores[nid]) if nid in scores else math.nan  # clampScore
+            sc = min(1.0, max(0.0, sc)) if math.isfinite(sc) else 0.0
             entries.append(
                 {
                     "owner": key.strip(),
@@ -305,8 +341,10 @@ def edge_rows(graph: dict, where: str) -> list[dict]:
                 row=f"edges[{i}]",
                 field="fromId",
             )
-        ends = [ms(e.get(k), where, i, k) for k in ("invalidAt", "expiredAt") if e.get(k)]
-        strength = _number(e.get("strength"), None, where, i, "strength")
+        ends = [
+            ms(e.get(k), where, f"edges[{i}]", k) for k in ("invalidAt", "expiredAt") if e.get(k)
+        ]
+        strength = _number(e.get("strength"), None, where, f"edges[{i}]", "strength")
         out.append(
             {
                 "src": str(e["fromId"]),

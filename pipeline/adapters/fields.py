@@ -40,14 +40,33 @@ def _id(v) -> bool:
     return v is None or isinstance(v, str) or _int(v)
 
 
-def _datetime(v) -> bool:
-    if not isinstance(v, str):
-        return False
+def epoch_utc(seconds) -> dt.datetime | None:
+    """A POSIX time in seconds as a UTC datetime; None when it is not a finite number or names no
+    date Python can hold (years 1–9999): the caller's DataError says which field and how to fix it."""
+    if not finite_number(seconds):
+        return None
     try:
-        dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return True
+        return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):  # OSError: past the platform's time_t
+        return None
+
+
+def utc_datetime(v) -> dt.datetime | None:
+    """An ISO date-time string as a UTC datetime (naive: UTC); None when it is no ISO date-time or
+    names no instant of years 1–9999 in UTC (``9999-12-31T23:59:59-23:59``)."""
+    if not isinstance(v, str):
+        return None
+    try:
+        t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+        return (
+            t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+        )
+    except (ValueError, OverflowError):
+        return None
+
+
+def _epoch_s(v) -> bool:
+    return epoch_utc(v) is not None
 
 
 def _date(v) -> bool:
@@ -64,7 +83,8 @@ KINDS = {  # kind -> (test, what the error says the value should be)
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "dict": (lambda v: isinstance(v, dict), "an object"),
     "list": (lambda v: isinstance(v, list), "a list"),
-    "datetime": (_datetime, "an ISO date-time"),
+    "datetime": (lambda v: utc_datetime(v) is not None, "an ISO date-time of years 1–9999 UTC"),
+    "epoch_s": (_epoch_s, "a time in seconds since 1970 of years 1–9999"),
     "list[str]": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), None),
     "list[number]": (lambda v: isinstance(v, list) and all(map(finite_number, v)), None),
     "list[dict]": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), None),
@@ -93,7 +113,7 @@ REME_CHUNK = {  # metadata/file_store/file_chunks_<name>_<version>.jsonl.zst: on
 }
 REME_FILE_NODE = {  # metadata/file_graph/<name>.jsonl.zst: one FileNode a line
     "path": Field("str", True),
-    "st_mtime": Field("number", True, 0),
+    "st_mtime": Field("epoch_s", True, 0),
     "links": Field("list[dict]"),
     "chunk_ids": Field("list[str]"),
     "front_matter": Field("dict"),
@@ -192,7 +212,18 @@ def problem(record, schema: dict[str, Field]) -> tuple[str | None, str] | None:
             return name, f"'{name}' is {_show(value)}, not {what or WHAT[f.kind]}"
         if f.min is not None and value < f.min:
             return name, f"'{name}' is {_show(value)}, below {f.min:g}"
+        big = next((x for x in _ints(value) if not -(2**63) <= x < 2**63), None)
+        if big is not None:  # JSON allows any integer; the columns hold 64 bits
+            return name, f"'{name}' holds {_show(big)}, past the 64-bit integers"
     return None
+
+
+def _ints(value) -> list[int]:
+    """The integers of a field value (itself, a list's items, an object's values)."""
+    items = (
+        value if isinstance(value, list) else value.values() if isinstance(value, dict) else [value]
+    )
+    return [x for x in items if _int(x)]
 
 
 def check(record, schema: dict[str, Field], where: str, row, fix: str):

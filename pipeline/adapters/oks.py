@@ -33,6 +33,7 @@ Nothing under ``data.path`` is ever written (``recall feedback --format oks`` is
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from pathlib import Path
@@ -53,7 +54,8 @@ from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
 from pipeline.contract.schema import conform, importance_to_10, parse_timestamp
 
-STATE = re.compile(r"^recall-state-(.+)\.json$")
+STATE = re.compile(r"^recall-state-([A-Za-z0-9_-]{1,80})\.json$")  # the names _state_path writes
+log = logging.getLogger(__name__)
 FIX_STATE = "fix or delete it (OKS's hook writes {n: <turns>, seen: {<slug>: <turn>}})"
 FIX_LOG = "fix or delete that line (OKS's hook appends one injection a line)"
 
@@ -83,10 +85,10 @@ def access_counts(root: Path) -> dict[str, int]:
             'write {"<slug>": <uses>, ...} (what `oks wiki use` writes)',
         )
     for slug, n in data.items():
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 2**63:
             raise DataError(
                 str(path),
-                f"uses of {slug!r} is {n!r}, not a non-negative integer",
+                f"uses of {slug!r} is {n!r}, not a non-negative 64-bit integer",
                 "write a whole number of uses",
                 field=slug,
             )
@@ -200,15 +202,27 @@ def goal_slugs(goals: pl.DataFrame, choice: str) -> list[str] | None:
     return want
 
 
-def load_recall_state(root: Path) -> pl.DataFrame:
-    """``.oks/recall-state-<session>.json`` files: one row per (session, seen slug)."""
+def load_recall_state(root: Path, skipped: Counter) -> pl.DataFrame:
+    """``.oks/recall-state-<session>.json`` files: one row per (session, seen slug). A file whose
+    name no session maps to (the hook writes ``[A-Za-z0-9_-]{1,80}``, an empty id as ``default``:
+    ``recall-state-.json``) is one OKS never reads: skipped with a warning, counted in
+    ``skipped["recall_state_no_session"]``."""
     rows = []
     d = inside(root, root / ".oks")
     for f in sorted(d.glob("recall-state-*.json")) if d.is_dir() else []:
+        named = STATE.match(f.name)
+        if named is None:
+            log.warning(
+                "%s: no OKS session has this file name (the hook writes recall-state-<session>"
+                ".json, session [A-Za-z0-9_-], 1-80 characters); skipped, as OKS never reads it",
+                f,
+            )
+            skipped["recall_state_no_session"] += 1
+            continue
         st = read_json(inside(root, f))
         fields.check(st, fields.OKS_RECALL_STATE, str(f), "document", FIX_STATE)
         n = int(st.get("n") or 0)
-        session = STATE.match(f.name).group(1)
+        session = named.group(1)
         seen = st.get("seen", {}) or {}
         rows += [(session, n, str(s), int(t)) for s, t in seen.items()] or [
             (session, n, None, None)
@@ -305,7 +319,7 @@ def load(
     settings, source = oks_settings.recall_params(root)
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(wiki))
     nodes, note = importance_to_10(nodes, "1", str(wiki))  # the schema: importance in [0, 1]
-    goal_table, state = load_goals(root), load_recall_state(root)
+    goal_table, state = load_goals(root), load_recall_state(root, skipped)
     fingerprints = {str(f): sha256_file(f) for f in files}
     qrels = query_files.qrels_path(queries, qrels, queries_format)
     goal_files = (

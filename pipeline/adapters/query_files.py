@@ -31,6 +31,7 @@ from pathlib import Path
 import polars as pl
 import yaml
 
+from pipeline.adapters import fields
 from pipeline.adapters.common import read_jsonl, read_text, require_file
 from pipeline.contract.errors import DataError, require_one_of
 
@@ -213,7 +214,16 @@ def _send_date(value, where: str, line: int) -> str | None:
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return dt.datetime.fromtimestamp(value / 1000, dt.timezone.utc).isoformat()
+        t = fields.epoch_utc(value / 1000) if fields.finite_number(value) else None
+        if t is None:
+            raise DataError(
+                where,
+                f"send_date {value!r} is not a ms epoch of years 1–9999",
+                "write the time in milliseconds since 1970, or as an ISO datetime",
+                row=f"line {line}",
+                field="send_date",
+            )
+        return t.isoformat()
     text = str(value).strip()
     try:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).isoformat()

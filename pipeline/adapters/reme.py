@@ -27,14 +27,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.adapters import reme_index, reme_meta, reme_slots
+from pipeline.adapters import fields, reme_index, reme_meta, reme_slots
 from pipeline.adapters.common import sha256_file, slice_queries
 from pipeline.adapters.markdown import slugify
 from pipeline.adapters.workspace import _root, list_notes, note_rows, qrels_table, queries_table
 from pipeline.channels.lexical import stopword_list
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import ConfigError, DataError, require_one_of
-from pipeline.contract.schema import conform
+from pipeline.contract.schema import conform, parse_timestamp
 from pipeline.ops.tokenize import reme_words
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,19 @@ LINK_KEYS = ("source_path", "target_path", "target_anchor")  # reme/schema/file_
 NOTE_DIRS = ("daily", "digest")  # ReMe config/default.yaml: index_update_loop watch_dirs, suffix md
 
 
-def _utc(seconds) -> dt.datetime | None:
-    return None if seconds is None else dt.datetime.fromtimestamp(float(seconds), dt.timezone.utc)
+def _utc(seconds, where: str) -> dt.datetime | None:
+    """An ``st_mtime`` (seconds) as a UTC datetime; one past the years 1–9999 is a DataError."""
+    if seconds is None:
+        return None
+    t = fields.epoch_utc(seconds)
+    if t is None:
+        raise DataError(
+            where,
+            f"modification time {seconds!r} is not a date of years 1–9999",
+            "set a real modification time (touch the file)",
+            field="st_mtime",
+        )
+    return t
 
 
 def _layer(path: str) -> str:
@@ -182,7 +193,7 @@ def _chunk_rows(recs: list[dict], graph: dict, vecs: list | None) -> list[dict]:
                 "start_line": int(r["start_line"]),
                 "end_line": int(r["end_line"]),
                 "seq": seq[r["path"]],
-                "updated_at": _utc(fnode.get("st_mtime")),
+                "updated_at": _utc(fnode.get("st_mtime"), r["path"]),
                 "chunk_id": r["id"],
                 "store_order": r["_store_order"],
                 "keyword_slot": r["_slot"],
@@ -260,7 +271,7 @@ def _note_units(
     rows, links = [], []
     for f in sorted(files, key=lambda f: f.relative_to(root).as_posix()):
         r, lk = note_rows(root, f, skipped)
-        mtime = _utc(f.stat().st_mtime)
+        mtime = _utc(f.stat().st_mtime, str(f))
         for row in r:
             row.update(
                 layer=_layer(row["doc_id"]), updated_at=mtime, slug=row["node_id"].rsplit("#", 1)[1]
@@ -421,7 +432,7 @@ def load(
     nodes = _in_layers(nodes, layers, skipped, root)
     ids = set(nodes["node_id"])
     edge_rows = [e for e in edge_rows if e["src"] in ids and e["dst"] in ids]
-    t_now = dt.datetime.fromisoformat(now.replace("Z", "+00:00")) if now else None
+    t_now = parse_timestamp(now, "data.now", None, "now") if now else None
     nodes, fresh = _with_signals(nodes, root, t_now, notes)
     edges = _edges(edge_rows, root)
     ds = Dataset(

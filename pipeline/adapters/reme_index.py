@@ -146,8 +146,18 @@ def embedding_caches(meta: Path, name: str, version: str) -> list[tuple[Path, st
             raise DataError(str(f), f"cannot read the npz ({str(exc)[:120]})", FIX_INDEX) from None
         if emb.ndim != 2 or len(keys) != len(emb):
             raise DataError(str(f), f"keys {keys.shape} / embeddings {emb.shape} differ", FIX_INDEX)
+        with np.errstate(over="ignore"):  # a value past float16's 65504 is inf: reported below
+            emb = emb.astype(np.float16)
+        bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
+        if len(bad):  # NaN or inf would poison every cosine of the chunk that reads it
+            raise DataError(
+                str(f),
+                f"vector of text {str(keys[bad[0]])[:12]}… holds NaN or inf",
+                FIX_INDEX,
+                row=f"embeddings[{bad[0]}]",
+            )
         space = f.name[len(f"{name}_{version}_") : -len(".npz")]
-        out.append((f, space, {str(k): e.astype(np.float16) for k, e in zip(keys, emb)}))
+        out.append((f, space, {str(k): e for k, e in zip(keys, emb)}))
     return out
 
 

@@ -43,14 +43,6 @@ SIGNAL_FILES = {
 }
 
 
-def _parse_time(value) -> dt.datetime | None:
-    try:
-        t = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except (TypeError, ValueError):
-        return None
-    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
-
-
 SCHEMAS = {  # per signal file: the document's schema, and each entry's (under ``paths``)
     "communities": (fields.REME_COMMUNITIES, None),
     "access_log": (fields.REME_ACCESS_LOG, fields.REME_ACCESS_ENTRY),
@@ -89,7 +81,7 @@ def _read(path: Path, now: dt.datetime, max_age_days: float) -> tuple[dict | Non
     if not isinstance(doc, dict):
         log.warning("%s is not a JSON object; the signal is treated as missing", path)
         return None, {**fresh, "status": "invalid"}
-    at = _parse_time(doc.get("computed_at"))
+    at = fields.utc_datetime(doc.get("computed_at"))
     fresh["computed_at"] = at.isoformat() if at else None
     fresh["age_days"] = round((now - at).total_seconds() / 86_400, 3) if at else None
     if doc.get("version") != META_VERSION:
@@ -128,7 +120,7 @@ def _columns(name: str, doc: dict) -> dict[str, dict]:
                 hits = e.get("last_hit_count_30d")
                 out[p] = {
                     "hits_30d": hits,
-                    "last_access_at": _parse_time(e.get("last_read")),
+                    "last_access_at": fields.utc_datetime(e.get("last_read")),
                 }
         return out
     paths = doc.get("paths", doc.get("archived")) or []

@@ -337,4 +337,13 @@ def parse_timestamp(value, where: str, row, field: str):
             ) from None
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=dt.timezone.utc)
-    return ts.astimezone(dt.timezone.utc)
+    try:
+        return ts.astimezone(dt.timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59:59-23:59 lies past the year 9999 in UTC
+        raise DataError(
+            where,
+            f"'{field}' value {value!r} lies outside the years 1–9999 in UTC",
+            "write a date-time of years 1–9999",
+            row=row,
+            field=field,
+        ) from None

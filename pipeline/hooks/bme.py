@@ -12,11 +12,17 @@ writes only to ``is_user`` messages. Values, as ST-BME's own persistence (``inde
 message's ``mes`` normalised as ``normalizeRecallInputText`` (CRLF → LF, trim: the cache's key
 normalisation too), ``tokenEstimate`` = ``estimateTokens`` (``retrieval/injector.js``),
 ``generationCount`` 0, ``manuallyEdited`` and ``authoritativeInputUsed`` false,
-``selectedNodeIds`` = the entry's rows' node ids in rank order (at most ``maxRecallNodes``, 12).
+``selectedNodeIds`` = ``retrieve()``'s ``selectedNodeIds`` of the same recall, i.e. the nodes the
+injection selected (``injection.parquet``'s ``selected``: owner POV + scene of the first 12,
+:meth:`ChatQueries.selected`), else the entry's first 12 node ids in rank order.
 
+Each user message is looked up under the key its query was precomputed with: the chat read as
+``data=bme data.queries=<chat>`` reads it (:class:`ChatQueries`: context lines, ``send_date``,
+viewer and the graph's scene state), and a miss at ``recall serve`` is computed with those fields.
 ``recall precompute … inject.format=bme bme_cards.out=OUT [bme_cards.chat=CHAT]`` writes the cards
 of ``CHAT`` (default ``data.queries``, e.g. the chat ``data=bme`` reads) from the cache just built
-(:func:`precompute_cards`), matching messages to entries by text (:class:`TextIndex`).
+(:func:`precompute_cards`); a dataset other than ``data=bme`` is matched by text
+(:class:`TextIndex`).
 
 A message that already has a ``bme_recall`` key is left as it is; so are messages whose text has
 no cache entry or an empty injection. Lines not given a card are copied byte for byte; a line given
@@ -72,14 +78,19 @@ def iso_now() -> str:
     return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def card(text: str, entry: dict, now: str) -> dict | None:
-    """The v1 record of ``text`` from its entry, or None when the entry injects nothing."""
+def card(text: str, entry: dict, now: str, selected: list[str] | None = None) -> dict | None:
+    """The v1 record of ``text`` from its entry, or None when the entry injects nothing.
+    ``selected``: the nodes the injection selected (ST-BME's ``selectedNodeIds``, which its
+    persistence stores with the injection that shows them: :meth:`ChatQueries.selected`); without
+    it, the entry's first ``MAX_NODES`` node ids in rank order."""
     injection = str(entry.get("injection") or "").strip()
     if not injection:
         return None
-    ids = [r["node_id"] for r in sorted(entry.get("rows") or [], key=lambda r: r["rank"])]
+    if selected is None:
+        ids = [r["node_id"] for r in sorted(entry.get("rows") or [], key=lambda r: r["rank"])]
+        selected = list(dict.fromkeys(ids))[:MAX_NODES]
     bound = normalize(text)
-    values = (VERSION, injection, list(dict.fromkeys(ids))[:MAX_NODES], bound, SOURCE, HOOK)
+    values = (VERSION, injection, list(selected), bound, SOURCE, HOOK)
     values += (estimate_tokens(injection), now, now, 0, False, False, bound)
     return dict(zip(CARD_FIELDS, values, strict=True))
 
@@ -101,6 +112,64 @@ def _needs_card(msg: dict | None) -> bool:
     return not (isinstance(extra, dict) and KEY in extra) and bool(normalize(msg.get("mes") or ""))
 
 
+class ChatQueries:
+    """A chat's user messages as ``data=bme`` reads them (``adapters.bme.load`` with the chat as
+    ``data.queries``: each query's context, time, viewer and scene state, ``query_id`` ``m<i>``),
+    so a hook builds the very cache key ``recall precompute`` built for each (``keys.query_key``),
+    and the graph's nodes and edges, to name the nodes the injection selected.
+
+    ``graph``: the ST-BME graph the precompute read (``data.path``); default: the chat itself
+    (its ``chat_metadata.st_bme_graph``). ``inject``: the recipe's ``inject`` settings other than
+    ``format`` (default: bme's own)."""
+
+    def __init__(
+        self,
+        chat: str | Path,
+        graph: str | Path | None = None,
+        *,
+        inject: dict | None = None,
+        include_archived: bool = False,
+    ) -> None:
+        from pipeline.adapters import bme as adapter
+        from pipeline.contract.ingest import drop_empty
+        from pipeline.serve.keys import RESULT_FIELDS
+
+        ds = adapter.load(str(graph or chat), queries=str(chat), vectors="false")
+        self.nodes, self.queries = drop_empty(ds)
+        self.edges, self.inject, self.archived = ds.edges, dict(inject or {}), include_archived
+        cols = [c for c in self.queries.columns if c in RESULT_FIELDS]
+        self.fields = {
+            r["query_id"]: {k: r[k] for k in cols} for r in self.queries.to_dicts()
+        }  # the columns keys.query_key reads, as precompute.entry_keys passes them
+
+    def selected(self, qid: str, entry: dict) -> list[str] | None:
+        """ST-BME's ``selectedNodeIds`` of the injection of ``entry`` (query ``qid``): the entry's
+        rows rendered again as ``inject.format=bme`` (``stages.inject``, owner-POV augmentation and
+        scene reconstruction); None when that render is not the entry's injection (another
+        recipe's ``inject`` settings), so the card never names nodes its text does not show."""
+        import polars as pl
+
+        from pipeline.stages import inject
+
+        rows = entry.get("rows") or []
+        if not rows:
+            return None
+        recall = pl.DataFrame(rows).with_columns(query_id=pl.lit(qid))
+        query = self.queries.filter(pl.col("query_id") == qid)
+        out = inject.render(
+            recall,
+            self.nodes,
+            "bme",
+            queries=query,
+            include_archived=self.archived,
+            edges=self.edges,
+            **self.inject,
+        )
+        if out.height != 1 or out["text"][0].strip() != str(entry.get("injection") or "").strip():
+            return None
+        return out["selected"][0].to_list()
+
+
 def write_bme_cards(
     chat_in: str | Path,
     chat_out: str | Path,
@@ -108,22 +177,32 @@ def write_bme_cards(
     *,
     scope: str | None = None,
     now: str | None = None,
+    queries: ChatQueries | None = None,
 ) -> int:
-    """Copy ``chat_in`` to ``chat_out`` with a card on each user message lacking one; the count."""
+    """Copy ``chat_in`` to ``chat_out`` with a card on each user message lacking one; the count.
+    With ``queries`` (:class:`ChatQueries` of this chat), each message is looked up with its own
+    query's fields (the key the precompute built; a miss is computed with them), and its card's
+    ``selectedNodeIds`` are the nodes its injection selected."""
     from pipeline.contract.io import atomic_write_bytes
 
     src, dst = Path(chat_in), Path(chat_out)
+    if not src.is_file():
+        raise DataError(str(src), "chat file not found", "pass a SillyTavern chat .jsonl")
     if dst.exists() or dst.resolve() == src.resolve():
         raise UserError(f"{dst}: exists; cards go into a new copy: name a file that does not exist")
     now = now or iso_now()
-    lines, written = src.read_bytes().splitlines(keepends=True), 0
+    lines, written, m = src.read_bytes().splitlines(keepends=True), 0, -1
     for i, raw in enumerate(lines[1:], start=2):  # line 1: the chat's metadata header
         body = raw.rstrip(b"\r\n")
         msg = _message(body, str(src), i) if body.strip() else None
+        m += bool(body.strip())  # message m<m> of query_files.chat_rows (blank lines skipped)
         if not _needs_card(msg):
             continue
-        entry = source.recall(msg["mes"], scope=scope)
-        record = card(msg["mes"], entry, now) if entry else None
+        qid = f"m{m}"
+        fields = queries.fields.get(qid) if queries is not None else None
+        entry = source.recall(msg["mes"], scope=scope, fields=fields)
+        chosen = queries.selected(qid, entry) if queries is not None and entry else None
+        record = card(msg["mes"], entry, now, chosen) if entry else None
         if record is None:
             continue
         extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
@@ -152,6 +231,18 @@ class TextIndex:
         return self._by.get(self._normalise(text))
 
 
+def _holds_graph(chat: str | Path) -> bool:
+    """Whether the chat's first line carries a (non-empty) ST-BME graph
+    (``chat_metadata.st_bme_graph``)."""
+    try:
+        with open(chat, "rb") as fh:
+            meta = json.loads(fh.readline()).get("chat_metadata")
+    except (OSError, ValueError, AttributeError):
+        return False
+    graph = meta.get("st_bme_graph") if isinstance(meta, dict) else None
+    return bool(graph) and isinstance(graph, (dict, str))  # {}: ST-BME's empty graph
+
+
 def check_cards(cfg) -> None:
     """Refuse ``bme_cards.out`` (before a precompute runs) unless ``inject.format=bme``, a chat
     is named (``bme_cards.chat``, else ``data.queries``) and ``out`` does not exist yet."""
@@ -170,7 +261,9 @@ def check_cards(cfg) -> None:
 
 def precompute_cards(cfg, namespace: str) -> tuple[str, int] | None:
     """After ``recall precompute``: (out, cards written) of ``bme_cards`` from the namespace's
-    live generation (:class:`TextIndex`, no computation); None when ``bme_cards.out`` is unset."""
+    live generation, no computation: with ``data=bme``, each message's entry under the key its
+    query was precomputed with (:class:`ChatQueries`, the recipe's ``inject`` settings for the
+    selection), else by text alone (:class:`TextIndex`); None when ``bme_cards.out`` is unset."""
     from pipeline.serve.cache import RecallCache
 
     check_cards(cfg)
@@ -178,8 +271,16 @@ def precompute_cards(cfg, namespace: str) -> tuple[str, int] | None:
     if not opts.get("out"):
         return None
     chat = opts.get("chat") or cfg.data.get("queries")
-    source = Source(TextIndex(RecallCache(cfg.cache_dir, namespace).entries()))
-    return str(opts["out"]), write_bme_cards(chat, opts["out"], source)
+    cache = RecallCache(cfg.cache_dir, namespace)
+    if cfg.data.get("_target_") != "bme":  # no ST-BME graph: plain text lookups
+        return str(opts["out"]), write_bme_cards(
+            chat, opts["out"], Source(TextIndex(cache.entries()))
+        )
+    inject = {k: v for k, v in cfg.inject.items() if k != "format"}
+    queries = ChatQueries(
+        chat, cfg.data.path, inject=inject, include_archived=bool(cfg.include_archived)
+    )
+    return str(opts["out"]), write_bme_cards(chat, opts["out"], Source(cache), queries=queries)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,13 +297,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--namespace")
     ap.add_argument("--scope")
     ap.add_argument("--now", help="createdAt/updatedAt (ISO 8601; default: now, UTC)")
+    ap.add_argument(
+        "--graph",
+        help="the ST-BME graph the precompute read (data.path); default: the chat's own "
+        "chat_metadata.st_bme_graph, else messages are looked up by text alone",
+    )
     args = ap.parse_args(argv)
 
     def run() -> None:
         keys = ("endpoint", "cache_dir", "namespace")
         settings = {k: getattr(args, k) for k in keys if getattr(args, k)}
         source = Source.from_settings(settings, where="command line", format="bme")
-        n = write_bme_cards(args.chat_in, args.chat_out, source, scope=args.scope, now=args.now)
+        graph = args.graph or (args.chat_in if _holds_graph(args.chat_in) else None)
+        queries = ChatQueries(args.chat_in, graph) if graph else None
+        n = write_bme_cards(
+            args.chat_in, args.chat_out, source, scope=args.scope, now=args.now, queries=queries
+        )
         print(f"{args.chat_out}: {n} bme_recall card(s) written")
 
     return reported(run)

@@ -31,11 +31,19 @@ class HttpRecaller:
         self.endpoint, self.timeout = endpoint, float(timeout)
 
     def recall(
-        self, text: str, scope: str | None = None, k: int | None = None, format: str = "rows"
+        self,
+        text: str,
+        scope: str | None = None,
+        k: int | None = None,
+        format: str = "rows",
+        fields: dict | None = None,
     ) -> dict[str, Any]:
-        """POST one recall; a 4xx/5xx or an unreachable server raises RecallServiceError."""
+        """POST one recall (``fields``: the query's context, time, scene…, JSON-encoded with
+        datetimes as ISO 8601); a 4xx/5xx or an unreachable server raises RecallServiceError."""
         body = {"text": text, "format": format}
         body.update({key: v for key, v in (("scope", scope), ("k", k)) if v is not None})
+        if fields:
+            body["fields"] = {key: _plain(v) for key, v in fields.items()}
         request = urllib.request.Request(
             f"{self.endpoint}/recall",
             data=json.dumps(body, ensure_ascii=False).encode("utf-8"),
@@ -53,3 +61,10 @@ class HttpRecaller:
             raise RecallServiceError(
                 f"{self.endpoint}/recall: {reason}; is `recall serve` running there?"
             ) from exc
+
+
+def _plain(value):
+    """A query field as JSON: a datetime as ISO 8601, a tuple as a list."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return list(value) if isinstance(value, tuple) else value

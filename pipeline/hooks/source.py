@@ -24,7 +24,8 @@ class Recaller(Protocol):
     def recall(
         self, text: str, scope: str | None = None, k: int | None = None, format: str = "rows"
     ) -> dict[str, Any]:
-        """The entry of ``text`` (computed on a miss)."""
+        """The entry of ``text`` (computed on a miss); a recaller that takes a ``fields`` keyword
+        (``Service``, ``HttpRecaller``) is given the query's fields when a hook has them."""
         ...
 
 
@@ -56,21 +57,30 @@ class Source:
         self.cache, self.recaller = cache, recaller
         self.scope, self.k, self.format = scope, k, format
 
-    def cached(self, text: str, scope: str | None = None) -> dict | None:
-        """The cache's entry of ``text``, or None (no cache, or a miss). Never computes."""
+    def cached(
+        self, text: str, scope: str | None = None, fields: dict | None = None
+    ) -> dict | None:
+        """The cache's entry of ``text``, or None (no cache, or a miss). Never computes.
+        ``fields``: the query's other columns (context, now, viewer, scene: ``keys.query_key``)
+        when it was precomputed with them."""
         if self.cache is None:
             return None
-        entry = self.cache.get(text, scope=scope or self.scope)
+        extra = {"fields": fields} if fields else {}
+        entry = self.cache.get(text, scope=scope or self.scope, **extra)
         if entry is None or self.k is None:
             return entry
         return {**entry, "rows": entry["rows"][: self.k]}  # as the recaller cuts a miss
 
-    def recall(self, text: str, scope: str | None = None) -> dict | None:
-        """The cache's entry, else the recaller's (which computes a miss); None without either."""
-        entry = self.cached(text, scope)
+    def recall(
+        self, text: str, scope: str | None = None, fields: dict | None = None
+    ) -> dict | None:
+        """The cache's entry, else the recaller's (which computes a miss, with ``fields``);
+        None without either."""
+        entry = self.cached(text, scope, fields)
         if entry is None and self.recaller is not None:
+            extra = {"fields": fields} if fields else {}
             entry = self.recaller.recall(
-                text, scope=scope or self.scope, k=self.k, format=self.format
+                text, scope=scope or self.scope, k=self.k, format=self.format, **extra
             )
         return entry
 

@@ -67,10 +67,11 @@ def lexical(sources: list[str], names: list[str], summaries: list[str]) -> float
     return min(1.0, max(p, 0.82 * s, 0.7 * t, 0.75 * p + 0.35 * s + 0.2 * t))
 
 
-def column(df: pl.DataFrame, segments: Callable[[str], list[str]]) -> pl.Series:
+def column(df: pl.DataFrame, sources: Callable[[str], list[str]]) -> pl.Series:
     """``lexical`` for every (query, node) row of ``df`` (``query_idx``, ``query_text`` and the node's
     fields): ``lex_names`` / ``lex_fields`` lists where the row has them (ST-BME's own field lists),
-    else ``title`` and ``description`` / ``text`` / ``status``; sources = the text + ``segments(text)``."""
+    else ``title`` and ``description`` / ``text`` / ``status``; the query's sources are
+    ``sources(text)`` (``stages.query.lexical_sources``: the text and its intent segments)."""
     own = {c for c in ("lex_names", "lex_fields") if isinstance(df.schema.get(c), pl.List)}
     none = pl.Series([None] * df.height)
     ln = df["lex_names"] if "lex_names" in own else none
@@ -82,7 +83,7 @@ def column(df: pl.DataFrame, segments: Callable[[str], list[str]]) -> pl.Series:
     ).iter_rows()
     for (qi, qt, ti, de, tx, st), names, fields in zip(rows, ln, lf):
         if qi not in srcs:
-            srcs[qi] = [qt or ""] + segments(qt or "")
+            srcs[qi] = sources(qt or "")
         names = list(names) if names is not None else [ti or ""]
         fields = list(fields) if fields is not None else [de or "", tx or "", st or ""]
         out.append(lexical(srcs[qi], names, fields))

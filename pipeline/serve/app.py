@@ -2,7 +2,8 @@
 ReMe's ``POST /reme/search`` and ``POST /reme/health_check`` (``pipeline.hooks.reme``).
 
 ``POST /recall`` takes ``{"text": str, "scope"?: str | [str], "k"?: int > 0, "format"?: "rows" |
-"reme" | "oks" | "bme"}`` and answers ``{"rows": [...], "injection": str | null, "cache": "hit" |
+"reme" | "oks" | "bme", "fields"?: {context, now, viewer, BME's scene columns, …}}`` (``fields``:
+the query's other columns, part of its cache key and of a miss's query) and answers ``{"rows": [...], "injection": str | null, "cache": "hit" |
 "miss", "scope_version": str}`` (``Service.recall``). Every request first passes
 ``pipeline.serve.guard`` (Host, token, Content-Type, body size while it streams, JSON checks). A
 bad request gets a 4xx and one line of JSON, ``{"error": "..."}``: invalid JSON or fields 400, a
@@ -32,7 +33,7 @@ from pipeline.serve.guard import MAX_BODY, Guard, without_paths
 from pipeline.serve.service import BadRequest
 
 __all__ = ["MAX_BODY", "build_app", "error", "read_json"]
-FIELDS = ("text", "scope", "k", "format")
+FIELDS = ("text", "scope", "k", "format", "fields")
 
 
 def dumps(obj) -> bytes:
@@ -101,6 +102,7 @@ async def recall(request: Request) -> Response:
             raise BadRequest(f"unknown field(s) {unknown}; fields are {list(FIELDS)}")
         args = {"text": req.get("text"), "scope": req.get("scope"), "k": req.get("k")}
         args["format"] = req.get("format", "rows")
+        args["fields"] = req.get("fields")  # a query's context, time, scene (keys.RESULT_FIELDS)
         out = service.recall(**args, compute=False)
         if out is None:
             out = await run_in_threadpool(service.recall, **args)

@@ -92,6 +92,37 @@ def check_request(text, scope, k, fmt) -> tuple[str, tuple | None, int | None, s
     return text, scope_t, k, fmt
 
 
+def request_fields(fields) -> dict:
+    """A request's query fields (``keys.RESULT_FIELDS``: a chat query's ``context``, ``now``,
+    ``viewer``, BME's scene columns …) in the contract's dtypes, nulls dropped: the columns
+    ``recall precompute`` keyed the query with (``keys.query_key``), and a miss is computed with.
+    A BadRequest names an unknown field or a value the contract cannot read."""
+    from pipeline.contract.schema import conform, parse_timestamp
+
+    if fields is None:
+        return {}
+    if not isinstance(fields, dict):
+        raise BadRequest(
+            "field 'fields': give an object of query fields, e.g. {\"context\": [...]}"
+        )
+    unknown = sorted(set(fields) - set(keys.RESULT_FIELDS))
+    if unknown:
+        raise BadRequest(
+            f"fields {unknown}: not query fields; choose from {list(keys.RESULT_FIELDS)}"
+        )
+    row = {k: v for k, v in fields.items() if v is not None}
+    if not row:
+        return {}
+    try:
+        if isinstance(row.get("now"), str):
+            row["now"] = parse_timestamp(row["now"], "request", None, "now")
+        frame = conform(pl.DataFrame([{"query_id": "-", "text": "-", **row}]), "queries", "request")
+    except (UserError, TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise BadRequest(f"field 'fields': {' '.join(str(exc).split())[:300]}") from None
+    got = frame.drop("query_id", "text").to_dicts()[0]
+    return {k: v for k, v in got.items() if v is not None}
+
+
 class Service:
     """Recall lookups for one dataset and recipe (``cfg``: the overrides of ``recall run`` plus
     ``cache_dir``, and the ``serve`` settings)."""
@@ -200,30 +231,37 @@ class Service:
                     break
         return got
 
-    def lookup(self, state: Loaded, text: str, scope: tuple | None) -> dict | None:
-        """The entry of ``text`` in ``scope`` that is fresh in ``state``: the disk cache's when
-        its scope version and recipe match, else one computed in memory; None (a miss)."""
+    def lookup(
+        self, state: Loaded, text: str, scope: tuple | None, row: dict | None = None
+    ) -> dict | None:
+        """The entry of ``text`` (with the query fields ``row``) in ``scope`` that is fresh in
+        ``state``: the disk cache's when its scope version and recipe match, else one computed in
+        memory; None (a miss)."""
         version = self.version(state, scope)
-        sid, tk = keys.scope_id(scope), keys.text_key(text)
+        sid, tk = keys.scope_id(scope), keys.query_key(text, row)
         entry = self.cache.get_key(sid, tk)
         if entry is None or entry["scope_version"] != version or entry["recipe"] != self.recipe:
             entry = state.computed.get((sid, tk))
         return entry
 
     def recall(self, text: str, scope=None, k: int | None = None, format: str = "rows", *,
-               compute: bool = True) -> dict | None:  # fmt: skip
+               compute: bool = True, fields: dict | None = None) -> dict | None:  # fmt: skip
         """The response body {rows, injection, cache, scope_version} of one lookup; with
         ``compute=False`` (the event loop), None instead of computing a miss or reading a file
-        (the store's stat, the cache's pointer): the caller asks again in a worker thread."""
+        (the store's stat, the cache's pointer): the caller asks again in a worker thread.
+        ``fields``: the query's other columns (:func:`request_fields`), part of its key and of a
+        miss's query."""
         text, scope_t, k, fmt = check_request(text, scope, k, format)
+        row = request_fields(fields)
         state = self.current(wait=compute)
         if state is None or (not compute and self.cache.due()):
             return None
-        entry, cache = self.lookup(state, text, scope_t), "hit"
+        entry, cache = self.lookup(state, text, scope_t, row), "hit"
         if entry is None:
             if not compute:
                 return None
-            entry, cache = self.batcher.submit((state, text, scope_t)).result(), "miss"
+            item = (state, text, scope_t, keys.query_key(text, row), row)
+            entry, cache = self.batcher.submit(item).result(), "miss"
         self.counts[cache] += 1
         inj = render.injection(self.cfg, state.ds, state.nodes, entry, fmt)
         return render.body(entry, k, inj, cache)
@@ -243,31 +281,34 @@ class Service:
         state = self.current()
         if self.lookup(state, text, scope_t) is not None:
             return None
-        return self.batcher.submit((state, text, scope_t))
+        return self.batcher.submit((state, text, scope_t, keys.text_key(text), {}))
 
     def _compute(self, items: list) -> list[dict]:
-        """Entries of (state, text, scope) items, one query-path batch per loaded state."""
+        """Entries of (state, text, scope, text key, fields) items, one query-path batch per
+        loaded state."""
         out: list = [None] * len(items)
         by_state: dict = {}
-        for i, (state, _t, _s) in enumerate(items):
+        for i, (state, *_rest) in enumerate(items):
             by_state.setdefault(id(state), (state, []))[1].append(i)
         for state, idx in by_state.values():
-            pairs = list(dict.fromkeys((items[i][1], items[i][2]) for i in idx))
-            got = self._entries(state, pairs)
+            uniq = {(items[i][2], items[i][3]): items[i][1:] for i in idx}
+            got = self._entries(state, list(uniq.values()))
             for i in idx:
-                out[i] = got[(items[i][1], items[i][2])]
+                out[i] = got[(items[i][2], items[i][3])]
         return out
 
-    def _entries(self, state: Loaded, pairs: list) -> dict:
-        """{(text, scope): entry} of texts computed together by the batch's query path."""
-        q = _queries(pairs)
+    def _entries(self, state: Loaded, items: list) -> dict:
+        """{(scope, text key): entry} of (text, scope, text key, fields) computed together by the
+        batch's query path."""
+        pairs = [(t, s) for t, s, _tk, _f in items]
+        q = _queries(pairs, [f for _t, _s, _tk, f in items])
         rows, _sec = precompute.recall_rows(self.cfg, state.ds, state.nodes, q, state.memo)
         inj = render.blocks(self.cfg, state.ds, state.nodes, rows, q, self.cfg.inject.format)
         cols = [c for c in rows.columns if c != "query_id"]
         by_q = {qid: g for (qid,), g in rows.group_by("query_id", maintain_order=True)}
         out = {}
-        for qid, (text, scope) in zip(q["query_id"].to_list(), pairs, strict=True):
-            sid, tk = keys.scope_id(scope), keys.text_key(text)
+        for qid, (text, scope, tk, _f) in zip(q["query_id"].to_list(), items, strict=True):
+            sid = keys.scope_id(scope)
             g = by_q.get(qid)
             entry = {
                 "query_id": None, "query_text": text, "text_key": tk, "scope": sid,
@@ -275,7 +316,7 @@ class Service:
                 "injection": inj.get(qid), "scope_version": self.version(state, scope),
                 "recipe": self.recipe, "namespace": self.namespace, "generation": None,
             }  # fmt: skip
-            state.computed[(sid, tk)] = out[(text, scope)] = entry
+            state.computed[(sid, tk)] = out[(scope, tk)] = entry
         while len(state.computed) > self.memory_entries:
             state.computed.popitem(last=False)
         if sum(len(v) for v in state.memo.values()) > 64:  # one node subset per scope mix
@@ -310,11 +351,18 @@ def _roots(cfg: DictConfig) -> list[Path]:
     return [*given, *(p for p in data_paths(cfg) if p not in given)]
 
 
-def _queries(pairs: list) -> pl.DataFrame:
-    """A queries table of (text, scope tuple) pairs; ``doc_scope`` only when a scope is set."""
+def _queries(pairs: list, fields: list[dict] | None = None) -> pl.DataFrame:
+    """A queries table of (text, scope tuple) pairs; ``doc_scope`` only when a scope is set; the
+    query fields of each (:func:`request_fields`) as columns when any is set."""
     data = {"query_id": [f"serve-{i}" for i in range(len(pairs))], "text": [t for t, _s in pairs]}
     schema = {"query_id": pl.String, "text": pl.String}
     if any(s is not None for _t, s in pairs):
         data["doc_scope"] = [list(s) if s is not None else None for _t, s in pairs]
         schema["doc_scope"] = pl.List(pl.String)
-    return pl.DataFrame(data, schema=schema)
+    frame = pl.DataFrame(data, schema=schema)
+    if not any(fields or []):
+        return frame
+    from pipeline.contract.schema import conform
+
+    extra = pl.DataFrame([f or {} for f in fields], infer_schema_length=None)
+    return conform(pl.concat([frame, extra], how="horizontal"), "queries", "request")

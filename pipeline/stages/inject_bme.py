@@ -40,11 +40,16 @@ def cell(v, limit: int = 200) -> str:
     return str(v).replace("|", "\\|").replace("\r", " ").replace("\n", " ")[:limit]
 
 
+def by_type(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The rows grouped by node type, types in order of first appearance (the tables' order)."""
+    types = dict.fromkeys(r.get("type") or "memory" for r in rows)
+    return [(t, [r for r in rows if (r.get("type") or "memory") == t]) for t in types]
+
+
 def tables(rows: list[dict]) -> list[str]:
     """Per node type: ``<type>:`` and a markdown table of the columns non-empty for one of its nodes."""
     out = []
-    for typ in dict.fromkeys(r.get("type") or "memory" for r in rows):
-        group = [r for r in rows if (r.get("type") or "memory") == typ]
+    for typ, group in by_type(rows):
         cols = [c for c in COLUMNS if any(r.get(c) not in (None, "", []) for r in group)]
         out += [f"{typ}:", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         out += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in group]
@@ -94,7 +99,8 @@ def _sections(rows: list[dict]) -> list[tuple[str, list[dict]]]:
 
 
 def text(rows: list[dict]) -> tuple[str, list[str]]:
-    """One query's injection text and the node ids it shows; ``rows`` carry ``bucket``, ``core``."""
+    """One query's injection text and the node ids it shows, in the order of its table rows;
+    ``rows`` carry ``bucket``, ``core``."""
     rows = sorted(
         rows,
         key=lambda r: (
@@ -117,7 +123,7 @@ def text(rows: list[dict]) -> tuple[str, list[str]]:
         if not rs:
             continue
         lines += [head] + ([CAVEAT] if head.startswith("[Memory - User POV") else []) + tables(rs)
-        shown += [r["node_id"] for r in rs]
+        shown += [r["node_id"] for _typ, group in by_type(rs) for r in group]  # the rows' order
     return "\n".join(lines).rstrip(), shown
 
 

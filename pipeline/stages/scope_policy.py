@@ -199,10 +199,10 @@ def knowledge_columns(cand: pl.DataFrame, x: pl.DataFrame, prio: pl.Series | Non
     the factors ``bme_knowledge`` and ``bme_owner_coverage``, and ``bme_lexical`` (the gate's
     lexical input, reused by the score term)."""
     from pipeline.ops import knowledge, lexcover
-    from pipeline.stages.query import intent_segments
+    from pipeline.stages.query import lexical_sources
 
     has_text = {"query_text", "title", "description", "text", "status"} <= set(cand.columns)
-    lex = lexcover.column(cand, intent_segments) if has_text else pl.Series([0.0] * cand.height)
+    lex = lexcover.column(cand, lexical_sources) if has_text else pl.Series([0.0] * cand.height)
     vec = (
         cand["dense"].fill_null(0.0) if "dense" in cand.columns else pl.Series([0.0] * cand.height)
     )

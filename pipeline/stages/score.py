@@ -99,9 +99,9 @@ def _bme_lexical(df: pl.DataFrame) -> pl.Series:
     if "bme_lexical" in df.columns:  # already computed by the scope policy's knowledge gate
         return df["bme_lexical"]
     from pipeline.ops.lexcover import column
-    from pipeline.stages.query import intent_segments
+    from pipeline.stages.query import lexical_sources
 
-    return column(df, intent_segments)
+    return column(df, lexical_sources)
 
 
 @term("importance", needs=("importance",))
