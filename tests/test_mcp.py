@@ -183,7 +183,7 @@ def test_a_bind_off_loopback_needs_a_token(built):
     got = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
     assert got.returncode == 2 and "Traceback" not in got.stderr
     lines = [ln for ln in got.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: recall mcp: host='0.0.0.0' is not")
+    assert len(lines) == 1 and lines[0].startswith("error: recall mcp: serve.host=0.0.0.0 is not")
     assert "serve.token" in lines[0]
 
 

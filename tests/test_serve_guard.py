@@ -15,10 +15,11 @@ import pytest
 
 from hooks_fakes import serving
 from pipeline.contract.errors import ConfigError
+from pipeline.hooks.client import HttpRecaller, RecallServiceError
 from pipeline.run import precompute
 from pipeline.serve import Service
+from pipeline.serve.access import check_bind
 from pipeline.serve.app import MAX_BODY, build_app
-from pipeline.serve.cli import exposure
 from pipeline.serve.guard import allowed_hosts
 from serve_support import QUERIES, notes_store
 
@@ -186,14 +187,28 @@ def test_a_loopback_host_with_the_token_is_served(guarded, host):
     conn.close()
 
 
+def test_the_hooks_client_sends_the_token_from_the_environment(guarded, monkeypatch):
+    """The stdlib client the hooks use (OKS, Hermes, ST-BME --endpoint) reaches a guarded server
+    with RECALL_SERVE_TOKEN set, and gets the server's one-line 401 without it."""
+    monkeypatch.delenv("RECALL_SERVE_TOKEN", raising=False)
+    with pytest.raises(RecallServiceError, match="HTTP 401.*missing or wrong token"):
+        HttpRecaller(guarded).recall(HIT)
+    monkeypatch.setenv("RECALL_SERVE_TOKEN", "s3cret")
+    assert HttpRecaller(guarded).recall(HIT)["cache"] == "hit"
+    assert HttpRecaller(guarded, token="s3cret").recall(HIT)["cache"] == "hit"
+    monkeypatch.setenv("RECALL_SERVE_TOKEN", "wrong")
+    with pytest.raises(RecallServiceError, match="HTTP 401"):
+        HttpRecaller(guarded).recall(HIT)
+
+
 def test_a_public_bind_needs_a_token_and_warns():
-    assert exposure("127.0.0.1", None, allowed_hosts("127.0.0.1")) is None
-    assert exposure("::1", None, allowed_hosts("::1")) is None
-    with pytest.raises(ConfigError, match="serve.host=0.0.0.0 is not loopback"):
-        exposure("0.0.0.0", None, allowed_hosts("0.0.0.0"))
+    assert check_bind("127.0.0.1", None, "recall serve", allowed_hosts("127.0.0.1")) is None
+    assert check_bind("::1", None, "recall serve", allowed_hosts("::1")) is None
+    with pytest.raises(ConfigError, match="recall serve: serve.host=0.0.0.0 is not loopback"):
+        check_bind("0.0.0.0", None, "recall serve", allowed_hosts("0.0.0.0"))
     hosts = allowed_hosts("10.1.2.3", ["recall.lan"])
     assert hosts == ("recall.lan", "10.1.2.3")
-    assert exposure("10.1.2.3", "t", hosts) == (
+    assert check_bind("10.1.2.3", "t", "recall serve", hosts) == (
         "warning: recall serve listens on 10.1.2.3, not loopback: every request needs "
         "Authorization: Bearer <serve.token> and a Host in ['10.1.2.3', 'recall.lan'] "
         "(serve.allowed_hosts); put TLS in front of it to keep the token off the wire"
@@ -208,6 +223,7 @@ def test_recall_serve_refuses_a_public_bind_without_a_token(tmp_path):
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        "error: serve.host=0.0.0.0 is not loopback: any machine that reaches it could read the "
-        "notes; set serve.token=<secret> (or RECALL_SERVE_TOKEN), or bind host=127.0.0.1"
+        "error: recall serve: serve.host=0.0.0.0 is not loopback: any machine that reaches it "
+        "could read the notes; set serve.token=<secret> (or RECALL_SERVE_TOKEN; clients send "
+        "'Authorization: Bearer <secret>'), or bind host=127.0.0.1"
     ]

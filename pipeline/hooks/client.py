@@ -1,9 +1,12 @@
 """A standard-library HTTP client for ``recall serve``'s ``POST /recall`` (the hooks run inside
-other programs' processes: OKS, Hermes; they add no dependency there)."""
+other programs' processes: OKS, Hermes; they add no dependency there). A server bound off loopback
+wants ``Authorization: Bearer <serve.token>``: the client sends ``token=`` or, without it, the
+``RECALL_SERVE_TOKEN`` environment variable (the variable ``recall serve`` reads too)."""
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from typing import Any
@@ -20,7 +23,7 @@ class HttpRecaller:
     """``recall(text, scope, k, format)`` over ``POST {endpoint}/recall``; same dict as
     ``Service.recall``."""
 
-    def __init__(self, endpoint: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, endpoint: str, *, timeout: float = 30.0, token: str | None = None) -> None:
         endpoint = str(endpoint or "").strip().rstrip("/")
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -29,6 +32,7 @@ class HttpRecaller:
                 "write e.g. http://127.0.0.1:8765 (where `recall serve` listens)"
             )
         self.endpoint, self.timeout = endpoint, float(timeout)
+        self.token = token or os.environ.get("RECALL_SERVE_TOKEN") or None
 
     def recall(
         self,
@@ -44,10 +48,13 @@ class HttpRecaller:
         body.update({key: v for key, v in (("scope", scope), ("k", k)) if v is not None})
         if fields:
             body["fields"] = {key: _plain(v) for key, v in fields.items()}
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(
             f"{self.endpoint}/recall",
             data=json.dumps(body, ensure_ascii=False).encode("utf-8"),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            headers=headers,
             method="POST",
         )
         try:

@@ -26,20 +26,23 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str | None, command: str) -> str | None:
+def check_bind(host: str, token: str | None, command: str, hosts=None) -> str | None:
     """None for a loopback ``host``; a ConfigError when another bind has no ``token``; else the
-    warning line to print at start (the port is reachable from the network)."""
+    warning line to print at start (the port is reachable from the network; ``hosts``: the
+    ``Host`` names it answers, named in the warning)."""
     if is_loopback(host):
         return None
     if not token:
         raise ConfigError(
-            f"{command}: host={host!r} is not loopback and serve.token is not set; give a token "
-            "(++serve.token=<secret>, sent by clients as 'Authorization: Bearer <secret>') or "
-            "bind host=127.0.0.1"
+            f"{command}: serve.host={host} is not loopback: any machine that reaches it could read "
+            "the notes; set serve.token=<secret> (or RECALL_SERVE_TOKEN; clients send "
+            "'Authorization: Bearer <secret>'), or bind host=127.0.0.1"
         )
+    served = f" and a Host in {sorted(hosts)} (serve.allowed_hosts)" if hosts else ""
     return (
-        f"warning: {command} listens on {host}, reachable from the network; every request "
-        "needs 'Authorization: Bearer <serve.token>'"
+        f"warning: {command} listens on {host}, not loopback: every request needs "
+        f"Authorization: Bearer <serve.token>{served}; put TLS in front of it to keep the token "
+        "off the wire"
     )
 
 

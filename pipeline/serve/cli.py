@@ -21,7 +21,8 @@ from omegaconf import DictConfig
 
 from pipeline.contract.errors import ConfigError, reported
 from pipeline.contract.paths import CONF_DIR
-from pipeline.serve.guard import allowed_hosts, is_loopback
+from pipeline.serve.access import check_bind
+from pipeline.serve.guard import allowed_hosts
 
 RENAMED = {"host": "serve.host", "port": "serve.port"}
 VERBATIM = ("text", "scope")
@@ -55,23 +56,6 @@ def empty_namespace_warning(there: list[str], namespace: str, cache_dir) -> str 
     )
 
 
-def exposure(host: str, token: str | None, hosts) -> str | None:
-    """The warning line of a bind that is not loopback (None for loopback); a ConfigError when
-    such a bind has no token."""
-    if is_loopback(host):
-        return None
-    if not token:
-        raise ConfigError(
-            f"serve.host={host} is not loopback: any machine that reaches it could read the notes; "
-            "set serve.token=<secret> (or RECALL_SERVE_TOKEN), or bind host=127.0.0.1"
-        )
-    return (
-        f"warning: recall serve listens on {host}, not loopback: every request needs "
-        f"Authorization: Bearer <serve.token> and a Host in {sorted(hosts)} (serve.allowed_hosts); "
-        "put TLS in front of it to keep the token off the wire"
-    )
-
-
 def serve(cfg: DictConfig) -> None:
     """Load the service and run it on uvicorn at ``serve.host``:``serve.port``."""
     import uvicorn
@@ -82,7 +66,7 @@ def serve(cfg: DictConfig) -> None:
     host, port = str(cfg.serve.host), int(cfg.serve.port)
     token = str(cfg.serve.get("token") or "") or None
     hosts = allowed_hosts(host, cfg.serve.get("allowed_hosts"))
-    exposed = exposure(host, token, hosts)  # refused before anything is loaded
+    exposed = check_bind(host, token, "recall serve", hosts)  # refused before loading
     service = Service(cfg)
     print(f"recall serve: namespace {service.namespace}, http://{host}:{port}", flush=True)
     warning = empty_namespace_warning(service.cache.namespaces(), service.namespace, cfg.cache_dir)

@@ -23,7 +23,6 @@ false, "metadata": {}}`` under ``/reme/``.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
 import os
@@ -47,17 +46,6 @@ class Refused(UserError):
     def __init__(self, message: str, status: int = 400, headers: dict | None = None) -> None:
         super().__init__(message)
         self.status, self.headers = status, headers or {}
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
-    name = host.strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def allowed_hosts(bind: str, extra=None) -> tuple[str, ...]:
