@@ -1,0 +1,93 @@
+"""One answer across devices (docs/reliability.md "One answer across devices"): the array code a
+GPU runs, checked here on its CPU twins.
+
+CuPy's ``scatter_max``/``scatter_min`` on float64 round through ``fmaxf``/``fminf`` (float32;
+``cupy/_core/include/cupy/atomics.cuh``): per-query maxima of ``fuse=wsum``'s ``max``/``minmax``
+norms came back rounded on a GPU (``tests/test_gpu.py::test_fusion_on_device_matches_host[wsum-kw0]``
+failed on an H200). These tests run the numpy twin with ``numpy.maximum.at``/``minimum.at``
+replaced by CuPy's contract (its dtypes, float64 through float32), so a float64 scatter that
+reaches CuPy's atomics fails here as it did there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.core import backend
+from pipeline.stages.fuse import fuse
+from test_fusion import CHANNELS, WEIGHTS, candidates, ref_wsum, same
+
+_REAL = {"max": np.maximum, "min": np.minimum}
+CUPY_SCATTER_DTYPES = (np.int32, np.float32, np.float64, np.uint32, np.uint64)
+
+
+class _CupyScatter:
+    """``np.maximum``/``np.minimum`` whose ``.at`` keeps ``cupyx.scatter_max``/``min``'s contract:
+    its dtypes only, and a float64 target updated through float32 (``fmaxf``)."""
+
+    def __init__(self, how: str) -> None:
+        self.ufunc = _REAL[how]
+
+    def __call__(self, *args, **kwargs):
+        return self.ufunc(*args, **kwargs)
+
+    def at(self, out, index, values):
+        if out.dtype.type not in CUPY_SCATTER_DTYPES:
+            raise TypeError(f"cupy scatter does not take {out.dtype}")
+        if out.dtype != np.float64:
+            return self.ufunc.at(out, index, np.asarray(values, out.dtype))
+        touched = np.zeros(out.shape, bool)
+        touched[index] = True
+        narrow = out.astype(np.float32)
+        self.ufunc.at(narrow, index, np.asarray(values, np.float32))
+        out[touched] = narrow[touched]
+
+
+@pytest.fixture
+def cupy_scatter(monkeypatch):
+    monkeypatch.setattr(np, "maximum", _CupyScatter("max"))
+    monkeypatch.setattr(np, "minimum", _CupyScatter("min"))
+
+
+def test_the_contract_rounds_a_float64_scatter():
+    out = np.full(2, -np.inf)
+    _CupyScatter("max").at(out, np.array([0, 0]), np.array([0.1, 0.2]))
+    assert out[0] == np.float64(np.float32(0.2)) != 0.2 and out[1] == -np.inf
+
+
+def test_float_keys_sort_as_the_floats_and_come_back_to_the_bit():
+    """Hand-picked values in their order (-0 just below +0), and random doubles of every
+    magnitude against numpy's sort."""
+    x = np.array([-np.inf, -1e308, -3.5, -5e-324, -0.0, 0.0, 5e-324, 2.0, 1e308, np.inf])
+    k = backend.float_keys(x)
+    assert k.dtype == np.uint64 and (np.diff(k.astype(object)) > 0).all()
+    assert backend.keys_to_floats(k).view(np.int64).tolist() == x.view(np.int64).tolist()
+    rng = np.random.default_rng(2)
+    y = rng.standard_normal(5000) * 10.0 ** rng.uniform(-300, 300, 5000)
+    ky = backend.float_keys(y)
+    assert np.array_equal(np.sort(y), y[np.argsort(ky)])
+    assert np.array_equal(backend.keys_to_floats(ky).view(np.int64), y.view(np.int64))
+
+
+def test_scatter_extreme_is_exact_under_cupys_contract(cupy_scatter):
+    """float64 maxima and minima of repeated indices, the untouched slot kept: exact values."""
+    out = np.array([-np.inf, -np.inf, 7.0])
+    backend.scatter_extreme(out, np.array([0, 1, 0, 1]), np.array([0.1, -0.3, 0.2, -0.7]), "max")
+    assert out.tolist() == [0.2, -0.3, 7.0]
+    low = np.array([np.inf, 1.0])
+    backend.scatter_extreme(low, np.array([0, 0]), np.array([0.1, 0.30000000000000004]), "min")
+    assert low.tolist() == [0.1, 1.0]
+    ints = np.zeros(2, np.int32)
+    backend.scatter_extreme(ints, np.array([1, 1]), np.array([3, 5], np.int32), "max")
+    assert ints.tolist() == [0, 5]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_wsum_under_cupys_contract_gives_the_polars_bits(seed, cupy_scatter):
+    """test_gpu's ``wsum-kw0`` case (dense none, lexical max, collab minmax) on the numpy twin
+    with CuPy's scatter: the bits of the polars expression, as on the host."""
+    norm = {"dense": "none", "lexical": "max", "collab": "minmax"}
+    cand = candidates(seed)
+    got = fuse(cand, CHANNELS, "wsum", weights=WEIGHTS, norm=norm)
+    assert same(got, ref_wsum(cand, CHANNELS, WEIGHTS, norm, {}))
