@@ -91,3 +91,70 @@ def test_wsum_under_cupys_contract_gives_the_polars_bits(seed, cupy_scatter):
     cand = candidates(seed)
     got = fuse(cand, CHANNELS, "wsum", weights=WEIGHTS, norm=norm)
     assert same(got, ref_wsum(cand, CHANNELS, WEIGHTS, norm, {}))
+
+
+NEW_TEXTS = [
+    ("how do I rotate the warehouse credentials?", None),
+    ("who approves a new PII source?", None),
+    ("orders connector lag", "procedures"),
+    ("retention of customer addresses", None),
+]
+
+
+def test_a_gpu_built_cache_and_cpu_misses_give_the_rows_of_one_cpu_run(tmp_path, monkeypatch):
+    """The serve path across devices: a nightly precompute on a GPU (``device=cuda``) fills the
+    recall cache, and ``recall serve`` on a CPU (``device=cpu``) answers from it and computes its
+    misses itself. The device is not part of the recipe, so the CPU service reads the GPU's
+    entries (hits), and hits and misses are the rows of one CPU ``recall run``.
+
+    Here the "GPU" precompute stands for one by what differs in its arithmetic that this machine
+    can run: ``device=cuda`` in its config (so in every key it writes), the device resolved to
+    torch's CPU, the dense scan in torch with the node vectors resident (``dense.runs_in_torch``:
+    the matrix product + top-k, the exact rescore and every pair score a GPU runs, on torch
+    tensors). On this stand-in the rows are equal to the bit; on a real GPU the scores within
+    ``SCORE_BOUND`` (docs/reliability.md "One answer across devices")."""
+    import polars as pl
+    from omegaconf import OmegaConf
+
+    from pipeline.channels import dense
+    from pipeline.core.common import call_target
+    from pipeline.run import precompute
+    from pipeline.serve import RecallCache, Service, keys
+    from serve_support import config, reference, rows_of, same_bits
+
+    cpu = config(tmp_path, "data=sample")
+    gpu = OmegaConf.merge(cpu, {"device": "cuda"})
+    assert keys.namespace(gpu, "sample") == keys.namespace(cpu, "sample")
+    with monkeypatch.context() as m:
+        m.setattr(backend, "resolve_device", lambda name: "cpu")
+        m.setattr(dense, "runs_in_torch", lambda kind, device: True)
+        res = precompute.precompute(gpu)
+    ds = call_target(cpu.data)
+    new = pl.DataFrame(
+        {
+            "query_id": [f"new{i}" for i in range(len(NEW_TEXTS))],
+            "text": [t for t, _s in NEW_TEXTS],
+            "doc_scope": [None if s is None else [s] for _t, s in NEW_TEXTS],
+        },
+        schema={"query_id": pl.String, "text": pl.String, "doc_scope": pl.List(pl.String)},
+    )
+    ref, _ = reference(cpu, tmp_path, "cpu-run")
+    ref_new, _ = reference(cpu, tmp_path, "cpu-run-new", dataset=ds.part(new))
+    assert RecallCache(cpu.cache_dir).namespaces() == [res["namespace"]]
+    service = Service(cpu)
+    try:
+        hits = 0
+        for row in ds.queries.iter_rows(named=True):
+            if row["context"] or row["viewer"]:
+                continue  # keyed with its fields (tests/test_serve.py)
+            got = service.recall(row["text"], row.get("doc_scope"), k=None)
+            assert got["cache"] == "hit"
+            same_bits(got["rows"], rows_of(ref, row["query_id"]))
+            hits += 1
+        for i, (text, scope) in enumerate(NEW_TEXTS):
+            got = service.recall(text, scope, k=None)
+            assert got["cache"] == "miss"
+            same_bits(got["rows"], rows_of(ref_new, f"new{i}"))
+        assert hits >= 20
+    finally:
+        service.close()
