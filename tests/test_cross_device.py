@@ -12,9 +12,11 @@ reaches CuPy's atomics fails here as it did there.
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 
 from pipeline.core import backend
+from pipeline.report import crossdevice
 from pipeline.stages.fuse import fuse
 from test_fusion import CHANNELS, WEIGHTS, candidates, ref_wsum, same
 
@@ -158,3 +160,40 @@ def test_a_gpu_built_cache_and_cpu_misses_give_the_rows_of_one_cpu_run(tmp_path,
         assert hits >= 20
     finally:
         service.close()
+
+
+def _recall(rows) -> pl.DataFrame:
+    """A recall table from (query, node, rank, score) rows."""
+    return pl.DataFrame(rows, schema=["query_id", "node_id", "rank", "score"], orient="row")
+
+
+WANT = [("q1", "a", 1, 0.9), ("q1", "b", 2, 0.80004), ("q1", "c", 3, 0.8), ("q2", "d", 1, 0.5)]
+
+
+def test_compare_takes_near_ties_and_the_bound_and_nothing_else():
+    """Hand-made tables: the same rows; b and c (0.80004 and 0.8, within 1e-4) swapped; a and b
+    (0.9 and 0.80004) swapped; a score moved by 2e-5 and by 2e-4; q2's d replaced by e at its
+    cut with the score 0.5 (within the bound of q2's last score) and with 0.3."""
+    want = _recall(WANT)
+    same = crossdevice.compare(want, want)
+    assert same["ok"] and same["moved"] == 0 and same["max_diff"] == {"score": 0.0}
+    swap = _recall([WANT[0], ("q1", "c", 2, 0.8), ("q1", "b", 3, 0.80004), WANT[3]])
+    res = crossdevice.compare(want, swap)
+    assert res["ok"] and res["moved"] == 2 and res["moves_are_ties"]
+    far = _recall([("q1", "b", 1, 0.80004), ("q1", "a", 2, 0.9), *WANT[2:]])
+    assert not crossdevice.compare(want, far)["ok"]
+    for delta, ok in ((2e-5, True), (2e-4, False)):
+        moved = _recall([*WANT[:3], ("q2", "d", 1, 0.5 + delta)])
+        res = crossdevice.compare(want, moved)
+        assert res["ok"] is ok and res["max_diff"]["score"] == pytest.approx(delta)
+    for score, ok in ((0.5, True), (0.3, False)):
+        other = _recall([*WANT[:3], ("q2", "e", 1, score)])
+        res = crossdevice.compare(want, other)
+        assert res["only_one"] == 2 and res["ok"] is ok
+
+
+def test_near_ties_stay_within_a_query():
+    """0.5 and 0.5 in two queries are no tie; 0.7 and 0.70005 in one are."""
+    score = np.array([0.9, 0.5, 0.5, 0.7, 0.70005])
+    query = np.array(["a", "a", "b", "c", "c"])
+    assert crossdevice.near_ties(score, query, 1e-4).tolist() == [False, False, False, True, True]
