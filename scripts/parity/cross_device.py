@@ -16,8 +16,8 @@ the same rows and ranks, a move only inside a near-tie, every float column withi
 
 With ``--embed minilm`` each device embeds with its own model run (float16 on a GPU by
 ``embed.precision=auto``), so ``sample`` and ``locomo`` then compare rows whose inputs differ by
-the encoder's bound (cosine >= 0.9999); the line says so. One line per set; exits 1 when a set
-fails its comparison.
+the encoder's bound (cosine >= 0.9999) and are held to ``crossdevice.EMBED_BOUND``; the line says
+so. One line per set; exits 1 when a set fails its comparison.
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def main() -> int:
     ap.add_argument("--devices", default="cpu,cuda")
     ap.add_argument("--synth-nodes", type=int, default=100_000)
     ap.add_argument("--synth-queries", type=int, default=1000)
-    ap.add_argument("--bound", type=float, default=crossdevice.SCORE_BOUND)
+    ap.add_argument("--bound", type=float, default=None,
+                    help="default: SCORE_BOUND, or EMBED_BOUND for sample/locomo with a model")  # fmt: skip
     ap.add_argument("--out", default=None, help="keep the runs here (default: a temporary folder)")
     ap.add_argument("overrides", nargs="*")
     a = ap.parse_args()
@@ -95,12 +96,10 @@ def main() -> int:
             continue
         want = run_set(name, first, a, root)
         got = run_set(name, second, a, root)
-        res = crossdevice.compare(want, got, a.bound)
-        inputs = (
-            " (each device's own embeddings)"
-            if a.embed != "hashing" and "synth" not in name
-            else ""
-        )
+        own = a.embed != "hashing" and "synth" not in name  # each device's own embeddings
+        bound = a.bound or (crossdevice.EMBED_BOUND if own else crossdevice.SCORE_BOUND)
+        res = crossdevice.compare(want, got, bound)
+        inputs = " (each device's own embeddings)" if own else ""
         print(crossdevice.summary(f"{name} {first} vs {second}{inputs}", res), flush=True)
         bad |= not res["ok"]
     if not a.out:
