@@ -139,7 +139,10 @@ channels_step() {  # issue 29: the device channels against the host baselines, o
 }
 
 cross_device_step() {  # issue 52: recall rows cpu vs cuda by the cross-device contract; $1: embed, $2: sets
+  # LoCoMo dev5 (284 KB) is read from RECALL_DATA_DIR, else .devdata/locomo/ when it was brought
+  # along (untracked files travel), else its line says skipped
   step "cross-device recall rows, embed=$1: $2 (scripts/parity/cross_device.py)"
+  [ -d .devdata ] && export RECALL_DATA_DIR="${RECALL_DATA_DIR:-$PWD/.devdata}"
   t 150 python3 scripts/parity/cross_device.py --embed "$1" --sets "$2" 2>&1 | grep -v '^\[' \
     | tee -a "$OUT/cross_device.log" | tail -6
 }
