@@ -330,3 +330,30 @@ def test_a_half_precision_vector_is_never_served_to_a_float32_run(tmp_path):
     assert n == 2 and f.tobytes() == full.encode(texts).tobytes() != h.tobytes()
     again, n = embed_cached(SentenceEncoder(precision="bfloat16"), texts, cache, "cpu")
     assert n == 0 and again.tobytes() == h.tobytes()
+
+
+def test_token_arrays_are_what_the_tokenizer_pads():
+    """``Tokens.take`` against the library: each text tokenised alone by the model's
+    preprocessing, then ``tokenizer.pad`` to the width (right and left padding), equal arrays
+    for every feature, texts repeated and out of order, one truncated at max_seq_length."""
+    model = SentenceEncoder(max_seq_length=40)._load("cpu")
+    texts = [*_texts_by_tokens([2, 9, 17, 33], seed=29), "Caroline went to the support group.", ""]
+    texts.append(" ".join(["memory"] * 60))  # truncated to 40 tokens
+    idx = np.array([3, 0, 6, 5, 3, 1, 4, 2])
+    for side in ("right", "left"):
+        model.tokenizer.padding_side = side
+        try:
+            tok = embed.tokenize(model, texts, chunk=3)  # chunks padded to their own longest
+            alone = []
+            for t in texts:
+                f = model.preprocess([t])
+                alone.append({k: v[0].tolist() for k, v in f.items() if hasattr(v, "ndim")})
+            want = model.tokenizer.pad(
+                [alone[i] for i in idx], padding="max_length", max_length=48, return_tensors="np"
+            )
+            got = tok.take(idx, 48)
+            assert sorted(got) == sorted(want) and tok.length.tolist()[-1] == 40
+            for k in want:
+                assert np.array_equal(got[k], want[k]), (side, k)
+        finally:
+            model.tokenizer.padding_side = "right"
