@@ -10,9 +10,12 @@
 # libs:  which FAISS/CuPy/cuGraph it loads; the GPU-marked tests that need no model weights (CPU/GPU
 #        parity of a full run with embed=hashing, CuPy PEDSA/PPR, batched DPP, NMF/FISTA, cuGraph
 #        dispatch where installed) and the CPU twins of the CuPy guards; a timed sample run on cpu
-#        and cuda; scripts/bench/bench_pipeline.py at 100k nodes (cpu and cuda) and 1M nodes (cuda).
+#        and cuda; scripts/bench/bench_pipeline.py at 100k nodes (cpu and cuda) and 1M nodes (cuda);
+#        the cross-device recall rows (scripts/parity/cross_device.py: sample, LoCoMo dev5, 100k
+#        synthetic and its --dup-share 0.2 variant).
 # model: the MiniLM tests (encoder parity cpu/cuda, a full run with embed=minilm), encoder
-#        throughput per device, and the timed sample run with MiniLM.
+#        throughput per device (float16 as configured, and float32), the timed sample run with
+#        MiniLM and the cross-device rows with MiniLM (sample, LoCoMo dev5).
 #
 # The lent machine has torch and CuPy but none of this project's other packages, and takes at most
 # 64 MiB a call, so what it lacks travels in two calls on one warm machine (device tool README):
@@ -135,6 +138,15 @@ channels_step() {  # issue 29: the device channels against the host baselines, o
     2>&1 | tee -a "$OUT/bench.log" | tail -9
 }
 
+cross_device_step() {  # issue 52: recall rows cpu vs cuda by the cross-device contract; $1: embed, $2: sets
+  # LoCoMo dev5 (284 KB) is read from RECALL_DATA_DIR, else .devdata/locomo/ when it was brought
+  # along (untracked files travel), else its line says skipped
+  step "cross-device recall rows, embed=$1: $2 (scripts/parity/cross_device.py)"
+  [ -d .devdata ] && export RECALL_DATA_DIR="${RECALL_DATA_DIR:-$PWD/.devdata}"
+  t 150 python3 scripts/parity/cross_device.py --embed "$1" --sets "$2" 2>&1 | grep -v '^\[' \
+    | tee -a "$OUT/cross_device.log" | tail -6
+}
+
 if [ "$PART" = channels ]; then
   channels_step
 fi
@@ -159,8 +171,10 @@ if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call c
   step "bench_pipeline: 100k nodes x 1,000 queries on cpu (the same process's baseline for the cuda row)"
   t 100 python3 scripts/bench/bench_pipeline.py --sizes 100000 --queries 1000 device=cpu 2>&1 | tail -9 \
     | tee -a "$OUT/bench.log"
+  cross_device_step hashing sample,locomo,synth,synth-dup
   step CPU twins of the CuPy guards
-  t 60 python3 -m pytest -q -p no:cacheprovider tests/test_xp_guards.py tests/test_graphalgo.py 2>&1 \
+  t 60 python3 -m pytest -q -p no:cacheprovider tests/test_xp_guards.py tests/test_graphalgo.py \
+    tests/test_cross_device.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -3
 fi
 
@@ -177,19 +191,20 @@ short = [f"note {i}: met Caroline at the climbing gym on day {i % 97}" for i in 
 long = [" ".join(f"session {i} turn {j} about graphs, diffusion and memory recall" for j in range(20)) for i in range(4000)]
 probe = short[:256] + long[:64]
 vec = {}
-# rows per forward pass: the CPU's 64, then cuda at the old 64 (the baseline) and at the default
-# embed.encoder.device_batch_size (conf/embed/minilm.yaml, 512)
-for dev, rows, n_short, n_long in (("cpu", None, 2000, 200), ("cuda", 64, 40000, 4000), ("cuda", None, 40000, 4000)):
-    enc = SentenceEncoder() if rows is None else SentenceEncoder(device_batch_size=rows)
-    vec[dev] = enc.encode(probe, dev)  # loads and warms up; cuda's last: the default rows
+# conf/embed/minilm.yaml's encoder (embed.precision=auto: float16 on cuda; 512 rows, or 131072
+# tokens a pass for short texts), then cuda in float32 (the numbers of 2026-12-04's 6,290/934)
+conf = dict(device_batch_size=512, device_pass_tokens=131072)
+for dev, prec, n_short, n_long in (("cpu", "auto", 2000, 200), ("cuda", "float32", 40000, 4000), ("cuda", "auto", 40000, 4000)):
+    enc = SentenceEncoder(precision=prec, **conf)
+    vec[dev] = enc.encode(probe, dev)  # loads and warms up; cuda's last: the default precision
     for name, texts in (("short", short[:n_short]), ("long", long[:n_long])):
         t = time.perf_counter()
         enc.encode(texts, dev)
         dt = time.perf_counter() - t
-        print(f"MiniLM {dev:4s} rows {enc.rows(dev):4d} {name:5s} {len(texts):6d} texts {dt:7.2f} s {len(texts) / dt:9.0f} texts/s")
+        print(f"MiniLM {dev:4s} {enc.dtype(dev):8s} {name:5s} {len(texts):6d} texts {dt:7.2f} s {len(texts) / dt:9.0f} texts/s")
 d = np.abs(vec["cpu"] - vec["cuda"]).max()
 cos = (vec["cpu"] * vec["cuda"]).sum(axis=1).min()
-print(f"MiniLM cpu vs cuda on {len(probe)} texts: max |diff| {d:.2e}, min cosine {cos:.7f}",
+print(f"MiniLM cpu float32 vs cuda float16 on {len(probe)} texts: max |diff| {d:.2e}, min cosine {cos:.7f}",
       "PASS" if d < 1e-3 and cos > 0.9999 else "FAIL")
 PY
   if python3 -c "import polars, faiss" 2>/dev/null; then
@@ -198,6 +213,7 @@ PY
       | tee -a "$OUT/gpu_tests.log" | tail -8
     step sample run, embed=minilm, cpu then cuda
     sample_run minilm 2>&1 | tee -a "$OUT/runs.log"
+    cross_device_step minilm sample,locomo
   else
     step "no polars/faiss here (a fresh machine: the libs part's wheels did not travel): MiniLM tests and run skipped"
   fi

@@ -27,11 +27,10 @@ def test_minilm_encode_cuda_matches_cpu():
     assert (cpu * gpu).sum(axis=1).min() > 0.9999
 
 
-@pytest.mark.parametrize("embed", ["hashing", "minilm"])
-def test_full_run_cuda_matches_cpu(compose, tmp_path, embed):
-    """Each device with its own cache folder (a shared one would hand the CUDA run the CPU run's
-    embeddings and candidates); every score column and the ranking compared. ``hashing`` runs every
-    GPU stage without model weights; ``minilm`` adds the encoder on the GPU."""
+def _both_devices(compose, tmp_path, overrides):
+    """(manifests, recall tables) by device of ``preset=best signals=default`` with ``overrides``,
+    each device with its own cache folder (a shared one would hand the CUDA run the CPU run's
+    embeddings and candidates)."""
     from pipeline.run import runner
 
     out, man = {}, {}
@@ -40,7 +39,7 @@ def test_full_run_cuda_matches_cpu(compose, tmp_path, embed):
             [
                 "preset=best",
                 "signals=default",
-                f"embed={embed}",
+                *overrides,
                 f"device={dev}",
                 f"out_dir={tmp_path / dev}",
                 f"cache_dir={tmp_path / ('cache-' + dev)}",
@@ -48,6 +47,16 @@ def test_full_run_cuda_matches_cpu(compose, tmp_path, embed):
         )
         man[dev] = runner.run(cfg, tmp_path / dev)["manifest"]
         out[dev] = pl.read_parquet(tmp_path / dev / "recall.parquet")
+    return man, out
+
+
+@pytest.mark.parametrize("embed", ["hashing", "minilm"])
+def test_full_run_cuda_matches_cpu(compose, tmp_path, embed):
+    """Every score column and the ranking compared. ``hashing`` runs every GPU stage without
+    model weights; ``minilm`` adds the encoder on the GPU, in float32 here (the same vectors to
+    float rounding; its float16 default: the next test)."""
+    extra = ["embed.precision=float32"] if embed == "minilm" else []
+    man, out = _both_devices(compose, tmp_path, [f"embed={embed}", *extra])
     assert man["cuda"]["reused_stages"] == [] and man["cuda"]["device"] == "cuda"
     cpu, gpu = out["cpu"], out["cuda"]
     assert cpu.columns == gpu.columns and cpu.height == gpu.height
@@ -67,6 +76,19 @@ def test_full_run_cuda_matches_cpu(compose, tmp_path, embed):
     for col in floats:
         a, b = both[col].to_numpy(), both[f"{col}_gpu"].to_numpy()
         np.testing.assert_allclose(b, a, atol=1e-3, equal_nan=True, err_msg=col)
+
+
+def test_full_run_with_minilm_in_float16_gives_the_cpus_rows(compose, tmp_path):
+    """MiniLM's default on a GPU (``embed.precision=auto``: float16) against the CPU's float32
+    vectors: the same rows and ranks, a move only inside a near-tie of the embeddings' bound
+    (``crossdevice.EMBED_BOUND``), every float column within it (docs/reliability.md "One answer
+    across devices")."""
+    from pipeline.report import crossdevice
+
+    man, out = _both_devices(compose, tmp_path, ["embed=minilm"])
+    assert man["cuda"]["device"] == "cuda"
+    res = crossdevice.compare(out["cpu"], out["cuda"], crossdevice.EMBED_BOUND)
+    assert res["ok"], crossdevice.summary("sample, minilm float16", res)
 
 
 def test_cugraph_pagerank_leiden_components_match_cpu():

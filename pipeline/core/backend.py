@@ -186,7 +186,16 @@ def to_host(a):
 def scatter_extreme(out, index, values, how: str) -> None:
     """``out[index[j]] = max(out[index[j]], values[j])`` for every j (``how="max"``; ``"min"``
     alike), repeated indices included: ``numpy.maximum.at`` on the host, ``cupyx.scatter_max``
-    on CuPy (``.at`` for ufuncs is not in every CuPy release)."""
+    on CuPy (``.at`` for ufuncs is not in every CuPy release). A float64 ``out`` is scattered as
+    :func:`float_keys` (uint64 in the floats' order, -0 below +0; ``values`` NaN-free), since
+    CuPy's float64 atomicMax/atomicMin round through ``fmaxf``/``fminf`` to float32
+    (``cupy/_core/include/cupy/atomics.cuh``): the same bits on both, the host's exact extremes."""
+    xp, _ = namespaces(out)
+    if out.dtype == xp.float64:
+        keys = float_keys(out)
+        scatter_extreme(keys, index, float_keys(values.astype(xp.float64, copy=False)), how)
+        out[...] = keys_to_floats(keys)
+        return
     if type(out).__module__.startswith("cupy"):
         import cupyx
 
@@ -195,6 +204,26 @@ def scatter_extreme(out, index, values, how: str) -> None:
     import numpy
 
     (numpy.maximum if how == "max" else numpy.minimum).at(out, index, values)
+
+
+SIGN_BIT = 1 << 63
+
+
+def float_keys(x):
+    """float64 ``x`` (numpy or CuPy) as uint64 keys whose unsigned order is the floats' order
+    (-0 just below +0, -inf lowest; a NaN sorts past +inf or below -inf by its sign): a
+    non-negative float's bits with the sign bit set, a negative one's bits inverted."""
+    xp, _ = namespaces(x)
+    bits = xp.ascontiguousarray(x, dtype=xp.float64).view(xp.uint64)
+    sign = xp.uint64(SIGN_BIT)
+    return xp.where((bits & sign) != 0, ~bits, bits | sign)
+
+
+def keys_to_floats(k):
+    """The float64 values of :func:`float_keys` ``k`` (its inverse, to the bit)."""
+    xp, _ = namespaces(k)
+    sign = xp.uint64(SIGN_BIT)
+    return xp.ascontiguousarray(xp.where((k & sign) != 0, k & ~sign, ~k)).view(xp.float64)
 
 
 def bincount(x, weights=None, minlength: int = 0):

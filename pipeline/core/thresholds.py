@@ -69,6 +69,7 @@ THRESHOLDS = (
     Threshold("conf", "novelty.batch", "queries per NMF/FISTA batch of novelty", "config"),
     Threshold("conf", "embed.encoder.batch_size", "texts per MiniLM forward pass", "model"),
     Threshold("conf", "embed.encoder.device_batch_size", "texts per MiniLM forward pass on an accelerator", "cuda"),
+    Threshold("conf", "embed.encoder.device_pass_tokens", "tokens per MiniLM pass of short texts on an accelerator", "cuda"),
     Threshold("pipeline.stages.embed", "LENGTH_STEP", "tokens a MiniLM text is padded up to", "model"),
     Threshold("pipeline.stages.embed", "MERGE_WIDTH", "padded width up to which MiniLM texts share a CPU pass", "model"),
 )  # fmt: skip
@@ -118,6 +119,7 @@ NOT_SIZES = {
     "pipeline.report.bootstrap._CHUNK": "resamples drawn at once; the report's intervals only",
     "pipeline.channels.segvocab.POS_BITS": "a bit shift of a sort key",
     "pipeline.ops.topk.KEY_BITS": "the bits of a packed int64 sort key, not a batch size",
+    "pipeline.core.backend.SIGN_BIT": "a float64's sign bit (backend.float_keys), not a size",
     "pipeline.run.feedback.WINDOW_DAYS": "ReMe's access window in days",
     "pipeline.run.autopreset.MENTION_MIN_LEN": "characters of a title",
     "conf:cooccur.max_per_batch": "BME's co-occurrence batch: a slice of one query's recall set",

@@ -27,6 +27,7 @@ from pipeline.ops.scope import edge_ends, scope_rows
 
 ALL = "all"
 NOT_RECIPE = (
+    "device",  # where a run computes, not what: one answer across devices (docs/reliability.md)
     "out_dir",
     "cache_dir",
     "data_dir",

@@ -4,8 +4,9 @@
 ``key = sha256(encoder.cache_id(device), text)``: a rerun embeds nothing and a one-node change
 embeds one node. ``cache_id(device)`` holds everything that changes the vectors: the model id, the
 resolved model folder and its files' sizes, max_seq_length, the padded width's step, the shape
-of a text's pass (on the CPU the text alone, on an accelerator the fixed row count),
-normalisation, dim, the device kind (another device's kernels give other bits), this module's
+of a text's pass (on the CPU the text alone, on an accelerator the rule of the fixed row count),
+normalisation, dim, the device kind (another device's kernels give other bits), the precision the
+model ran in (``embed.precision``: a float16 vector is never served to a float32 run), this module's
 source and the sentence-transformers/torch versions. ``HashingEmbedder`` is a deterministic,
 model-free embedder for fast unit tests only.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.contract.errors import ConfigError
+from pipeline.contract.errors import ConfigError, require_one_of
 from pipeline.core import progress, version
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,19 @@ class EmbeddingCache:
             )
 
 
+PRECISIONS = ("auto", "float32", "float16", "bfloat16")  # embed.precision
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """``embed.precision`` on ``device``: ``auto`` is float16 on an accelerator (its cosine to the
+    float32 vector measured >= 0.9999, docs/architecture.md "Embedding bits") and float32 on the
+    CPU; the others as named."""
+    require_one_of("embed.precision", precision, PRECISIONS)
+    if precision != "auto":
+        return precision
+    return "float32" if device == "cpu" else "float16"
+
+
 class SentenceEncoder:
     """A sentence-transformers model loaded from a local path (never downloads)."""
 
@@ -106,6 +120,8 @@ class SentenceEncoder:
         batch_size: int = 64,
         max_seq_length: int | None = 256,
         device_batch_size: int | None = 512,
+        precision: str = "auto",
+        device_pass_tokens: int | None = None,
     ) -> None:
         if (
             model_path and not Path(model_path).is_dir()
@@ -114,12 +130,14 @@ class SentenceEncoder:
                 f"embed.model_path={model_path!r} is not a local folder; point it at a downloaded "
                 "sentence-transformers model folder (models are never downloaded)"
             )
+        require_one_of("embed.precision", precision, PRECISIONS)
         self.model_path, self.model_id, self.dim = model_path, model_id, dim
         self.batch_size, self.max_seq_length = batch_size, max_seq_length
-        self.device_batch_size = device_batch_size
+        self.device_batch_size, self.precision = device_batch_size, precision
+        self.device_pass_tokens = device_pass_tokens
         self._model = None
         self._ids: dict[str, str] = {}
-        self._device = None
+        self._loaded: tuple[str, str] | None = None  # (device, dtype) of the loaded model
         self._batching_ok: bool | None = None  # batching_ok's probe result for the loaded model
 
     def resolved_path(self) -> Path:
@@ -135,18 +153,30 @@ class SentenceEncoder:
             )
         return Path(path).resolve()
 
-    def rows(self, device: str) -> int:
-        """Rows of every forward pass on an accelerator: ``device_batch_size`` when set (a batch of
-        64 short texts leaves an H200 idle: 8k texts/s, docs/benchmarks.md "First GPU run"), else
-        ``batch_size``; at least 2 (:meth:`encode`). On the CPU ``batch_size``: the most rows of a
+    def dtype(self, device: str) -> str:
+        """The float type the model runs in on ``device`` (:func:`resolve_precision`)."""
+        return resolve_precision(self.precision, device)
+
+    def rows(self, device: str, width: int | None = None) -> int:
+        """Rows of a forward pass. On an accelerator every pass of one padded ``width`` has the
+        same rows: ``device_batch_size`` (else ``batch_size``), raised to ``device_pass_tokens //
+        width`` when that is more (short texts fill a pass of about that many tokens: 512 rows of
+        16-32 tokens left an H200 idle), at least 2 (:meth:`encode`); a function of the width
+        alone, so a text's pass shape is its own. On the CPU ``batch_size``: the most rows of a
         pass, which (see :meth:`encode`) changes no bit."""
-        n = self.batch_size if device == "cpu" else (self.device_batch_size or self.batch_size)
-        return max(int(n), 2)
+        if device == "cpu":
+            return max(int(self.batch_size), 2)
+        n = int(self.device_batch_size or self.batch_size)
+        if width and self.device_pass_tokens:
+            n = max(n, int(self.device_pass_tokens) // int(width))
+        return max(n, 2)
 
     def cache_id(self, device: str) -> str:
         """Everything that changes the vectors on ``device`` (see the module docstring); the
         embedding cache key. On the CPU a vector is the text's own one-row pass (:meth:`encode`),
-        so ``batch_size`` is not in it; on an accelerator the fixed row count is."""
+        so ``batch_size`` is not in it; on an accelerator the rule of the fixed row count is. The
+        device kind and the precision are in it: a float16-made vector is never served to a
+        float32 run, nor a GPU's to a CPU run."""
         if device not in self._ids:
             root = self.resolved_path()
             files = sorted(
@@ -157,7 +187,11 @@ class SentenceEncoder:
             shape = (
                 {"rows": "one text alone per pass"}  # what batching must reproduce (encode)
                 if device == "cpu"
-                else {"batch_size": self.rows(device), "rows": "filled to batch_size"}
+                else {
+                    "batch_size": self.rows(device),
+                    "pass_tokens": self.device_pass_tokens,
+                    "rows": "filled to max(batch_size, pass_tokens // width)",
+                }
             )
             self._ids[device] = _settings_id(
                 model_id=self.model_id,
@@ -168,12 +202,15 @@ class SentenceEncoder:
                 max_seq_length=self.max_seq_length,
                 length_step=LENGTH_STEP,  # the padded width: token count rounded up to this
                 device=device,  # another device's kernels give other bits
+                precision=self.dtype(device),  # the float type the model ran in
                 **shape,
             )
         return self._ids[device]
 
     def _load(self, device: str):
-        if self._model is None or self._device != device:
+        dtype = self.dtype(device)
+        if self._model is None or self._loaded != (device, dtype):
+            import torch
             from sentence_transformers import SentenceTransformer
 
             path = str(self.resolved_path())
@@ -190,8 +227,10 @@ class SentenceEncoder:
                 )
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
+            if dtype != "float32":
+                self._model.to(getattr(torch, dtype))
             self._model.eval()  # loaded in training mode: dropout on
-            self._device = device
+            self._loaded = (device, dtype)
             self._batching_ok = None  # batching_ok: probed when first needed
         return self._model
 
@@ -204,60 +243,131 @@ class SentenceEncoder:
             self._batching_ok = device == "cpu" and batching_keeps_bits(model, rows, device)
         return self._batching_ok
 
+    def passes(self, width: np.ndarray, device: str, limit: int) -> list:
+        """(padded width, text indices, rows) of every forward pass over texts of ``width``
+        (see :meth:`encode`)."""
+        if device != "cpu":
+            return fixed_batches(width, lambda w: self.rows(device, w))
+        if len(width) > 1 and self.batching_ok(device):
+            return sorted_batches(width, self.batch_size, limit)
+        return [(int(w), np.array([i]), 1) for i, w in enumerate(width)]
+
     def encode(self, texts: list[str], device: str = "cpu") -> np.ndarray:
         """texts → (n, dim) float32, L2-normalised; a text's vector depends on the text alone.
 
-        The model's own preprocessing (``preprocess``: cleaning, truncation to max_seq_length)
-        gives each text its padded width: its token count rounded up to LENGTH_STEP
-        (max_seq_length at most), a function of the text alone. On the CPU a text's vector is,
-        by definition, that of a forward pass holding the text alone at its padded width. Texts
-        are batched by :func:`sorted_batches` (up to ``batch_size`` rows; widths up to MERGE_WIDTH
-        share a pass padded to its widest, wider ones pass at their own width) only where
-        :func:`batching_keeps_bits` showed, on this model and machine (:meth:`batching_ok`),
-        that those passes give each row its one-row bits (MKL on an AMD EPYC keeps them:
-        docs/architecture.md "Embedding bits"; an AVX-512 Xeon's row count changed them, 2026-12-02); elsewhere every
-        text gets its own one-row pass. On an accelerator every pass has ``rows(device)`` rows of one
-        padded width, filled with filler rows (the empty text; at least one), as cuBLAS picks its
-        kernels by shape. Checked by ``tests/test_embed.py``: alone, in a handful, in a corpus.
+        Every text is tokenised first, in batched calls of the model's own preprocessing
+        (``preprocess``: cleaning, truncation to max_seq_length; :func:`tokenize`), and a pass's
+        token arrays are cut from those (no tokeniser in the loop of passes). A text's padded
+        width is its token count rounded up to LENGTH_STEP (max_seq_length at most), a function
+        of the text alone. On the CPU a text's vector is, by definition, that of a forward pass
+        holding the text alone at its padded width. Texts are batched by :func:`sorted_batches`
+        (up to ``batch_size`` rows; widths up to MERGE_WIDTH share a pass padded to its widest,
+        wider ones pass at their own width) only where :func:`batching_keeps_bits` showed, on
+        this model and machine (:meth:`batching_ok`), that those passes give each row its
+        one-row bits (MKL on an AMD EPYC keeps them: docs/architecture.md "Embedding bits"; an
+        AVX-512 Xeon's row count changed them, 2026-12-02); elsewhere every text gets its own
+        one-row pass. On an accelerator the texts are sorted by padded width (the length
+        buckets) and every pass of a width has :meth:`rows` rows of that width, filled with
+        filler rows (the empty text; at least one), as cuBLAS picks its kernels by shape; the
+        model runs in :meth:`dtype` (float16 by default) and each vector is normalised in
+        float32. Vectors go back to the texts' order. Checked by ``tests/test_embed.py``:
+        alone, in a handful, in a corpus, at the bucket edges.
         """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         import torch
 
         model = self._load(device)
-        tokens = _tokens(model, list(texts))
-        width = padded_widths(tokens, int(model.max_seq_length))
-        if device != "cpu":
-            batches = fixed_batches(width, self.rows(device))
-        elif len(texts) > 1 and self.batching_ok(device):
-            batches = sorted_batches(width, self.batch_size, int(model.max_seq_length))
-        else:
-            batches = [(int(w), np.array([i]), 1) for i, w in enumerate(width)]
-        filler = _tokens(model, [""])[0]
+        limit = int(model.max_seq_length)
+        tokens = tokenize(model, [*texts, ""])  # the empty text last: the filler row
+        filler = len(texts)
+        batches = self.passes(padded_widths(tokens.length[:filler], limit), device, limit)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         with torch.inference_mode():
             steps = progress.progress(
                 batches, "embed", total=len(texts), unit="text", size=lambda b: len(b[1])
             )
             for w, idx, rows in steps:  # the batches as they are: counted after each one is done
-                items = [tokens[i] for i in idx] + [filler] * (rows - len(idx))
-                out[idx] = forward_pass(model, items, w, device)[: len(idx)]
+                rows_idx = np.r_[idx, np.full(rows - len(idx), filler)]
+                out[idx] = forward_pass(model, tokens.take(rows_idx, w), device)[: len(idx)]
         return out
 
 
-def padded_widths(tokens: list[dict], limit: int) -> np.ndarray:
+class Tokens:
+    """Token features of many texts, unpadded: per feature (``input_ids``, ``attention_mask``,
+    ``token_type_ids``…) every text's own tokens end to end, with each text's start and length,
+    and the value and side the tokenizer pads with."""
+
+    def __init__(self, flat: dict, start: np.ndarray, length: np.ndarray, pad: dict, side: str):
+        self.flat, self.start, self.length, self.pad, self.side = flat, start, length, pad, side
+
+    @classmethod
+    def of_lists(cls, items: list[dict], pad: dict, side: str = "right") -> Tokens:
+        """From one dict of token lists per text (e.g. the batching probe's made-up texts)."""
+        length = np.array([len(t["input_ids"]) for t in items], dtype=np.int64)
+        flat = {k: np.array([v for t in items for v in t[k]], dtype=np.int64) for k in items[0]}
+        return cls(flat, np.r_[0, np.cumsum(length)[:-1]].astype(np.int64), length, pad, side)
+
+    def take(self, idx: np.ndarray, width: int) -> dict[str, np.ndarray]:
+        """The texts ``idx`` (repeats allowed) as (len(idx), width) int64 arrays per feature,
+        padded as the tokenizer pads (its value, its side): what ``tokenizer.pad`` gives."""
+        idx = np.asarray(idx, dtype=np.int64)
+        n = np.minimum(self.length[idx], width)[:, None]
+        pos = np.arange(width, dtype=np.int64)[None, :]
+        src = pos if self.side == "right" else pos - (width - n)
+        own = (src >= 0) & (src < n)
+        at = (self.start[idx][:, None] + src)[own]
+        out = {}
+        for k, flat in self.flat.items():
+            a = np.full((len(idx), width), self.pad[k], dtype=np.int64)
+            a[own] = flat[at]
+            out[k] = a
+        return out
+
+
+def pad_values(tokenizer, keys) -> dict[str, int]:
+    """The value ``tokenizer.pad`` fills each feature with."""
+    known = {
+        "input_ids": tokenizer.pad_token_id,
+        "attention_mask": 0,
+        "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0),
+    }
+    return {k: int(known.get(k, 0) or 0) for k in keys}
+
+
+def tokenize(model, texts: list[str], chunk: int = 4096) -> Tokens:
+    """Each text's token features, unpadded (:class:`Tokens`), by the model's own preprocessing
+    in batched calls of ``chunk`` texts (a big corpus is not padded to its longest text at once)."""
+    parts, lengths = {}, []
+    for s in range(0, len(texts), chunk):
+        feats = model.preprocess(texts[s : s + chunk])
+        keys = [k for k, v in feats.items() if hasattr(v, "ndim") and v.ndim == 2]
+        real = feats["attention_mask"].bool()  # the text's own tokens, on either padding side
+        lengths.append(real.sum(dim=1).numpy())
+        for k in keys:  # row-major: each text's tokens in order, the texts one after another
+            parts.setdefault(k, []).append(feats[k][real].numpy().astype(np.int64))
+    length = np.concatenate(lengths).astype(np.int64)
+    flat = {k: np.concatenate(v) for k, v in parts.items()}
+    start = np.r_[0, np.cumsum(length)[:-1]].astype(np.int64)
+    tok = model.tokenizer
+    return Tokens(flat, start, length, pad_values(tok, flat), tok.padding_side)
+
+
+def padded_widths(length: np.ndarray, limit: int) -> np.ndarray:
     """Each text's padded width: its token count rounded up to LENGTH_STEP, ``limit`` at most."""
-    n = np.array([len(t["input_ids"]) for t in tokens], dtype=np.int64)
+    n = np.asarray(length, dtype=np.int64)
     return np.minimum(-(-n // LENGTH_STEP) * LENGTH_STEP, limit)
 
 
-def fixed_batches(width: np.ndarray, rows: int) -> list[tuple[int, np.ndarray, int]]:
-    """(width, text indices, rows) per pass: texts of one padded width, ``rows - 1`` at most, the
-    pass filled to ``rows`` (an accelerator's fixed shapes)."""
+def fixed_batches(width: np.ndarray, rows) -> list[tuple[int, np.ndarray, int]]:
+    """(width, text indices, rows) per pass: the texts sorted by padded width (the buckets), those
+    of one width in passes of ``rows(width)`` rows (an int: every width alike), ``rows - 1``
+    texts at most, the pass filled to ``rows`` (an accelerator's fixed shapes)."""
+    per = rows if callable(rows) else (lambda _w: rows)
     out = []
     for w in np.unique(width):
-        idx = np.flatnonzero(width == w)
-        out += [(int(w), idx[s : s + rows - 1], rows) for s in range(0, len(idx), rows - 1)]
+        idx, r = np.flatnonzero(width == w), int(per(int(w)))
+        out += [(int(w), idx[s : s + r - 1], r) for s in range(0, len(idx), r - 1)]
     return out
 
 
@@ -279,14 +389,14 @@ def sorted_batches(width: np.ndarray, rows: int, limit: int) -> list[tuple[int, 
     return out
 
 
-def forward_pass(model, items: list[dict], width: int, device: str) -> np.ndarray:
-    """One forward pass of unpadded token features padded to ``width``: unit vectors, one a row."""
+def forward_pass(model, feats: dict[str, np.ndarray], device: str) -> np.ndarray:
+    """One forward pass of padded token arrays (rows × width, :meth:`Tokens.take`): unit
+    vectors, one a row, normalised in float32 whatever the model's float type."""
     import torch
 
-    feats = model.tokenizer.pad(items, padding="max_length", max_length=width, return_tensors="pt")
-    feats = {k: v.to(device) for k, v in feats.items()}
-    vec = model.forward({**feats, "modality": "text"})["sentence_embedding"]
-    return torch.nn.functional.normalize(vec, p=2, dim=1).float().cpu().numpy()
+    on = {k: torch.from_numpy(v).to(device) for k, v in feats.items()}
+    vec = model.forward({**on, "modality": "text"})["sentence_embedding"]
+    return torch.nn.functional.normalize(vec.float(), p=2, dim=1).cpu().numpy()
 
 
 PROBE_TOKENS = (2, 5, 9, 16, 17, 31, 40, 70, 120, 140)  # the batching probe's texts
@@ -300,16 +410,20 @@ def batching_keeps_bits(model, rows: int, device: str = "cpu") -> bool:
 
     words = "the cat sat on a mat and we had tea in my house by an old red door".split()
     ids = model.tokenizer.convert_tokens_to_ids(words)
-    special = _tokens(model, [""])[0]
+    empty = tokenize(model, [""])
+    special = {k: v.tolist() for k, v in empty.flat.items()}
     limit = int(model.max_seq_length)
-    texts = [_probe_item(special, ids, min(n, limit)) for n in PROBE_TOKENS]
-    width = padded_widths(texts, limit)
+    items = [_probe_item(special, ids, min(n, limit)) for n in PROBE_TOKENS]
+    texts = Tokens.of_lists(items, empty.pad, empty.side)
+    width = padded_widths(texts.length, limit)
     with torch.inference_mode():
-        alone = [forward_pass(model, [t], int(w), device)[0] for t, w in zip(texts, width)]
+        alone = [
+            forward_pass(model, texts.take([i], int(w)), device)[0] for i, w in enumerate(width)
+        ]
         for r in (2, 3, rows):  # all texts in 2 and 3 rows; the five shortest fill ``rows``
-            many = np.arange(len(texts)) if r < len(texts) else np.arange(r) % 5
+            many = np.arange(len(width)) if r < len(width) else np.arange(r) % 5
             for w, idx, n in sorted_batches(width[many], r, limit):
-                got = forward_pass(model, [texts[many[i]] for i in idx], w, device)
+                got = forward_pass(model, texts.take(many[idx], w), device)
                 if any(got[j].tobytes() != alone[many[i]].tobytes() for j, i in enumerate(idx)):
                     return False
     return True
@@ -320,18 +434,6 @@ def _probe_item(special: dict, ids: list[int], n: int) -> dict:
     body = [ids[(7 * k) % len(ids)] for k in range(max(n - 2, 0))]
     cls, sep = special["input_ids"]
     return {k: ([cls, *body, sep] if k == "input_ids" else [v[0]] * n) for k, v in special.items()}
-
-
-def _tokens(model, texts: list[str], chunk: int = 1024) -> list[dict]:
-    """Each text's token features unpadded (``input_ids`` etc. as lists), by the model's own
-    preprocessing, in chunks so a big corpus is not padded to its longest text at once."""
-    out = []
-    for s in range(0, len(texts), chunk):
-        feats = model.preprocess(texts[s : s + chunk])
-        keys = [k for k, v in feats.items() if hasattr(v, "ndim") and v.ndim == 2]
-        real = feats["attention_mask"].bool()  # the text's own tokens, on either padding side
-        out += [{k: feats[k][i][real[i]].tolist() for k in keys} for i in range(len(real))]
-    return out
 
 
 class HashingEmbedder:

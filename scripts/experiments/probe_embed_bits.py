@@ -14,7 +14,7 @@ import argparse
 import numpy as np
 import torch
 
-from pipeline.stages.embed import LENGTH_STEP, SentenceEncoder, _tokens, forward_pass
+from pipeline.stages.embed import LENGTH_STEP, SentenceEncoder, forward_pass, tokenize
 
 WORDS = "the cat sat on a mat and we had tea in my house by an old red door at noon".split()
 
@@ -32,15 +32,16 @@ def main() -> None:
     model = SentenceEncoder()._load("cpu")
     with torch.inference_mode():
         for n in (13, 40):
-            toks = _tokens(model, _texts(n, max(a.rows)))
+            toks = tokenize(model, _texts(n, max(a.rows)))
             w = -(-n // LENGTH_STEP) * LENGTH_STEP
-            ref = forward_pass(model, toks[:1], w, "cpu")[0].tobytes()
-            bad = [r for r in a.rows if forward_pass(model, toks[:r], w, "cpu")[0].tobytes() != ref]
+            ref = forward_pass(model, toks.take([0], w), "cpu")[0].tobytes()
+            rows = lambda r: toks.take(np.arange(r), w)  # noqa: E731
+            bad = [r for r in a.rows if forward_pass(model, rows(r), "cpu")[0].tobytes() != ref]
             print(f"n={n} width {w}: row counts {a.rows}, bits differ at {bad or 'none'}")
         for n in (13, 17, 40, 120, 129, 143, 200):
-            tok = _tokens(model, _texts(n, 1))
+            tok = tokenize(model, _texts(n, 1))
             widths = sorted({n, -(-n // 8) * 8, *range(-(-n // 16) * 16, 257, 16)})
-            got = {w: forward_pass(model, tok, w, "cpu")[0].tobytes() for w in widths}
+            got = {w: forward_pass(model, tok.take([0], w), "cpu")[0].tobytes() for w in widths}
             first = {w: next(v for v in widths if got[v] == got[w]) for w in widths}
             print(f"n={n}: width -> narrowest width with the same bytes {first}")
 
