@@ -14,7 +14,9 @@
 #        the machine's CPU cores, each run's whole stage table, then the two side by side
 #        (scripts/bench/side_by_side.py).
 # scale: bench_pipeline at 1M nodes x 10,000 queries and 1M x 1,000 with diffuse=pedsa, cuda and
-#        cpu side by side as in libs (a call of its own: the CPU runs at 1M take minutes).
+#        cpu side by side as in libs (a call of its own: the CPU runs at 1M take minutes). PEDSA
+#        runs with diffuse.seed_power=1.0: best's seed power 10 leaves no seed energy above PEDSA's
+#        min_energy 0.01, so plain diffuse=pedsa diffuses nothing (graph_hits 0).
 # Sizes and devices for a dry run on a machine without a GPU: N_BIG (1000000), N_SMALL (100000),
 # Q (1000), Q_BIG (10000), DEVS ("cuda cpu"), e.g.
 #   N_BIG=3000 N_SMALL=2000 Q=50 Q_BIG=200 DEVS=cpu bash scripts/device_check.sh scale
@@ -184,7 +186,7 @@ fi
 
 if [ "$PART" = scale ] || [ "$PART" = all ]; then
   bench_pair "$N_BIG" "$Q_BIG" 240
-  bench_pair "$N_BIG" "$Q" 150 diffuse=pedsa
+  bench_pair "$N_BIG" "$Q" 150 diffuse=pedsa diffuse.seed_power=1.0
 fi
 
 if [ "$PART" = model ] || [ "$PART" = all ]; then
