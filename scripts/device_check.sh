@@ -169,7 +169,8 @@ fi
 if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call cut at its limit keeps them
   step GPU tests without model weights
   t 150 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k "not minilm" \
-    tests/test_gpu.py tests/test_dpp.py tests/test_novelty_ops.py tests/test_pairdot.py 2>&1 \
+    tests/test_gpu.py tests/test_dpp.py tests/test_novelty_ops.py tests/test_pairdot.py \
+    tests/test_diffuse_pedsa.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -15
   t 90 python3 -m pytest -q -rs -p no:cacheprovider -k cuda tests/test_dense_torch.py \
     tests/test_resident.py 2>&1 \
