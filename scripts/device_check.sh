@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One prepared GPU check, for the lent device machine (or any CUDA box with the packages installed).
 #
-#   scripts/device_check.sh [libs|model|channels|all]      (default: all)
+#   scripts/device_check.sh [libs|scale|model|channels|all]      (default: all)
 #
 # channels: scripts/bench/bench_device_channels.py at 1M nodes x 1,000 queries: the torch dense top-k
 #        (dense.index=torch) and the BM25 sparse product (lexical.scorer=torch) on cuda and cpu
@@ -10,9 +10,18 @@
 # libs:  which FAISS/CuPy/cuGraph it loads; the GPU-marked tests that need no model weights (CPU/GPU
 #        parity of a full run with embed=hashing, CuPy PEDSA/PPR, batched DPP, NMF/FISTA, cuGraph
 #        dispatch where installed) and the CPU twins of the CuPy guards; a timed sample run on cpu
-#        and cuda; scripts/bench/bench_pipeline.py at 100k nodes (cpu and cuda) and 1M nodes (cuda);
+#        and cuda; scripts/bench/bench_pipeline.py at 1M and 100k nodes x 1,000 queries, cuda then
+#        the machine's CPU cores, each run's whole stage table, then the two side by side
+#        (scripts/bench/side_by_side.py);
 #        the cross-device recall rows (scripts/parity/cross_device.py: sample, LoCoMo dev5, 100k
 #        synthetic and its --dup-share 0.2 variant).
+# scale: bench_pipeline at 1M nodes x 10,000 queries and 1M x 1,000 with diffuse=pedsa, cuda and
+#        cpu side by side as in libs (a call of its own: the CPU runs at 1M take minutes). PEDSA
+#        runs with diffuse.seed_power=1.0: best's seed power 10 leaves no seed energy above PEDSA's
+#        min_energy 0.01, so plain diffuse=pedsa diffuses nothing (graph_hits 0).
+# Sizes and devices for a dry run on a machine without a GPU: N_BIG (1000000), N_SMALL (100000),
+# Q (1000), Q_BIG (10000), DEVS ("cuda cpu"), e.g.
+#   N_BIG=3000 N_SMALL=2000 Q=50 Q_BIG=200 DEVS=cpu bash scripts/device_check.sh scale
 # model: the MiniLM tests (encoder parity cpu/cuda, a full run with embed=minilm), encoder
 #        throughput per device (float16 as configured, and float32), the timed sample run with
 #        MiniLM and the cross-device rows with MiniLM (sample, LoCoMo dev5).
@@ -43,6 +52,8 @@ t() {  # t SECONDS cmd...: timeout min(SECONDS, what is left), or a "skipped" li
 }
 cd "$(dirname "$0")/.."
 PART="${1:-all}"
+N_BIG="${N_BIG:-1000000}" N_SMALL="${N_SMALL:-100000}" Q="${Q:-1000}" Q_BIG="${Q_BIG:-10000}"
+DEVS="${DEVS:-cuda cpu}"
 SITE=/tmp/site
 OUT="${OUT:-/tmp/device_check}"
 mkdir -p "$SITE" "$OUT"
@@ -132,10 +143,26 @@ PY
 }
 
 channels_step() {  # issue 29: the device channels against the host baselines, one table
-  step "device channels: torch dense top-k and BM25 sparse product, 1M nodes x 1,000 queries, cuda and cpu"
-  t 150 python3 scripts/bench/bench_device_channels.py --nodes 1000000 --queries 1000 --devices cuda,cpu \
-    --cpu-queries 200 \
-    2>&1 | tee -a "$OUT/bench.log" | tail -9
+  step "device channels: torch dense top-k and BM25 sparse product, $N_BIG nodes x $Q queries, $DEVS"
+  t 150 python3 scripts/bench/bench_device_channels.py --nodes "$N_BIG" --queries "$Q" \
+    --devices "$(echo "$DEVS" | tr ' ' ,)" --cpu-queries 200 2>&1 | tee -a "$OUT/bench.log"
+}
+
+bench_pair() {  # bench_pair NODES QUERIES SECONDS [overrides...]: bench_pipeline on each of $DEVS
+  # (whole stage table each), then their rows side by side; SECONDS is each run's timeout
+  local n="$1" q="$2" s="$3" dev tag cols=()
+  shift 3
+  tag="$n-$q"
+  [ $# -gt 0 ] && tag+="$(printf -- '-%s' "$@" | tr '=/' '__')"
+  step "bench_pipeline: $n nodes x $q queries $*, on $DEVS"
+  for dev in $DEVS; do
+    echo "--- device=$dev"
+    t "$s" python3 scripts/bench/bench_pipeline.py --sizes "$n" --queries "$q" device="$dev" "$@" 2>&1 \
+      | tee "$OUT/bench-$tag-$dev.log" | tee -a "$OUT/bench.log"
+    cols+=("$([ "$dev" = cpu ] && echo "cpu $(nproc) cores" || echo "$dev")=$OUT/bench-$tag-$dev.log")
+  done
+  echo "--- side by side: $n nodes x $q queries $*"
+  python3 scripts/bench/side_by_side.py --queries "$q" "${cols[@]}" | tee -a "$OUT/bench.log"
 }
 
 cross_device_step() {  # issue 52: recall rows cpu vs cuda by the cross-device contract; $1: embed, $2: sets
@@ -154,28 +181,27 @@ fi
 if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call cut at its limit keeps them
   step GPU tests without model weights
   t 150 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k "not minilm" \
-    tests/test_gpu.py tests/test_dpp.py tests/test_novelty_ops.py tests/test_pairdot.py 2>&1 \
+    tests/test_gpu.py tests/test_dpp.py tests/test_novelty_ops.py tests/test_pairdot.py \
+    tests/test_diffuse_pedsa.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -15
   t 90 python3 -m pytest -q -rs -p no:cacheprovider -k cuda tests/test_dense_torch.py \
     tests/test_resident.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -5  # the dense channel, resident vectors on cuda: the host bits
-  step "bench_pipeline: 1M nodes x 1,000 queries on cuda (PPR, then PEDSA); 100k on cuda"
-  {
-    t 150 python3 scripts/bench/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda | tail -9
-    t 120 python3 scripts/bench/bench_pipeline.py --sizes 1000000 --queries 1000 device=cuda diffuse=pedsa | tail -9
-    t 100 python3 scripts/bench/bench_pipeline.py --sizes 100000 --queries 1000 device=cuda | tail -9
-  } 2>&1 | tee -a "$OUT/bench.log"
+  bench_pair "$N_BIG" "$Q" 150
+  bench_pair "$N_SMALL" "$Q" 100
   channels_step
   step sample run, embed=hashing, cpu then cuda
   sample_run hashing 2>&1 | tee -a "$OUT/runs.log"
-  step "bench_pipeline: 100k nodes x 1,000 queries on cpu (the same process's baseline for the cuda row)"
-  t 100 python3 scripts/bench/bench_pipeline.py --sizes 100000 --queries 1000 device=cpu 2>&1 | tail -9 \
-    | tee -a "$OUT/bench.log"
   cross_device_step hashing sample,locomo,synth,synth-dup
   step CPU twins of the CuPy guards
   t 60 python3 -m pytest -q -p no:cacheprovider tests/test_xp_guards.py tests/test_graphalgo.py \
     tests/test_cross_device.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -3
+fi
+
+if [ "$PART" = scale ] || [ "$PART" = all ]; then
+  bench_pair "$N_BIG" "$Q_BIG" 240
+  bench_pair "$N_BIG" "$Q" 150 diffuse=pedsa diffuse.seed_power=1.0
 fi
 
 if [ "$PART" = model ] || [ "$PART" = all ]; then

@@ -487,11 +487,11 @@ def probes():
         return probe
 
     def top_scores(fn):
-        def probe(q, s, k):
+        def probe(q, s, k, st=None):
             seen["SCORE_ROWS"].add(side(q.shape[0] > lexical.SCORE_ROWS))
             bound = int(np.diff(s.T.tocsr().indptr)[q.tocsr().indices].sum())
             seen["SCORE_ENTRIES"].add(side(bound > lexical.SCORE_ENTRIES))
-            return fn(q, s, k)
+            return fn(q, s, k, st)
 
         return probe
 

@@ -39,6 +39,17 @@ def blocks(lo: np.ndarray, hi: np.ndarray, scores: int, most: int) -> list[tuple
     return out
 
 
+def upload(st: sp.csr_matrix, device: str) -> tuple:
+    """The (terms × documents) CSR ``st`` (``s.T``: each term's postings, ascending document) on
+    ``device`` as torch (indptr, document, weight) tensors: what :func:`topk` reads; a caller that
+    scores several query groups against one matrix uploads it once (``candidates.LexicalChannel``)."""
+    import torch
+
+    dev = torch.device(device)
+    t = lambda a, dt=torch.int64: torch.as_tensor(np.asarray(a)).to(dev, dt)  # noqa: E731
+    return t(st.indptr), t(st.indices), t(st.data, torch.float32)
+
+
 def topk(
     q: sp.csr_matrix,
     s: sp.csr_matrix,
@@ -46,10 +57,12 @@ def topk(
     device: str = "cpu",
     lo: np.ndarray | None = None,
     hi: np.ndarray | None = None,
+    resident: tuple | None = None,
 ) -> tuple[np.ndarray, ...]:
     """``topk_sparse(lexical.score(q, s), k)``: (query, document, score, rank) of each query's ``k``
     best positive scores, ties by lower document, by query then rank. ``lo``/``hi``: the document
-    range each query's scope occupies (its scores outside are zero by the layout); default all."""
+    range each query's scope occupies (its scores outside are zero by the layout); default all.
+    ``resident``: :func:`upload` of ``s.T`` on ``device`` done earlier (else done here)."""
     import torch
 
     nq, nd = q.shape[0], s.shape[0]
@@ -58,9 +71,8 @@ def topk(
     dev = torch.device(device)
     q = q.tocsr()
     q.sort_indices()
-    st = s.T.tocsr()  # terms × documents: each term's postings, ascending document
     t = lambda a, dt=torch.int64: torch.as_tensor(np.asarray(a)).to(dev, dt)  # noqa: E731
-    sp_ptr, sp_doc, sp_val = t(st.indptr), t(st.indices), t(st.data, torch.float32)
+    sp_ptr, sp_doc, sp_val = resident if resident is not None else upload(s.T.tocsr(), device)
     out = []
     parts = blocks(lo, hi, BLOCK_SCORES, BLOCK_QUERIES)
     for a, b in inner(parts, "bm25 device", nq, "query", lambda ab: ab[1] - ab[0]):

@@ -7,6 +7,7 @@ channel's list rank is kept for rank-based fusion. Output: one row per (query, n
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -234,6 +235,7 @@ class LexicalChannel:
     tie: np.ndarray | None = None  # order=reme: each node's store order (None: node order)
     slot: np.ndarray | None = None  # order=reme: each node's persisted BM25 slot (-1: none)
     n_slots: int = 0  # order=reme: that index's slots, deleted ones included
+    memo: dict | None = None  # the node table's lexical index, kept for later groups (:func:`kept`)
 
     @classmethod
     def tokenise(
@@ -243,21 +245,28 @@ class LexicalChannel:
         p,
         device: str = "cpu",
         cache: Path | None = None,
+        memo: dict | None = None,
     ) -> LexicalChannel:
         """Tokenise the nodes' fields (``node_fields``) and the query texts with ``p``'s tokenizer;
-        the nodes' tokens read from or written to ``cache`` (``channels.token_cache``) when given."""
+        the nodes' tokens read from or written to ``cache`` (``channels.token_cache``) when given,
+        and kept in ``memo`` (one per node table: the query groups that see these nodes at other
+        reference times reuse them and the BM25 matrix, :meth:`ranks_and_scores`)."""
         settings = (p.stopwords, p.stemmer, p.tokenizer, p.cjk_bigrams, p.cjk_min_len, p.cjk_set)
-        tok = lexical.make_tokenizer(*settings[:-1])
-        tokens = token_cache.tokenised(tok, node_fields(nodes), settings, cache)
+
+        def fresh():
+            tok = lexical.make_tokenizer(*settings[:-1])
+            return tok, token_cache.tokenised(tok, node_fields(nodes), settings, cache)
+
+        tok, tokens = kept(memo, ("tokens", settings), fresh)
         texts = queries["text"].to_list()
         q_terms = lexical.tokenize_queries(
             tok, texts, tokens.vocab, p.dedupe_query_terms, p.cjk_set
         )
         if p.order != "reme":
-            return cls(tokens, q_terms, p, device)
+            return cls(tokens, q_terms, p, device, memo=memo)
         tie = store_order(nodes)
         order = lexical_reme.query_terms(tok, texts, tokens.vocab)
-        return cls(tokens, q_terms, p, device, order, tie, *lexical_reme.slots(nodes))
+        return cls(tokens, q_terms, p, device, order, tie, *lexical_reme.slots(nodes), memo=memo)
 
     def ranks_and_scores(self, segs: Segments) -> tuple[pl.DataFrame, Callable]:
         """(query_idx, node_idx, lexical_rank) of every segment's queries over its own nodes, and
@@ -266,18 +275,18 @@ class LexicalChannel:
         if self.q_order is not None:
             return lexical_reme.ranks_and_scores(self, segs)
         p = self.p
-        lay = segvocab.layout(self.tokens.places, segs.rows, segs.seg, len(self.tokens.vocab))
-        s_mat = lexical.bm25_matrix(
-            self.tokens, p.field_weights, segs.rows, p.k1, p.b, p.idf, segs.seg, lay
-        )
+        key = ("bm25", tuple(sorted(dict(p.field_weights).items())), p.k1, p.b, p.idf)
+        key += (hashlib.sha256(segs.rows.tobytes() + segs.seg.tobytes()).digest(),)
+        lay, s_mat, st = kept(self.memo, key, lambda: self._matrix(segs))
         q = segvocab.remap(self.q_terms[segs.qs], segs.qseg, lay)
-        q = lexical.prf_expand(q, s_mat, p.prf_docs, p.prf_terms, p.prf_weight)
+        q = lexical.prf_expand(q, s_mat, p.prf_docs, p.prf_terms, p.prf_weight, st)
         if bm25_device.scorer(p.scorer, self.device) == "torch":  # the same bits on the device
             cut = np.searchsorted(segs.seg, np.arange(len(segs.parts) + 1))
             lo, hi = cut[segs.qseg], cut[segs.qseg + 1]
-            qi, di, _sc, rank = bm25_device.topk(q, s_mat, p.candidates, self.device, lo, hi)
+            on = kept(self.memo, (*key, self.device), lambda: bm25_device.upload(st, self.device))
+            qi, di, _sc, rank = bm25_device.topk(q, s_mat, p.candidates, self.device, lo, hi, on)
         else:
-            qi, di, _sc, rank = lexical.top_scores(q, s_mat, p.candidates)
+            qi, di, _sc, rank = lexical.top_scores(q, s_mat, p.candidates, st)
         ranks = pl.DataFrame(
             {"query_idx": segs.qs[qi], "node_idx": segs.rows[di], "lexical_rank": rank}
         )
@@ -287,6 +296,28 @@ class LexicalChannel:
             return lexical.pair_scores(q, s_mat, vq, segs.row_pos(segs.qseg[vq], ni))
 
         return ranks, scores
+
+    def _matrix(self, segs: Segments) -> tuple:
+        """(layout, BM25 matrix, its terms × documents CSR) of the segments' nodes: one
+        block-diagonal matrix (``segvocab``), each segment with its own vocabulary and statistics."""
+        p = self.p
+        lay = segvocab.layout(self.tokens.places, segs.rows, segs.seg, len(self.tokens.vocab))
+        s_mat = lexical.bm25_matrix(
+            self.tokens, p.field_weights, segs.rows, p.k1, p.b, p.idf, segs.seg, lay
+        )
+        return lay, s_mat, s_mat.T.tocsr()
+
+
+def kept(memo: dict | None, key, compute):
+    """``compute()``, kept in ``memo`` under ``key`` for a later call (``memo`` None: computed
+    each time). The channels stage passes one memo per node table (``common.corpus_step``): the
+    query groups that see the same nodes at other reference times share its tokens, BM25 matrix
+    and the matrix's copy on the device."""
+    if memo is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
 
 
 @dataclass
@@ -429,6 +460,7 @@ def generate(
     log: pl.DataFrame | None = None,
     resident=None,
     tokens_cache: Path | None = None,
+    memo: dict | None = None,
 ) -> pl.DataFrame:
     """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel;
     ``dense_p`` and ``lex_p`` are the ``channels`` stage's ``DenseParams`` and ``LexicalParams``.
@@ -440,7 +472,8 @@ def generate(
     ``log`` (the injection log) serve the ``collab`` channel, which needs another channel.
     ``resident``: ``xb`` on the device (``dense.resident``), where the dense channel then scans,
     rescores and scores pairs. ``tokens_cache``: the folder of the nodes' cached field tokens
-    (``channels.token_cache``; None: tokenised afresh).
+    (``channels.token_cache``; None: tokenised afresh). ``memo``: where the lexical channel keeps
+    its index of these nodes for the next group over them (:func:`kept`; None: nothing kept).
     """
     if xq is not None and part_q is None:
         part_q, part_w = np.arange(len(xq)), np.ones(len(xq))
@@ -454,7 +487,7 @@ def generate(
         dch.f16 = _float16(nodes, queries, xb, xq, part_q, part_w)
         dch.f16.tie = store_order(nodes) if dense_p.ties == "store" else None
     lch = (
-        LexicalChannel.tokenise(nodes, queries, lex_p, device, tokens_cache)
+        LexicalChannel.tokenise(nodes, queries, lex_p, device, tokens_cache, memo)
         if "lexical" in enabled
         else None
     )

@@ -316,12 +316,15 @@ SCORE_ROWS = 1024  # query rows per block of :func:`top_scores`
 SCORE_ENTRIES = 1 << 21  # most scores per block of :func:`top_scores` (bounded by the df sums)
 
 
-def top_scores(q: sp.csr_matrix, s: sp.csr_matrix, k: int) -> tuple[np.ndarray, ...]:
+def top_scores(
+    q: sp.csr_matrix, s: sp.csr_matrix, k: int, st: sp.csr_matrix | None = None
+) -> tuple[np.ndarray, ...]:
     """``topk_sparse(score(q, s), k)``, in blocks of consecutive query rows (:func:`score_blocks`).
     scipy's product sums each row on its own (its query's terms in order), so a block's rows are
     the whole product's; a block's arrays stay small enough to be reused by the allocator instead
-    of paging in fresh memory (on millions of scores that costs more than the arithmetic)."""
-    st = s.T.tocsr()  # what ``q @ s.T`` converts it to, once
+    of paging in fresh memory (on millions of scores that costs more than the arithmetic).
+    ``st``: ``s.T.tocsr()`` computed earlier (a caller scoring several query groups keeps it)."""
+    st = s.T.tocsr() if st is None else st  # what ``q @ s.T`` converts it to, once
     out = [topk_sparse(q[:0] @ st, k)]
     for a, b in score_blocks(q, st):
         qi, di, sc, rank = topk_sparse((q[a:b] @ st).tocsr(), k)
@@ -360,17 +363,22 @@ def pair_scores(q: sp.csr_matrix, s: sp.csr_matrix, qi: np.ndarray, di: np.ndarr
 
 
 def prf_expand(
-    q: sp.csr_matrix, s: sp.csr_matrix, docs: int, terms: int, weight: float
+    q: sp.csr_matrix,
+    s: sp.csr_matrix,
+    docs: int,
+    terms: int,
+    weight: float,
+    st: sp.csr_matrix | None = None,
 ) -> sp.csr_matrix:
     """Pseudo-relevance feedback (RM3-like, one pass): each query's top ``docs`` BM25 documents give
     expansion terms; the ``terms`` terms not in the query with the largest summed BM25 term score
     over those documents are added, their weights scaled to ``weight`` × the query's own term
     count. ``docs`` 0 returns ``q`` itself. ``q``: (nq, V) counts; ``s``: (n_docs, V) term
-    scores."""
+    scores; ``st``: ``s.T.tocsr()`` if the caller keeps it (:func:`top_scores`)."""
     if docs <= 0 or terms <= 0 or weight <= 0 or q.shape[0] == 0:
         return q
     nq, nd = q.shape[0], s.shape[0]
-    qi, di, _sc, _r = top_scores(q, s, docs)
+    qi, di, _sc, _r = top_scores(q, s, docs, st)
     feedback = sp.csr_matrix((np.ones(len(qi), np.float32), (qi, di)), shape=(nq, nd))
     w = (feedback @ s).tocsr()
     in_query = q.copy()

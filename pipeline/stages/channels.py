@@ -17,7 +17,7 @@ from pipeline.channels.candidates import generate
 from pipeline.channels.collab import CollabParams
 from pipeline.contract import io
 from pipeline.contract.errors import require_one_of
-from pipeline.core.common import key_prefix, stage_key
+from pipeline.core.common import corpus_step, key_prefix, stage_key
 from pipeline.core.stage import Params, Stage
 
 
@@ -128,6 +128,7 @@ def run_stage(ctx, p: tuple) -> object:
             log,
             dense.resident(ctx),
             Path(cfg.cache_dir) / "tokens",
+            corpus_step(state.memo, "lexical", ctx.nodes, dict),  # kept for the next groups
         )
         io.write_parquet(path, ctx.cand)
     state.log.add("candidates", ctx.cand.height)

@@ -20,8 +20,9 @@ from pipeline.ops.pedsa import pedsa
 from pipeline.ops.ppr import ppr_top
 from pipeline.ops.ppr_push import ppr_push_top
 from pipeline.ops.scope import scope_groups
+from pipeline.ops.sparse_entries import segment_ids
 from pipeline.ops.speakers import named_for
-from pipeline.ops.topk import int_order, topk_abs_mask
+from pipeline.ops.topk import int_order, topk_abs_mask, topk_entry_mask
 from pipeline.stages import hubs as hub_layer
 from pipeline.stages.graph import adjacency, directed_topn
 
@@ -163,6 +164,12 @@ def _scope(rows, qs, n_nodes, edges, seeds, p, device, hubs, hub_seeds, now) -> 
         r, c, g = _ppr_hits(adj, rows, cols, qs, local, seeds, p, device, hub_seeds)
         return [pl.DataFrame({"query_idx": qs[c], "node_idx": rows[r], "graph": g})]
     step = max(1, p.block // max(1, len(rows) + len(cols)))
+    if p.method == "pedsa":
+        r, c, g = _pedsa_hits(adj, inhib, rows, cols, qs, local, seeds, p, device, hub_seeds)
+        order = int_order(c // step, r, c)  # the rows of the dense blocks of `step` queries
+        return [
+            pl.DataFrame({"query_idx": qs[c[order]], "node_idx": rows[r[order]], "graph": g[order]})
+        ]
     parts = []
     adj_d, inhib_d = _to_device(device, adj, inhib)  # once per scope, not per block of queries
     width = lambda b: min(step, len(qs) - b)  # noqa: E731
@@ -177,11 +184,10 @@ def _scope(rows, qs, n_nodes, edges, seeds, p, device, hubs, hub_seeds, now) -> 
     return parts
 
 
-def _ppr_hits(adj, rows, cols, qs, local, seeds, p, device, hub_seeds):
-    """PPR of all of a scope's queries at once from sparse seeds: (unit row, query column, score)
-    of each query's ``keep`` best units. Each column of seed energies (units, then hubs) sums to 1
-    in float64 in row order, as the sum of the dense seed block's column."""
-    size = len(rows) + len(cols)
+def _seed_entries(rows, cols, qs, local, seeds, p, hub_seeds):
+    """A scope's seed energies as float32 (local row, query column, energy) entries: the seeds of
+    its queries ``qs`` on its units, then the queries' entity hubs (rows after the units), each
+    the value :func:`_initial_energy` and ``hubs.seed`` write into the dense block."""
     s = seeds.filter(pl.col("query_idx").is_in(qs.tolist()))
     row = local[s["node_idx"].to_numpy()]
     col = np.searchsorted(qs, s["query_idx"].to_numpy())
@@ -193,6 +199,58 @@ def _ppr_hits(adj, rows, cols, qs, local, seeds, p, device, hub_seeds):
             _column_mass(row, col, e, len(qs)), len(rows), qs, cols, hub_seeds, p.entity_seed_share
         )
         row, col, e = np.r_[row, hr], np.r_[col, hc], np.r_[e, he.astype(np.float32)]
+    return row, col, e
+
+
+PEDSA_QUERIES = 2048  # queries per sparse PEDSA solve (each query's energies are its own)
+
+
+def _pedsa_hits(adj, inhib, rows, cols, qs, local, seeds, p, device, hub_seeds):
+    """PEDSA of a scope's queries from sparse seeds, ``PEDSA_QUERIES`` at a time (one product per
+    step over all of them, on the device; a query's energies never read another's, so any block
+    gives the bits of the dense blocks): (unit row, query column, energy) of each query's ``keep``
+    largest |E| among the units (ties: lower row), positive ones only, as :func:`_hits` of the
+    dense block; in no set order."""
+    size = len(rows) + len(cols)
+    row, col, e = _seed_entries(rows, cols, qs, local, seeds, p, hub_seeds)
+    adj_d, inhib_d = _to_device(device, adj, inhib)  # once per scope
+    out = []
+    width = lambda a: min(PEDSA_QUERIES, len(qs) - a)  # noqa: E731
+    for a in inner(range(0, len(qs), PEDSA_QUERIES), "diffuse pedsa", len(qs), "query", width):
+        m = (col >= a) & (col < a + PEDSA_QUERIES)
+        e0 = sp.csc_matrix((e[m], (row[m], col[m] - a)), shape=(size, width(a)))
+        (e0,) = _to_device(device, e0)
+        r, c, g = _sparse_hits(_solve(adj_d, inhib_d, e0, p), len(rows), p.keep)
+        out.append((r, c + a, g))
+    if not out:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0, np.float32)
+    return tuple(np.concatenate(x) for x in zip(*out))
+
+
+def _sparse_hits(out, units: int, keep: int):
+    """:func:`_hits` of the first ``units`` rows of a sparse (rows, B) result: the positive
+    entries among each column's ``keep`` largest |E| (ties: lower row; 0 or ``units`` ≤ ``keep``:
+    all), cut where ``out`` lives; only the hits reach the host."""
+    xp, sp_ = namespaces(out.data)
+    t = sp_.csc_matrix(out)
+    c, r, v = segment_ids(xp, t.indptr, t.nnz), t.indices, t.data
+    unit = r < units
+    c, r, v = c[unit], r[unit], v[unit]
+    if keep and units > keep:  # as topk_abs_mask of the dense block
+        top = topk_entry_mask(xp, c, r, xp.abs(v), keep, out.shape[1])
+        c, r, v = c[top], r[top], v[top]
+    pos = v > 0
+    r, c, v = (backend.to_host(x[pos]) for x in (r, c, v))
+    return r.astype(np.int64), c.astype(np.int64), v.astype(np.float32)
+
+
+def _ppr_hits(adj, rows, cols, qs, local, seeds, p, device, hub_seeds):
+    """PPR of all of a scope's queries at once from sparse seeds: (unit row, query column, score)
+    of each query's ``keep`` best units. Each column of seed energies (units, then hubs) sums to 1
+    in float64 in row order, as the sum of the dense seed block's column."""
+    size = len(rows) + len(cols)
+    row, col, e = _seed_entries(rows, cols, qs, local, seeds, p, hub_seeds)
     mass = _column_mass(row, col, e, len(qs))
     e = (e / np.where(mass > 0, mass, 1.0)[col]).astype(np.float32)
     pers = sp.csr_matrix((e, (row, col)), shape=(size, len(qs)))
