@@ -26,6 +26,7 @@ on a miss, by the batch's query path.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -47,6 +48,7 @@ from pipeline.serve.cache import RecallCache
 from pipeline.serve.fresh import DataWatch, data_paths, input_files
 from pipeline.serve.guard import without_paths
 
+FLOAT32_MAX = 3.4028234663852886e38  # a stored query embedding is Float32 (the contract)
 SCOPE_VERSIONS = 4096  # scope versions kept per load (a client may send any number of scopes)
 
 
@@ -113,6 +115,7 @@ def request_fields(fields) -> dict:
     row = {k: v for k, v in fields.items() if v is not None}
     if not row:
         return {}
+    row = {name: _typed_field(name, value) for name, value in row.items()}
     try:
         if isinstance(row.get("now"), str):
             row["now"] = parse_timestamp(row["now"], "request", None, "now")
@@ -121,6 +124,40 @@ def request_fields(fields) -> dict:
         raise BadRequest(f"field 'fields': {' '.join(str(exc).split())[:300]}") from None
     got = frame.drop("query_id", "text").to_dicts()[0]
     return {k: v for k, v in got.items() if v is not None}
+
+
+def _field_kind(name: str) -> tuple[str, tuple, tuple | None]:
+    """(what to give, the JSON types of a query field's value, of its items or None): from the
+    contract's dtype of ``name`` (``team``/``agent_id``, not in it, are strings)."""
+    from pipeline.contract.schema import TABLES
+
+    dtype = TABLES["queries"]["optional"].get(name, pl.String)
+    if isinstance(dtype, pl.List):
+        floats = dtype.inner.is_float()
+        return (f"a list of numbers within ±{FLOAT32_MAX:.4g}", (list,), (int, float)) if floats else (
+            "a list of strings", (list,), (str,))  # fmt: skip
+    if dtype.is_temporal():
+        return "an ISO 8601 date-time string, e.g. 2026-01-02T03:04:05Z", (str,), None
+    return ("an integer", (int,), None) if dtype.is_integer() else ("a string", (str,), None)
+
+
+def _typed_field(name: str, value):
+    """A query field's JSON value checked against its contract type (a list of numbers as
+    floats); a BadRequest otherwise: a number for ``now`` (it would be read as microseconds since
+    1970), true, an object, a list item of another type or a number past float64 are refused,
+    never coerced."""
+    what, kinds, items = _field_kind(name)
+    ok = isinstance(value, kinds) and not isinstance(value, bool)
+    if ok and items is not None:
+        ok = all(isinstance(v, items) and not isinstance(v, bool) for v in value)
+    if ok and items == (int, float):  # the contract's Float32: past its range would be inf
+        ok = all(abs(v) <= FLOAT32_MAX for v in value)  # NaN compares False
+        value = [float(v) for v in value] if ok else value
+    if not ok:
+        shown = json.dumps(value, ensure_ascii=False, default=str)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise BadRequest(f"fields.{name}={shown}: give {what}")
+    return value
 
 
 class Service:
@@ -285,16 +322,33 @@ class Service:
 
     def _compute(self, items: list) -> list[dict]:
         """Entries of (state, text, scope, text key, fields) items, one query-path batch per
-        loaded state."""
+        loaded state (an item the query path refuses: its UserError)."""
         out: list = [None] * len(items)
         by_state: dict = {}
         for i, (state, *_rest) in enumerate(items):
             by_state.setdefault(id(state), (state, []))[1].append(i)
         for state, idx in by_state.values():
             uniq = {(items[i][2], items[i][3]): items[i][1:] for i in idx}
-            got = self._entries(state, list(uniq.values()))
+            got = self._apart(state, list(uniq.values()))
             for i in idx:
                 out[i] = got[(items[i][2], items[i][3])]
+        return out
+
+    def _apart(self, state: Loaded, items: list) -> dict:
+        """:meth:`_entries` of ``items`` computed together; when that fails with a UserError (one
+        request's field the query path refuses), each item alone, so the error (the item's
+        result, an exception) reaches only the request that sent it, never its batch mates."""
+        try:
+            return self._entries(state, items)
+        except UserError as exc:
+            if len(items) == 1:
+                return {(items[0][1], items[0][2]): exc}
+        out: dict = {}
+        for item in items:
+            try:
+                out |= self._entries(state, [item])
+            except UserError as exc:
+                out[(item[1], item[2])] = exc
         return out
 
     def _entries(self, state: Loaded, items: list) -> dict:
