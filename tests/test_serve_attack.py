@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import warnings
 
@@ -25,7 +27,7 @@ from pipeline.run import precompute
 from pipeline.serve import Service, keys, layout
 from pipeline.serve.app import build_app
 from pipeline.serve.guard import MAX_ERROR
-from pipeline.serve.mcp_app import _error
+from pipeline.serve.mcp_app import _error, recall_tool
 from serve_support import QUERIES, notes_store
 
 HIT, OPS, TEAM = QUERIES
@@ -350,3 +352,31 @@ def test_a_body_that_never_finishes_is_a_408(wire):
     raw = _exchange(wire, HEAD + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
                     % len(BODY) + BODY)  # fmt: skip
     assert raw.startswith(b"HTTP/1.1 200 OK")
+
+
+# --- text that is not UTF-8, on every path ------------------------------------------------------
+
+
+def test_a_lone_surrogate_is_one_line_in_mcp_and_the_python_api(client):
+    """Before: MCP's tool answered "internal error (UnicodeEncodeError)" (no guard parses its
+    JSON), as did ``Service.recall``."""
+    service = client.app.state.service
+    with pytest.raises(UserError) as got:
+        recall_tool(service, {"query": "a\ud800"})
+    assert str(got.value) == "argument 'query' 'a\\\\ud800' is not valid UTF-8 text; send UTF-8"
+    with pytest.raises(UserError, match="scope entry 'x\\\\\\\\udfff' is not valid UTF-8"):
+        recall_tool(service, {"query": "a", "scope": ["x\udfff"]})
+    assert recall_tool(service, {"query": HIT["text"]})["cache"] == "hit"
+
+
+def test_recall_lookup_with_a_non_utf8_argument_is_one_error_line(store):
+    """Before: Hydra's UnicodeEncodeError and 'Set the environment variable HYDRA_FULL_ERROR'."""
+    cfg, _folder, _ns = store
+    argv = [sys.executable, "-m", "pipeline.cli.main", "lookup", "data=workspace"]
+    argv += [f"data.path={cfg.data.path}", f"data.queries={cfg.data.queries}", "k=5"]
+    argv += ["embed=hashing", "device=cpu", f"cache_dir={cfg.cache_dir}", f"out_dir={cfg.out_dir}"]
+    out = subprocess.run([*argv, os.fsdecode(b"text=caf\xe9")], capture_output=True, timeout=300)
+    assert out.returncode == 2 and out.stdout == b""
+    assert out.stderr.decode().splitlines() == [
+        "error: text= 'caf\\\\udce9' is not valid UTF-8 text; send UTF-8"
+    ]

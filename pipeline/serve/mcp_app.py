@@ -103,7 +103,8 @@ def recall_tool(service, arguments: dict) -> dict[str, Any]:
     try:
         out = service.recall(query, arguments.get("scope"), k)
     except UserError as exc:
-        raise UserError(str(exc).replace("field 'k'", "argument 'k'")) from None
+        msg = str(exc).replace("field 'k'", "argument 'k'")
+        raise UserError(msg.replace("field 'text'", "argument 'query'")) from None
     return {"rows": tool_rows(out["rows"]), "cache": out["cache"]}
 
 

@@ -85,6 +85,7 @@ def check_request(text, scope, k, fmt) -> tuple[str, tuple | None, int | None, s
     if not isinstance(text, str) or not keys.normalise(text):
         raise BadRequest("field 'text': give the query text as a non-empty string")
     try:
+        keys.require_utf8(text, "field 'text'")  # MCP, the Python API: no guard before them
         scope_t = keys.scope_tuple(scope)
         require_one_of("format", fmt, render.FORMATS)
     except ConfigError as exc:
