@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import threading
 import warnings
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -380,3 +382,22 @@ def test_recall_lookup_with_a_non_utf8_argument_is_one_error_line(store):
     assert out.stderr.decode().splitlines() == [
         "error: text= 'caf\\\\udce9' is not valid UTF-8 text; send UTF-8"
     ]
+
+
+def test_an_oks_settings_file_linked_outside_the_store_is_refused(tmp_path):
+    """``settings/recall.yaml`` was the one OKS file read through a symbolic link: a link to a
+    file outside the instance was read, and its YAML error (quoting a line of that file) became
+    the service's 503 body."""
+    from pipeline.adapters import oks
+
+    root = tmp_path / "inst"
+    shutil.copytree(Path(__file__).parent / "data" / "oks_store", root)
+    (tmp_path / "outside.txt").write_text("root:$6$secret-hash:19000:0\n")
+    (root / "settings" / "recall.yaml").unlink(missing_ok=True)
+    (root / "settings" / "recall.yaml").symlink_to(tmp_path / "outside.txt")
+    with pytest.raises(DataError) as got:
+        oks.load(str(root), queries=str(root / "queries.jsonl"))
+    assert str(got.value) == (
+        f"{root}/settings/recall.yaml: is a symbolic link; store files are read only inside the "
+        "store; fix: replace it with the real file or folder"
+    )
