@@ -401,3 +401,34 @@ def test_an_oks_settings_file_linked_outside_the_store_is_refused(tmp_path):
         f"{root}/settings/recall.yaml: is a symbolic link; store files are read only inside the "
         "store; fix: replace it with the real file or folder"
     )
+
+
+def test_a_fifo_in_a_reme_index_is_one_error_line_not_a_hang(tmp_path):
+    """ReMe's embedding cache (``metadata/embedding_store/*.npz``) was opened whatever it was: a
+    FIFO there blocked the load forever (in ``recall serve``, the reload held the service's lock,
+    so every request and ``/health`` waited). The load runs in a thread; a reader left blocked is
+    released by opening the FIFO's other end."""
+    from pipeline.adapters import reme
+    from test_adapter_reme import build
+
+    build(tmp_path)
+    npz = next((tmp_path / "metadata" / "embedding_store").glob("*.npz"))
+    npz.unlink()
+    os.mkfifo(npz)
+    got: dict = {}
+
+    def load() -> None:
+        try:
+            reme.load(str(tmp_path))
+        except DataError as exc:
+            got["error"] = str(exc)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(60)
+    if thread.is_alive():  # the old code: unblock the reader so the thread ends
+        os.close(os.open(npz, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(10)
+    assert got.get("error") == (
+        f"{npz}: not a regular file; fix: replace it with the file it should be"
+    )
