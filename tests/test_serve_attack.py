@@ -432,3 +432,20 @@ def test_a_fifo_in_a_reme_index_is_one_error_line_not_a_hang(tmp_path):
     assert got.get("error") == (
         f"{npz}: not a regular file; fix: replace it with the file it should be"
     )
+
+
+def test_a_scope_not_seen_yet_is_never_hashed_on_the_event_loop(tmp_path):
+    """``compute=False`` (the event loop) used to hash a new scope's version in place: a
+    100,000-entry scope held the loop, and every other client, for 0.7 s. Now it is deferred to
+    a worker thread like a miss, and a scope seen once is a hit on the loop (no store or pointer
+    check due within the hour)."""
+    cfg, _folder = notes_store(tmp_path, "serve.check_interval=3600", "+serve.cache_check=3600")
+    precompute.precompute(cfg)
+    service = Service(cfg)
+    try:
+        assert service.recall(OPS["text"], ["ops"], compute=False) is None
+        assert service.recall(OPS["text"], ["ops"])["cache"] == "hit"
+        assert service.recall(OPS["text"], ["ops"], compute=False)["cache"] == "hit"
+        assert service.recall("x", [f"s{i}" for i in range(1000)], compute=False) is None
+    finally:
+        service.close()
