@@ -30,7 +30,7 @@ from pipeline.serve import Service, keys, layout
 from pipeline.serve.app import build_app
 from pipeline.serve.guard import MAX_ERROR
 from pipeline.serve.mcp_app import _error, recall_tool
-from serve_support import QUERIES, notes_store
+from serve_support import QUERIES, notes_store, reference, rows_of, same_bits
 
 HIT, OPS, TEAM = QUERIES
 JSON_HEAD = {"Content-Type": "application/json"}
@@ -447,5 +447,30 @@ def test_a_scope_not_seen_yet_is_never_hashed_on_the_event_loop(tmp_path):
         assert service.recall(OPS["text"], ["ops"])["cache"] == "hit"
         assert service.recall(OPS["text"], ["ops"], compute=False)["cache"] == "hit"
         assert service.recall("x", [f"s{i}" for i in range(1000)], compute=False) is None
+    finally:
+        service.close()
+
+
+def test_a_viewer_asking_for_a_scope_only_they_may_see_gets_the_batch_answer(tmp_path):
+    """The 404 check saw only the notes without a ``visibility`` list: alice asking within
+    ``secret/`` (hers) got "no node's doc_id is in it" where ``recall run`` of the same query
+    answers her note. Now her rows equal the run's bit for bit, while a request without a viewer,
+    or bob's, is still the 404 of a scope that names nothing, whoever asked before."""
+    cfg, _folder = notes_store(tmp_path)
+    q = {"query_id": "q-alice", "text": "merger plan", "doc_scope": ["secret"], "viewer": "alice"}
+    (tmp_path / "queries.jsonl").write_text(json.dumps(q) + "\n")
+    want, _inj = reference(cfg, tmp_path, "ref")
+    service = Service(cfg)
+    client = TestClient(build_app(service), raise_server_exceptions=False)
+    try:
+        body = {"text": q["text"], "scope": "secret", "fields": {"viewer": "alice"}}
+        got = client.post("/recall", json=body)
+        assert got.status_code == 200
+        same_bits(got.json()["rows"], rows_of(want, "q-alice"))
+        assert [r["doc_id"] for r in got.json()["rows"]] == ["secret/plan.md"]
+        for other in ({"viewer": "bob"}, None):
+            got = client.post("/recall", json={**body, "fields": other})
+            assert got.status_code == 404
+            assert _one_line(got) == "scope ['secret']: no node's doc_id is in it"
     finally:
         service.close()

@@ -19,9 +19,10 @@ on a miss, by the batch's query path.
   entries built against another scope version are misses from then on. While the store cannot be
   read (caught mid-write, a file or folder made unreadable) every request is a 503 naming the file
   relative to the store, never the old answer, until it reads again.
-- **Scopes** are known by their visible nodes (a request has no viewer): a scope whose nodes all
-  have a ``visibility`` list is a 404, as a scope that names nothing. At most
-  :data:`SCOPE_VERSIONS` scope versions are kept per load, by scope id.
+- **Scopes** are known by the nodes the request's viewer may see (``fields.viewer``; without one,
+  the nodes without a ``visibility`` list): a scope none of whose nodes it may see is a 404, as
+  a scope that names nothing, whoever asked before. At most :data:`SCOPE_VERSIONS` scope
+  versions (by scope id) and checks (by scope id and viewer) are kept per load.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class Loaded:
     nodes: pl.DataFrame
     digest: str
     versions: OrderedDict = field(default_factory=OrderedDict)
+    seen: OrderedDict = field(default_factory=OrderedDict)  # (scope id, viewer): not a 404
     memo: dict = field(default_factory=dict)
     computed: OrderedDict = field(default_factory=OrderedDict)
     public: pl.DataFrame | None = None  # the nodes a request (no viewer) may see
@@ -250,24 +252,32 @@ class Service:
             self.recipe = cachekeys.recipe_hash(self.cfg)
             self.state.computed.clear()  # computed at the previous reference time
 
-    def version(self, state: Loaded, scope: tuple | None) -> str:
+    def version(self, state: Loaded, scope: tuple | None, viewer: str | None = None) -> str:
         """The scope's version in ``state`` (as ``recall precompute`` keys it); a 404 BadRequest
-        when no node a request may see lies in the scope."""
+        when no node the request's ``viewer`` may see (None: a request without one sees the
+        notes without a ``visibility`` list) lies in the scope. Both are kept per load (bounded
+        by :data:`SCOPE_VERSIONS`): the version by scope id, the check by (scope id, viewer)."""
         sid = keys.scope_id(scope)
+        if scope is not None and (sid, viewer) not in state.seen:
+            nodes = state.public
+            if viewer is not None and "visibility" in state.nodes.columns:
+                mask = visible(state.nodes["visibility"].to_list(), viewer)
+                nodes = state.nodes.filter(pl.Series(mask))
+            if not len(scope_rows(nodes, [scope])[scope]):
+                raise BadRequest(f"scope {list(scope)}: no node's doc_id is in it", 404)
+            _bounded(state.seen, (sid, viewer), True)
         got = state.versions.get(sid)
         if got is None:
-            if scope is not None and not len(scope_rows(state.public, [scope])[scope]):
-                raise BadRequest(f"scope {list(scope)}: no node's doc_id is in it", 404)
             q = _queries([("-", scope)])
             log = precompute.keys_log(self.cfg, state.ds)
             got = cachekeys.query_keys(self.cfg, state.nodes, q, state.ds.edges, log)
-            got = state.versions[sid] = got["scope_version"][0]
-            while len(state.versions) > SCOPE_VERSIONS:
-                try:
-                    state.versions.popitem(last=False)
-                except KeyError:  # emptied by another thread
-                    break
+            got = _bounded(state.versions, sid, got["scope_version"][0])
         return got
+
+    def known(self, state: Loaded, scope: tuple | None, viewer: str | None) -> bool:
+        """True when :meth:`version` of ``scope`` for ``viewer`` is a dict read in ``state``."""
+        sid = keys.scope_id(scope)
+        return sid in state.versions and (scope is None or (sid, viewer) in state.seen)
 
     def lookup(
         self, state: Loaded, text: str, scope: tuple | None, row: dict | None = None
@@ -275,7 +285,7 @@ class Service:
         """The entry of ``text`` (with the query fields ``row``) in ``scope`` that is fresh in
         ``state``: the disk cache's when its scope version and recipe match, else one computed in
         memory; None (a miss)."""
-        version = self.version(state, scope)
+        version = self.version(state, scope, (row or {}).get("viewer"))
         sid, tk = keys.scope_id(scope), keys.query_key(text, row)
         entry = self.cache.get_key(sid, tk)
         if entry is None or entry["scope_version"] != version or entry["recipe"] != self.recipe:
@@ -295,7 +305,7 @@ class Service:
         state = self.current(wait=compute)
         if state is None or (not compute and self.cache.due()):
             return None
-        if not compute and keys.scope_id(scope_t) not in state.versions:
+        if not compute and not self.known(state, scope_t, row.get("viewer")):
             return None  # a scope not seen in this load: its version is hashed in a worker thread
         entry, cache = self.lookup(state, text, scope_t, row), "hit"
         if entry is None:
@@ -365,13 +375,13 @@ class Service:
         cols = [c for c in rows.columns if c != "query_id"]
         by_q = {qid: g for (qid,), g in rows.group_by("query_id", maintain_order=True)}
         out = {}
-        for qid, (text, scope, tk, _f) in zip(q["query_id"].to_list(), items, strict=True):
-            sid = keys.scope_id(scope)
+        for qid, (text, scope, tk, f) in zip(q["query_id"].to_list(), items, strict=True):
+            sid, viewer = keys.scope_id(scope), (f or {}).get("viewer")
             g = by_q.get(qid)
             entry = {
                 "query_id": None, "query_text": text, "text_key": tk, "scope": sid,
                 "rows": g.sort("rank").select(cols).to_dicts() if g is not None else [],
-                "injection": inj.get(qid), "scope_version": self.version(state, scope),
+                "injection": inj.get(qid), "scope_version": self.version(state, scope, viewer),
                 "recipe": self.recipe, "namespace": self.namespace, "generation": None,
             }  # fmt: skip
             state.computed[(sid, tk)] = out[(scope, tk)] = entry
@@ -400,6 +410,17 @@ class Service:
     def close(self) -> None:
         """Stop the miss batcher."""
         self.batcher.close()
+
+
+def _bounded(memo: OrderedDict, key, value):
+    """``memo[key] = value``, the oldest keys dropped past :data:`SCOPE_VERSIONS`; ``value``."""
+    memo[key] = value
+    while len(memo) > SCOPE_VERSIONS:
+        try:
+            memo.popitem(last=False)
+        except KeyError:  # emptied by another thread
+            break
+    return value
 
 
 def _roots(cfg: DictConfig) -> list[Path]:
