@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 
 import polars as pl
@@ -97,11 +99,18 @@ def refuse_symlink(path: Path) -> None:
 
 def inside(root: Path, path: Path) -> Path:
     """``path`` when neither it nor a folder between ``root`` and it is a symbolic link (else
-    :func:`refuse_symlink`'s DataError); it need not exist."""
+    :func:`refuse_symlink`'s DataError) and it is a regular file or a folder (a FIFO, a socket or
+    a device is a DataError: opening a FIFO blocks forever); it need not exist."""
     p = Path(root)
     for part in Path(path).relative_to(root).parts:
         p = p / part
         refuse_symlink(p)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:  # absent (or unreadable): the caller's own check says so
+        return Path(path)
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise DataError(str(path), "not a regular file", "replace it with the file it should be")
     return Path(path)
 
 

@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from pipeline.adapters.common import read_text
+from pipeline.adapters.common import inside, read_text
 from pipeline.contract.errors import DataError
 from pipeline.ops.oks_native import DECAY_LAMBDA, OTHER_LAMBDA, memory_scores
 
@@ -66,7 +66,7 @@ def recall_params(root: Path) -> tuple[dict, str]:
     import yaml
 
     params = dict(DEFAULTS)
-    path = root / "settings" / "recall.yaml"
+    path = inside(root, root / "settings" / "recall.yaml")  # a link could read /etc into errors
     if not path.is_file():
         return params, "OKS code defaults (no settings/recall.yaml)"
     try:

@@ -79,8 +79,8 @@ def _unreadable(exc: OSError) -> None:
 
 def list_notes(root: Path) -> list[Path]:
     """Every ``*.md`` under ``root`` in sorted order; a symlink anywhere (``root`` included), a
-    folder that cannot be read or a ``*.md`` that is not a regular file (a FIFO would block the
-    read) is a DataError (``common.refuse_symlink``)."""
+    folder that cannot be read, a ``*.md`` that is not a regular file (a FIFO would block the
+    read) or whose path is not valid UTF-8 is a DataError (``common.refuse_symlink``)."""
     refuse_symlink(root)
     found = []
     for dirpath, dirnames, filenames in os.walk(root, onerror=_unreadable, followlinks=False):
@@ -90,6 +90,9 @@ def list_notes(root: Path) -> list[Path]:
     for f in found:
         if not stat.S_ISREG(os.lstat(f).st_mode):
             raise DataError(str(f), "not a regular file", "replace it with a markdown file")
+        shown = os.fsencode(f).decode("utf-8", "backslashreplace")
+        if shown != str(f):  # its doc_id could not be written (Parquet, JSON): one line instead
+            raise DataError(shown, "the file name is not valid UTF-8", "rename it in UTF-8")
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import warnings
 from io import BytesIO
 from pathlib import Path
@@ -41,17 +43,40 @@ def file_facts(path: Path) -> dict:
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+def listed_partitions(gen: Path) -> dict | None:
+    """The manifest's ``partitions`` of ``gen`` ({scope: {queries, bytes, sha256, …}}), or None
+    when it has no readable manifest."""
+    try:
+        parts = json.loads((gen / "_manifest.json").read_text()).get("partitions", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    return parts if isinstance(parts, dict) else None
+
+
+def not_as_listed(gen: Path, parts: dict) -> list[str]:
+    """The scopes of ``gen`` whose partition is not the file the manifest ``parts`` records: not
+    listed, not a regular file (a folder, a FIFO, a link), other bytes or sha256 (damaged,
+    rewritten with other columns or types)."""
+    bad = []
+    for scope in sorted(_scopes_on_disk(gen)):
+        path, want = partition_path(gen, scope), parts.get(scope)
+        try:
+            regular = stat.S_ISREG(os.lstat(path).st_mode)
+        except OSError:
+            regular = False
+        facts = {k: want.get(k) for k in ("bytes", "sha256")} if isinstance(want, dict) else None
+        if not regular or facts is None or file_facts(path) != facts:
+            bad.append(scope)
+    return bad
+
+
 def index_is_valid(gen: Path) -> bool:
     """True when ``gen`` finished (manifest there), has a key index, and its partitions are exactly
     the manifest's, each with the bytes and sha256 it records, holding the index's query counts."""
-    man, idx = gen / "_manifest.json", gen / KEY_INDEX
-    if not (man.is_file() and idx.is_file()):
+    parts, idx = listed_partitions(gen), gen / KEY_INDEX
+    if parts is None or not idx.is_file():
         return False
-    parts = json.loads(man.read_text()).get("partitions", {})
-    if set(parts) != _scopes_on_disk(gen):
-        return False
-    if any(file_facts(partition_path(gen, s)) != {k: p.get(k) for k in ("bytes", "sha256")}
-           for s, p in parts.items()):  # fmt: skip
+    if set(parts) != _scopes_on_disk(gen) or not_as_listed(gen, parts):
         return False
     counts = dict(pl.read_ipc(BytesIO(idx.read_bytes()))["scope"].value_counts().iter_rows())
     return counts == {s: p["queries"] for s, p in parts.items()}
@@ -67,14 +92,20 @@ def read_keys(gen: Path | None) -> pl.DataFrame:
 
 def usable_keys(gen: Path | None) -> tuple[Path | None, pl.DataFrame]:
     """(``gen``, :func:`read_keys` of it); (None, no keys) with a warning when a partition of
-    ``gen`` does not read (truncated, damaged): a damaged generation is never reused, so every
-    entry is computed again and the next generation is whole."""
+    ``gen`` does not read (truncated, damaged) or is not the file its manifest records
+    (:func:`not_as_listed`): a damaged generation is never reused (a hard link to its file would
+    carry the damage into the next manifest), so every entry is computed again and the next
+    generation is whole."""
+    parts = listed_partitions(gen) if gen is not None else None
     try:
+        if parts is not None and not_as_listed(gen, parts):  # reusing it would bless the damage
+            raise ValueError("not the file its manifest records")
         return gen, read_keys(gen)
-    except (OSError, pl.exceptions.PolarsError) as exc:
+    except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
+        why = str(exc) if type(exc) is ValueError else type(exc).__name__
         warnings.warn(
             f"recall cache {gen.parent.name}/{gen.name}: a partition does not read "
-            f"({type(exc).__name__}); every entry is computed again",
+            f"({why}); every entry is computed again",
             stacklevel=2,
         )
         return None, scan_keys(None)

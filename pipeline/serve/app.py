@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from pipeline.contract.errors import UserError
 from pipeline.hooks import reme
-from pipeline.serve.guard import MAX_BODY, Guard, without_paths
+from pipeline.serve.guard import BODY_SECONDS, MAX_BODY, Guard, without_paths
 from pipeline.serve.service import BadRequest
 
 __all__ = ["MAX_BODY", "build_app", "error", "read_json"]
@@ -125,17 +125,23 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
     return error(exc.status_code, exc.detail)
 
 
-def build_app(service, token: str | None = None, hosts=None) -> Starlette:
+def build_app(
+    service, token: str | None = None, hosts=None, body_seconds: float = BODY_SECONDS
+) -> Starlette:
     """The Starlette app serving ``service`` (a ``pipeline.serve.Service``), ReMe's routes
     included, behind ``guard.Guard`` (``token``: the bearer token required, None for none;
     ``hosts``: the ``Host`` names served, None for any: ``recall serve`` passes
-    ``guard.allowed_hosts``)."""
+    ``guard.allowed_hosts``; ``body_seconds``: the longest a request body may take)."""
     app = Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
             Route("/recall", recall, methods=["POST"]),
         ],
-        middleware=[Middleware(Guard, token=token, hosts=hosts, max_body=MAX_BODY)],
+        middleware=[
+            Middleware(
+                Guard, token=token, hosts=hosts, max_body=MAX_BODY, body_seconds=body_seconds
+            )
+        ],
         exception_handlers={HTTPException: _http_error},
     )
     app.state.service = service

@@ -2,7 +2,8 @@
 
 A single worker thread takes the first waiting item, collects more for up to ``window`` seconds
 (at most ``max_batch``), then calls ``compute(items) -> results`` once and resolves each item's
-future. ``window=0`` and ``max_batch=1`` run every item alone (the per-request loop).
+future (a result that is an exception is raised to that item's caller alone; an exception from
+``compute`` itself to every caller of the batch). ``window=0`` and ``max_batch=1`` run every item alone (the per-request loop).
 """
 
 from __future__ import annotations
@@ -63,4 +64,7 @@ class MicroBatcher:
                     fut.set_exception(exc)
                 continue
             for (_item, fut), res in zip(batch, results, strict=True):
-                fut.set_result(res)
+                if isinstance(res, BaseException):  # this item's own error, not the batch's
+                    fut.set_exception(res)
+                else:
+                    fut.set_result(res)

@@ -27,6 +27,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.contract.errors import ConfigError
+from pipeline.run import precompute_write
 from pipeline.serve import keys, layout
 
 ENTRY_FIELDS = ("query_id", "query_text", "text_key", "scope_version", "recipe", "injection")
@@ -55,19 +56,29 @@ def partition_entries(path: Path, namespace: str) -> dict:
 
 def load_generation(gen_dir: Path, namespace: str) -> dict:
     """{(scope id, text key): entry} of one generation folder. A partition that does not read
-    (truncated, damaged, columns missing) is left out with a warning: its entries are misses,
-    computed as a run would, until the next precompute rewrites it."""
+    (truncated, damaged, columns missing) or is not the file the manifest records (its bytes and
+    sha256: rewritten with other columns or types, added by hand, not a regular file) is left out
+    with a warning: its entries are misses, computed as a run would, until the next precompute
+    rewrites it. A FileNotFoundError when the folder is gone (pruned by a newer build, or a
+    ``CURRENT`` naming a generation that is not there)."""
+    parts = precompute_write.listed_partitions(gen_dir)
+    if parts is None and not gen_dir.is_dir():
+        raise FileNotFoundError(gen_dir)
+    bad = set(precompute_write.not_as_listed(gen_dir, parts)) if parts is not None else set()
     index: dict = {}
     for path in sorted(gen_dir.glob("scope=*/data.parquet")):
+        why = "not the file its manifest records" if path.parent.name[6:] in bad else None
         try:
-            index |= partition_entries(path, namespace)
+            index |= partition_entries(path, namespace) if why is None else {}
         except FileNotFoundError:  # pruned by a newer build: the caller reads CURRENT again
             raise
         except (OSError, KeyError, pl.exceptions.PolarsError) as exc:
+            why = type(exc).__name__
+        if why is not None:
             where = f"{gen_dir.name}/{path.parent.name}/{path.name}"
             warnings.warn(
-                f"recall cache {where} does not read ({type(exc).__name__}); its entries are "
-                "computed as misses until recall precompute runs again",
+                f"recall cache {where} does not read ({why}); its entries are computed as "
+                "misses until recall precompute runs again",
                 stacklevel=2,
             )
     return index
@@ -163,4 +174,6 @@ class RecallCache:
                 break
             except FileNotFoundError:
                 continue
+        else:  # CURRENT names a folder that is not there: no cache, as without CURRENT
+            self._live = (None, {})
         self._checked = time.monotonic()

@@ -89,6 +89,7 @@ def lookup(cfg: DictConfig, own: dict) -> int:
 
     if not own.get("text"):
         raise ConfigError("recall lookup needs text=<query text>")
+    keys.require_utf8(own["text"][0], "text=")  # an argument's non-UTF-8 bytes: one line
     scope = own.get("scope")
     scope = scope[0] if scope and len(scope) == 1 else scope
     ns = keys.namespace(cfg, str(cfg.data.name))

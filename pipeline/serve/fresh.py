@@ -102,7 +102,7 @@ def stat_digest(files: list[Path]) -> str:
             facts = f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_mode}\0{st.st_uid}\0{st.st_gid}"
         except OSError as exc:
             facts = type(exc).__name__
-        h.update(f"{f}\0{facts}\n".encode())
+        h.update(os.fsencode(f) + f"\0{facts}\n".encode())  # a name need not be UTF-8
     return h.hexdigest()
 
 

@@ -7,12 +7,17 @@
   own DNS name to 127.0.0.1 sends its own name, so it cannot read the answers.
 - **Token**: with ``serve.token`` set, ``Authorization: Bearer <token>`` is required → else 401.
 - **Content-Type**: a body must say ``application/json`` → else 415 (a page's form or a
-  ``text/plain`` fetch cannot post without a CORS preflight, which is never answered).
+  ``text/plain`` fetch cannot post without a CORS preflight, which is never answered), with no
+  ``charset`` but UTF-8 (JSON is UTF-8; a latin-1 body would be misread) → else 415.
+- **Head**: ``Host``, ``Authorization``, ``Content-Type`` or ``Content-Length`` sent twice, or
+  ``Transfer-Encoding`` with ``Content-Length`` → 400 (the guard would check one copy while a
+  route or a proxy read the other).
 - **Body**: counted while it streams, refused past ``max_body`` bytes → 413 (``Connection:
-  close``, the rest is never read); then parsed once as JSON: invalid JSON or UTF-8, a lone
-  surrogate (``"\\ud800"``) anywhere, nesting deeper than :data:`MAX_DEPTH`, an integer over
-  Python's digit limit → 400. The parsed value is ``request.state.json`` for the route (an empty
-  body is passed on as empty).
+  close``, the rest is never read), or not complete within ``body_seconds`` (30 s) → 408
+  (``Connection: close``: a body trickled a byte at a time holds nothing for long); then parsed
+  once as JSON: invalid JSON or UTF-8, a lone surrogate (``"\\ud800"``) anywhere, nesting
+  deeper than :data:`MAX_DEPTH`, an integer over Python's digit limit → 400. The parsed value
+  is ``request.state.json`` for the route (an empty body is passed on as empty).
 - **Errors**: an exception from a route becomes a 500 with one line of JSON naming only its type
   (the traceback goes to the server's log), and the connection stays open.
 
@@ -22,6 +27,7 @@ false, "metadata": {}}`` under ``/reme/``.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -33,6 +39,10 @@ from pipeline.contract.errors import UserError
 log = logging.getLogger("recall.serve")
 
 MAX_BODY = 1 << 20  # 1 MiB: a query text is far shorter
+BODY_SECONDS = 30.0  # the longest a body may take to arrive (1 MiB at ~35 kB/s)
+CLOSE = {"connection": "close"}
+SINGLE = (b"host", b"authorization", b"content-type", b"content-length")  # each at most once
+MAX_ERROR = 600  # characters of an error line: enough for any message, never a request's echo
 MAX_DEPTH = 32  # a request body is a flat object; nothing legitimate nests deeper
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -58,13 +68,15 @@ def allowed_hosts(bind: str, extra=None) -> tuple[str, ...]:
 
 
 def without_paths(message: str, roots=()) -> str:
-    """``message`` on one line, a path under one of ``roots`` (the store) relative to it and the
-    folders of every other absolute path left out (a file's name stays): an error never tells a
-    client where the store lies."""
+    """``message`` on one line of at most :data:`MAX_ERROR` characters (a value a request echoes,
+    e.g. a scope list of 100,000 entries, is cut, ``…`` marking the cut), a path under one of
+    ``roots`` (the store) relative to it and the folders of every other absolute path left out (a
+    file's name stays): an error never tells a client where the store lies."""
     text = " ".join(str(message).split())
     for root in sorted((str(r) for r in roots), key=len, reverse=True):
         text = text.replace(root + "/", "").replace(root, os.path.basename(root) or ".")
-    return _ABSOLUTE.sub("", text)
+    text = _ABSOLUTE.sub("", text)
+    return text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 1] + "…"
 
 
 def check_value(value) -> None:
@@ -113,6 +125,15 @@ def _media_type(headers: dict) -> str:
     return headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower().decode("latin-1")
 
 
+def _charset(headers: dict) -> str | None:
+    """The ``charset`` a ``Content-Type`` names (lower case, unquoted), or None."""
+    for param in headers.get(b"content-type", b"").decode("latin-1").split(";")[1:]:
+        key, _eq, value = param.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip().strip('"').lower()
+    return None
+
+
 def _host_name(value: str) -> str:
     """The host of a ``Host`` header without its port (``[::1]:8765`` → ``::1``)."""
     if value.startswith("["):
@@ -123,14 +144,21 @@ def _host_name(value: str) -> str:
 class Guard:
     """ASGI middleware applying the module's checks in front of ``app``."""
 
-    def __init__(self, app, token: str | None = None, hosts=None, max_body: int = MAX_BODY) -> None:
-        self.app, self.max_body = app, max_body
+    def __init__(self, app, token: str | None = None, hosts=None, max_body: int = MAX_BODY,
+                 body_seconds: float = BODY_SECONDS) -> None:  # fmt: skip
+        self.app, self.max_body, self.body_seconds = app, max_body, body_seconds
         self.token = token.encode() if token else None
         self.hosts = None if hosts is None else {str(h).lower() for h in hosts}
 
-    def refusal(self, headers: dict) -> Refused | None:
-        """The Refused of a request's head (its ``headers``: host, token, declared length), or
-        None."""
+    def refusal(self, headers: dict, names: list) -> Refused | None:
+        """The Refused of a request's head (its ``headers``: host, token, declared length;
+        ``names``: every header name as sent, to find one sent twice), or None."""
+        twice = sorted({n.decode("latin-1") for n in SINGLE if names.count(n) > 1})
+        if twice:  # the guard would check one copy and a route could read the other
+            return Refused(f"header {twice[0]} sent more than once; send it once", 400, CLOSE)
+        if b"transfer-encoding" in headers and b"content-length" in headers:
+            msg = "both Transfer-Encoding and Content-Length sent; send one of them"
+            return Refused(msg, 400, CLOSE)  # where its body ends is in doubt: no next request
         if self.hosts is not None and "*" not in self.hosts:
             host = _host_name(headers.get(b"host", b"").decode("latin-1"))
             if host not in self.hosts:
@@ -152,6 +180,29 @@ class Guard:
         return Refused(msg, 413, {"connection": "close"})
 
     async def _body(self, receive) -> bytes:
+        """The whole body, within :attr:`max_body` bytes and :attr:`body_seconds` (a body sent
+        a byte at a time would hold its connection and worker forever) → else 413 / 408. The
+        deadline is one timer that cancels this task (a few µs; a cancel scope cost 20)."""
+        task, expired = asyncio.current_task(), []
+
+        def expire() -> None:
+            expired.append(True)
+            task.cancel()
+
+        timer = asyncio.get_running_loop().call_later(self.body_seconds, expire)
+        try:
+            return await self._read(receive)
+        except asyncio.CancelledError:
+            if not expired:
+                raise  # the server's own cancel (shutdown, the client gone)
+            if hasattr(task, "uncancel"):  # Python 3.11+: this cancel is handled here
+                task.uncancel()
+            msg = f"the body did not arrive within {self.body_seconds:g} s; send it at once"
+            raise Refused(msg, 408, {"connection": "close"}) from None
+        finally:
+            timer.cancel()
+
+    async def _read(self, receive) -> bytes:
         body = bytearray()
         while True:
             message = await receive()
@@ -181,13 +232,19 @@ class Guard:
 
         try:
             headers = dict(scope["headers"])
-            refused = self.refusal(headers)
+            refused = self.refusal(headers, [name for name, _v in scope["headers"]])
             if refused is not None:
                 raise refused
             if scope["method"] in ("POST", "PUT", "PATCH"):
                 raw = await self._body(receive)
                 if raw and _media_type(headers) != "application/json":
                     raise Refused("Content-Type must be application/json; send a JSON body", 415)
+                if raw and _charset(headers) not in (None, "utf-8", "utf8"):
+                    raise Refused(
+                        f"charset={_charset(headers)} is not read; send the JSON as UTF-8 "
+                        "(Content-Type: application/json or application/json; charset=utf-8)",
+                        415,
+                    )
                 if raw:
                     scope.setdefault("state", {})["json"] = parse_body(raw)
                 receive = _replay(raw, receive)

@@ -122,10 +122,21 @@ def namespace(cfg: DictConfig, dataset_name: str) -> str:
     return f"{slug}-{digest[:12]}"
 
 
+def require_utf8(value: str, what: str) -> str:
+    """``value`` when it encodes as UTF-8; a ConfigError naming ``what`` for a lone surrogate
+    (``"\\ud800"`` in JSON, a non-UTF-8 byte in a command line argument), which no key can hash."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "backslashreplace").decode("utf-8")[:80]
+        raise ConfigError(f"{what} {shown!r} is not valid UTF-8 text; send UTF-8") from None
+    return value
+
+
 def scope_tuple(scope) -> tuple[str, ...] | None:
     """A request's scope as ``cachekeys.scope_of`` has it: None (the whole corpus), a doc_scope
     string, or a list of them. A ConfigError for anything else, an empty or control character
-    entry, an absolute path or a ``.``/``..`` segment."""
+    entry, an absolute path, a ``.``/``..`` segment or a lone surrogate."""
     if scope is None:
         return None
     items = [scope] if isinstance(scope, str) else scope
@@ -138,4 +149,5 @@ def scope_tuple(scope) -> tuple[str, ...] | None:
             raise ConfigError(f"scope entry {s!r}: no control characters, '\\' or leading '/'")
         if any(part in (".", "..") for part in s.split("/")):
             raise ConfigError(f"scope entry {s!r}: '.' and '..' segments are not allowed")
+        require_utf8(s, "scope entry")
     return scope_of(list(items))

@@ -26,6 +26,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pipeline.contract.errors import UserError
 from pipeline.core import version
 from pipeline.serve.access import BearerGate, is_loopback
+from pipeline.serve.guard import without_paths
 
 log = logging.getLogger(__name__)
 PATH = "/mcp"
@@ -102,14 +103,15 @@ def recall_tool(service, arguments: dict) -> dict[str, Any]:
     try:
         out = service.recall(query, arguments.get("scope"), k)
     except UserError as exc:
-        raise UserError(str(exc).replace("field 'k'", "argument 'k'")) from None
+        msg = str(exc).replace("field 'k'", "argument 'k'")
+        raise UserError(msg.replace("field 'text'", "argument 'query'")) from None
     return {"rows": tool_rows(out["rows"]), "cache": out["cache"]}
 
 
 def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=" ".join(message.split()))], is_error=True
-    )
+    """A tool error of one short line without absolute paths (``guard.without_paths``)."""
+    text = without_paths(message)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 def build_server(service) -> Server:

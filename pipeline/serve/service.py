@@ -19,13 +19,15 @@ on a miss, by the batch's query path.
   entries built against another scope version are misses from then on. While the store cannot be
   read (caught mid-write, a file or folder made unreadable) every request is a 503 naming the file
   relative to the store, never the old answer, until it reads again.
-- **Scopes** are known by their visible nodes (a request has no viewer): a scope whose nodes all
-  have a ``visibility`` list is a 404, as a scope that names nothing. At most
-  :data:`SCOPE_VERSIONS` scope versions are kept per load, by scope id.
+- **Scopes** are known by the nodes the request's viewer may see (``fields.viewer``; without one,
+  the nodes without a ``visibility`` list): a scope none of whose nodes it may see is a 404, as
+  a scope that names nothing, whoever asked before. At most :data:`SCOPE_VERSIONS` scope
+  versions (by scope id) and checks (by scope id and viewer) are kept per load.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -47,6 +49,7 @@ from pipeline.serve.cache import RecallCache
 from pipeline.serve.fresh import DataWatch, data_paths, input_files
 from pipeline.serve.guard import without_paths
 
+FLOAT32_MAX = 3.4028234663852886e38  # a stored query embedding is Float32 (the contract)
 SCOPE_VERSIONS = 4096  # scope versions kept per load (a client may send any number of scopes)
 
 
@@ -66,6 +69,7 @@ class Loaded:
     nodes: pl.DataFrame
     digest: str
     versions: OrderedDict = field(default_factory=OrderedDict)
+    seen: OrderedDict = field(default_factory=OrderedDict)  # (scope id, viewer): not a 404
     memo: dict = field(default_factory=dict)
     computed: OrderedDict = field(default_factory=OrderedDict)
     public: pl.DataFrame | None = None  # the nodes a request (no viewer) may see
@@ -83,6 +87,7 @@ def check_request(text, scope, k, fmt) -> tuple[str, tuple | None, int | None, s
     if not isinstance(text, str) or not keys.normalise(text):
         raise BadRequest("field 'text': give the query text as a non-empty string")
     try:
+        keys.require_utf8(text, "field 'text'")  # MCP, the Python API: no guard before them
         scope_t = keys.scope_tuple(scope)
         require_one_of("format", fmt, render.FORMATS)
     except ConfigError as exc:
@@ -113,6 +118,7 @@ def request_fields(fields) -> dict:
     row = {k: v for k, v in fields.items() if v is not None}
     if not row:
         return {}
+    row = {name: _typed_field(name, value) for name, value in row.items()}
     try:
         if isinstance(row.get("now"), str):
             row["now"] = parse_timestamp(row["now"], "request", None, "now")
@@ -121,6 +127,40 @@ def request_fields(fields) -> dict:
         raise BadRequest(f"field 'fields': {' '.join(str(exc).split())[:300]}") from None
     got = frame.drop("query_id", "text").to_dicts()[0]
     return {k: v for k, v in got.items() if v is not None}
+
+
+def _field_kind(name: str) -> tuple[str, tuple, tuple | None]:
+    """(what to give, the JSON types of a query field's value, of its items or None): from the
+    contract's dtype of ``name`` (``team``/``agent_id``, not in it, are strings)."""
+    from pipeline.contract.schema import TABLES
+
+    dtype = TABLES["queries"]["optional"].get(name, pl.String)
+    if isinstance(dtype, pl.List):
+        floats = dtype.inner.is_float()
+        return (f"a list of numbers within ±{FLOAT32_MAX:.4g}", (list,), (int, float)) if floats else (
+            "a list of strings", (list,), (str,))  # fmt: skip
+    if dtype.is_temporal():
+        return "an ISO 8601 date-time string, e.g. 2026-01-02T03:04:05Z", (str,), None
+    return ("an integer", (int,), None) if dtype.is_integer() else ("a string", (str,), None)
+
+
+def _typed_field(name: str, value):
+    """A query field's JSON value checked against its contract type (a list of numbers as
+    floats); a BadRequest otherwise: a number for ``now`` (it would be read as microseconds since
+    1970), true, an object, a list item of another type or a number past float64 are refused,
+    never coerced."""
+    what, kinds, items = _field_kind(name)
+    ok = isinstance(value, kinds) and not isinstance(value, bool)
+    if ok and items is not None:
+        ok = all(isinstance(v, items) and not isinstance(v, bool) for v in value)
+    if ok and items == (int, float):  # the contract's Float32: past its range would be inf
+        ok = all(abs(v) <= FLOAT32_MAX for v in value)  # NaN compares False
+        value = [float(v) for v in value] if ok else value
+    if not ok:
+        shown = json.dumps(value, ensure_ascii=False, default=str)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise BadRequest(f"fields.{name}={shown}: give {what}")
+    return value
 
 
 class Service:
@@ -212,24 +252,32 @@ class Service:
             self.recipe = cachekeys.recipe_hash(self.cfg)
             self.state.computed.clear()  # computed at the previous reference time
 
-    def version(self, state: Loaded, scope: tuple | None) -> str:
+    def version(self, state: Loaded, scope: tuple | None, viewer: str | None = None) -> str:
         """The scope's version in ``state`` (as ``recall precompute`` keys it); a 404 BadRequest
-        when no node a request may see lies in the scope."""
+        when no node the request's ``viewer`` may see (None: a request without one sees the
+        notes without a ``visibility`` list) lies in the scope. Both are kept per load (bounded
+        by :data:`SCOPE_VERSIONS`): the version by scope id, the check by (scope id, viewer)."""
         sid = keys.scope_id(scope)
+        if scope is not None and (sid, viewer) not in state.seen:
+            nodes = state.public
+            if viewer is not None and "visibility" in state.nodes.columns:
+                mask = visible(state.nodes["visibility"].to_list(), viewer)
+                nodes = state.nodes.filter(pl.Series(mask))
+            if not len(scope_rows(nodes, [scope])[scope]):
+                raise BadRequest(f"scope {list(scope)}: no node's doc_id is in it", 404)
+            _bounded(state.seen, (sid, viewer), True)
         got = state.versions.get(sid)
         if got is None:
-            if scope is not None and not len(scope_rows(state.public, [scope])[scope]):
-                raise BadRequest(f"scope {list(scope)}: no node's doc_id is in it", 404)
             q = _queries([("-", scope)])
             log = precompute.keys_log(self.cfg, state.ds)
             got = cachekeys.query_keys(self.cfg, state.nodes, q, state.ds.edges, log)
-            got = state.versions[sid] = got["scope_version"][0]
-            while len(state.versions) > SCOPE_VERSIONS:
-                try:
-                    state.versions.popitem(last=False)
-                except KeyError:  # emptied by another thread
-                    break
+            got = _bounded(state.versions, sid, got["scope_version"][0])
         return got
+
+    def known(self, state: Loaded, scope: tuple | None, viewer: str | None) -> bool:
+        """True when :meth:`version` of ``scope`` for ``viewer`` is a dict read in ``state``."""
+        sid = keys.scope_id(scope)
+        return sid in state.versions and (scope is None or (sid, viewer) in state.seen)
 
     def lookup(
         self, state: Loaded, text: str, scope: tuple | None, row: dict | None = None
@@ -237,7 +285,7 @@ class Service:
         """The entry of ``text`` (with the query fields ``row``) in ``scope`` that is fresh in
         ``state``: the disk cache's when its scope version and recipe match, else one computed in
         memory; None (a miss)."""
-        version = self.version(state, scope)
+        version = self.version(state, scope, (row or {}).get("viewer"))
         sid, tk = keys.scope_id(scope), keys.query_key(text, row)
         entry = self.cache.get_key(sid, tk)
         if entry is None or entry["scope_version"] != version or entry["recipe"] != self.recipe:
@@ -247,8 +295,9 @@ class Service:
     def recall(self, text: str, scope=None, k: int | None = None, format: str = "rows", *,
                compute: bool = True, fields: dict | None = None) -> dict | None:  # fmt: skip
         """The response body {rows, injection, cache, scope_version} of one lookup; with
-        ``compute=False`` (the event loop), None instead of computing a miss or reading a file
-        (the store's stat, the cache's pointer): the caller asks again in a worker thread.
+        ``compute=False`` (the event loop), None instead of computing a miss, a scope's version
+        (a 100,000-entry scope took 0.7 s) or reading a file (the store's stat, the cache's
+        pointer): the caller asks again in a worker thread.
         ``fields``: the query's other columns (:func:`request_fields`), part of its key and of a
         miss's query."""
         text, scope_t, k, fmt = check_request(text, scope, k, format)
@@ -256,6 +305,8 @@ class Service:
         state = self.current(wait=compute)
         if state is None or (not compute and self.cache.due()):
             return None
+        if not compute and not self.known(state, scope_t, row.get("viewer")):
+            return None  # a scope not seen in this load: its version is hashed in a worker thread
         entry, cache = self.lookup(state, text, scope_t, row), "hit"
         if entry is None:
             if not compute:
@@ -285,16 +336,33 @@ class Service:
 
     def _compute(self, items: list) -> list[dict]:
         """Entries of (state, text, scope, text key, fields) items, one query-path batch per
-        loaded state."""
+        loaded state (an item the query path refuses: its UserError)."""
         out: list = [None] * len(items)
         by_state: dict = {}
         for i, (state, *_rest) in enumerate(items):
             by_state.setdefault(id(state), (state, []))[1].append(i)
         for state, idx in by_state.values():
             uniq = {(items[i][2], items[i][3]): items[i][1:] for i in idx}
-            got = self._entries(state, list(uniq.values()))
+            got = self._apart(state, list(uniq.values()))
             for i in idx:
                 out[i] = got[(items[i][2], items[i][3])]
+        return out
+
+    def _apart(self, state: Loaded, items: list) -> dict:
+        """:meth:`_entries` of ``items`` computed together; when that fails with a UserError (one
+        request's field the query path refuses), each item alone, so the error (the item's
+        result, an exception) reaches only the request that sent it, never its batch mates."""
+        try:
+            return self._entries(state, items)
+        except UserError as exc:
+            if len(items) == 1:
+                return {(items[0][1], items[0][2]): exc}
+        out: dict = {}
+        for item in items:
+            try:
+                out |= self._entries(state, [item])
+            except UserError as exc:
+                out[(item[1], item[2])] = exc
         return out
 
     def _entries(self, state: Loaded, items: list) -> dict:
@@ -307,13 +375,13 @@ class Service:
         cols = [c for c in rows.columns if c != "query_id"]
         by_q = {qid: g for (qid,), g in rows.group_by("query_id", maintain_order=True)}
         out = {}
-        for qid, (text, scope, tk, _f) in zip(q["query_id"].to_list(), items, strict=True):
-            sid = keys.scope_id(scope)
+        for qid, (text, scope, tk, f) in zip(q["query_id"].to_list(), items, strict=True):
+            sid, viewer = keys.scope_id(scope), (f or {}).get("viewer")
             g = by_q.get(qid)
             entry = {
                 "query_id": None, "query_text": text, "text_key": tk, "scope": sid,
                 "rows": g.sort("rank").select(cols).to_dicts() if g is not None else [],
-                "injection": inj.get(qid), "scope_version": self.version(state, scope),
+                "injection": inj.get(qid), "scope_version": self.version(state, scope, viewer),
                 "recipe": self.recipe, "namespace": self.namespace, "generation": None,
             }  # fmt: skip
             state.computed[(sid, tk)] = out[(scope, tk)] = entry
@@ -342,6 +410,17 @@ class Service:
     def close(self) -> None:
         """Stop the miss batcher."""
         self.batcher.close()
+
+
+def _bounded(memo: OrderedDict, key, value):
+    """``memo[key] = value``, the oldest keys dropped past :data:`SCOPE_VERSIONS`; ``value``."""
+    memo[key] = value
+    while len(memo) > SCOPE_VERSIONS:
+        try:
+            memo.popitem(last=False)
+        except KeyError:  # emptied by another thread
+            break
+    return value
 
 
 def _roots(cfg: DictConfig) -> list[Path]:
