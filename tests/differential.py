@@ -146,11 +146,11 @@ def batches_small(recipe, data, root):
     blocks of 5 query rows or 40 bounded scores, BM25 pair scores in blocks of 9 pairs, component
     joins in blocks of 3 queries, push solves in parts of at most 4 queries, BM25 layouts by the
     sort (``segvocab.DENSE_SPAN`` 0; the full run takes the dense minimum), OKS native relevance in
-    blocks of 20 cells."""
+    blocks of 20 cells, PEDSA's sparse solves of 3 queries."""
     from pipeline.channels import candidates, dense_range, lexical, segvocab
     from pipeline.core import progress
     from pipeline.ops import ppr_push
-    from pipeline.stages import fuse, oks_native
+    from pipeline.stages import diffuse, fuse, oks_native
 
     extra = ["select.batch=7", "diffuse.block=1000", "novelty.batch=5"]
     with (
@@ -164,6 +164,7 @@ def batches_small(recipe, data, root):
         _patched(ppr_push, "PUSH_COLS", 4),
         _patched(segvocab, "DENSE_SPAN", 0),
         _patched(oks_native, "BLOCK_CELLS", 20),
+        _patched(diffuse, "PEDSA_QUERIES", 3),
     ):
         return run(recipe, data, root, "batches", extra)
 
@@ -440,6 +441,13 @@ def probes():
 
         return probe
 
+    def pedsa_hits(fn):
+        def probe(adj, inhib, rows, cols, qs, *a):
+            seen["PEDSA_QUERIES"].add(side(len(qs) > diffuse.PEDSA_QUERIES))
+            return fn(adj, inhib, rows, cols, qs, *a)
+
+        return probe
+
     def gates(fn):
         def probe(xb, xq, m, basis_nodes, p, device):
             seen["novelty.batch"].add(side(int((m >= p.basis_min).sum()) > p.batch))
@@ -597,6 +605,7 @@ def probes():
         wrap(dpp, "dpp_greedy", greedy)
         wrap(dpp, "mmr_greedy", greedy)
         wrap(diffuse, "_scope", scope)
+        wrap(diffuse, "_pedsa_hits", pedsa_hits)
         wrap(novelty, "_gates", gates)
         wrap(scope_mod, "_members", members)
         wrap(dense_torch.TorchIndex, "search", torch_search)
