@@ -186,12 +186,13 @@ def to_host(a):
 def scatter_extreme(out, index, values, how: str) -> None:
     """``out[index[j]] = max(out[index[j]], values[j])`` for every j (``how="max"``; ``"min"``
     alike), repeated indices included: ``numpy.maximum.at`` on the host, ``cupyx.scatter_max``
-    on CuPy (``.at`` for ufuncs is not in every CuPy release). A float64 ``out`` is scattered as
-    :func:`float_keys` (uint64 in the floats' order, -0 below +0; ``values`` NaN-free), since
-    CuPy's float64 atomicMax/atomicMin round through ``fmaxf``/``fminf`` to float32
-    (``cupy/_core/include/cupy/atomics.cuh``): the same bits on both, the host's exact extremes."""
+    on CuPy (``.at`` for ufuncs is not in every CuPy release). On CuPy a float64 ``out`` is
+    scattered as :func:`float_keys` (uint64 in the floats' order, -0 below +0; ``values``
+    NaN-free), since CuPy's float64 atomicMax/atomicMin round through ``fmaxf``/``fminf`` to
+    float32 (``cupy/_core/include/cupy/atomics.cuh``): the host's exact extremes on both. numpy's
+    float64 ``.at`` is exact already and twice as fast as the keys (scripts/bench/bench_fusion.py)."""
     xp, _ = namespaces(out)
-    if out.dtype == xp.float64:
+    if out.dtype == xp.float64 and rounds_float64_scatter(out):
         keys = float_keys(out)
         scatter_extreme(keys, index, float_keys(values.astype(xp.float64, copy=False)), how)
         out[...] = keys_to_floats(keys)
@@ -207,6 +208,12 @@ def scatter_extreme(out, index, values, how: str) -> None:
 
 
 SIGN_BIT = 1 << 63
+
+
+def rounds_float64_scatter(out) -> bool:
+    """Whether the array library of ``out`` rounds a float64 scatter max/min through float32
+    (CuPy's atomics do; numpy's ``.at`` is exact)."""
+    return type(out).__module__.startswith("cupy")
 
 
 def float_keys(x):
