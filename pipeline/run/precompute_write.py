@@ -70,22 +70,24 @@ def not_as_listed(gen: Path, parts: dict) -> list[str]:
     return bad
 
 
-def index_is_valid(gen: Path) -> bool:
+def index_is_valid(gen: Path, hashed: bool = False) -> bool:
     """True when ``gen`` finished (manifest there), has a key index, and its partitions are exactly
-    the manifest's, each with the bytes and sha256 it records, holding the index's query counts."""
+    the manifest's, each with the bytes and sha256 it records (``hashed``: the caller has just
+    checked those with :func:`not_as_listed`), holding the index's query counts."""
     parts, idx = listed_partitions(gen), gen / KEY_INDEX
     if parts is None or not idx.is_file():
         return False
-    if set(parts) != _scopes_on_disk(gen) or not_as_listed(gen, parts):
+    if set(parts) != _scopes_on_disk(gen) or (not hashed and not_as_listed(gen, parts)):
         return False
     counts = dict(pl.read_ipc(BytesIO(idx.read_bytes()))["scope"].value_counts().iter_rows())
     return counts == {s: p["queries"] for s, p in parts.items()}
 
 
-def read_keys(gen: Path | None) -> pl.DataFrame:
+def read_keys(gen: Path | None, hashed: bool = False) -> pl.DataFrame:
     """(query_id, text_key, scope_version, recipe, scope) of every entry of the generation ``gen``:
-    its key index when :func:`index_is_valid`, else read back from every partition."""
-    if gen is not None and index_is_valid(gen):
+    its key index when :func:`index_is_valid` (``hashed`` passed on), else read back from every
+    partition."""
+    if gen is not None and index_is_valid(gen, hashed):
         return pl.read_ipc(BytesIO((gen / KEY_INDEX).read_bytes()))
     return scan_keys(gen)
 
@@ -100,7 +102,7 @@ def usable_keys(gen: Path | None) -> tuple[Path | None, pl.DataFrame]:
     try:
         if parts is not None and not_as_listed(gen, parts):  # reusing it would bless the damage
             raise ValueError("not the file its manifest records")
-        return gen, read_keys(gen)
+        return gen, read_keys(gen, hashed=parts is not None)  # each partition hashed once
     except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
         why = str(exc) if type(exc) is ValueError else type(exc).__name__
         warnings.warn(

@@ -302,8 +302,10 @@ class Service:
         miss's query."""
         text, scope_t, k, fmt = check_request(text, scope, k, format)
         row = request_fields(fields)
-        state = self.current(wait=compute)
-        if state is None or (not compute and self.cache.due()):
+        if not compute and self.cache.due():  # the pointer is read in a worker thread
+            return None
+        state = self.current(wait=compute)  # (it reads the cache's generation: not due now)
+        if state is None:
             return None
         if not compute and not self.known(state, scope_t, row.get("viewer")):
             return None  # a scope not seen in this load: its version is hashed in a worker thread
