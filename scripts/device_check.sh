@@ -187,12 +187,12 @@ if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call c
   t 90 python3 -m pytest -q -rs -p no:cacheprovider -k cuda tests/test_dense_torch.py \
     tests/test_resident.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -5  # the dense channel, resident vectors on cuda: the host bits
+  cross_device_step hashing sample,locomo,synth,synth-dup  # before the long CPU benches: kept
   bench_pair "$N_BIG" "$Q" 150
   bench_pair "$N_SMALL" "$Q" 100
   channels_step
   step sample run, embed=hashing, cpu then cuda
   sample_run hashing 2>&1 | tee -a "$OUT/runs.log"
-  cross_device_step hashing sample,locomo,synth,synth-dup
   step CPU twins of the CuPy guards
   t 60 python3 -m pytest -q -p no:cacheprovider tests/test_xp_guards.py tests/test_graphalgo.py \
     tests/test_cross_device.py 2>&1 \

@@ -199,3 +199,15 @@ def test_near_ties_stay_within_a_query():
     score = np.array([0.9, 0.5, 0.5, 0.7, 0.70005])
     query = np.array(["a", "a", "b", "c", "c"])
     assert crossdevice.near_ties(score, query, 1e-4).tolist() == [False, False, False, True, True]
+
+
+def test_a_row_more_or_fewer_at_a_cut_moves_only_that_query():
+    """One device keeps a fourth q1 row 5e-5 under the cut (the other cuts it): allowed, and q2's
+    row is no move; the same extra row 0.1 under the cut is not."""
+    want = _recall(WANT)
+    extra = _recall([*WANT[:3], ("q1", "x", 4, 0.79995), WANT[3]])
+    for a, b in ((want, extra), (extra, want)):
+        res = crossdevice.compare(a, b)
+        assert res["ok"] and res["only_one"] == 1 and res["moved"] == (1 if a is extra else 0)
+    far = _recall([*WANT[:3], ("q1", "x", 4, 0.7), WANT[3]])
+    assert not crossdevice.compare(far, want)["ok"]

@@ -305,3 +305,13 @@ def test_reme_embedding_cache_vector_not_finite_is_one_error_line(bad, tmp_path,
         f"error: {npz}, row embeddings[0]: vector of text {key[:12]}… holds NaN or inf; fix: "
         "rebuild ReMe's index (its reindex job), or move metadata/ away to read the notes"
     )
+
+
+def test_a_line_separator_inside_a_json_lines_value_is_no_line_end(tmp_path):
+    """JSON.stringify leaves U+2028/U+2029 raw (a SillyTavern message may hold one); a JSON Lines
+    line ends at \\n (and \\r\\n) only."""
+    from pipeline.adapters.common import read_jsonl
+
+    p = tmp_path / "chat.jsonl"
+    p.write_text('{"mes": "a\u2028b"}\r\n{"mes": "c\u2029d\u0085e"}\n', encoding="utf-8")
+    assert read_jsonl(p) == [{"mes": "a\u2028b"}, {"mes": "c\u2029d\u0085e"}]

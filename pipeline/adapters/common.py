@@ -67,7 +67,10 @@ def read_jsonl(path: str | Path, schema: dict | None = None, fix: str = "") -> l
     and so is a line that does not fit ``schema`` (``fields.py``; ``fix`` says how to mend it)."""
     p = Path(path)
     rows = []
-    for i, line in enumerate(read_text(p).splitlines()):
+    # lines end at "\n" only: U+2028/U+2029/U+0085 inside a value (JSON.stringify leaves them
+    # raw) are not line ends, as str.splitlines would take them
+    for i, line in enumerate(read_text(p).split("\n")):
+        line = line.rstrip("\r")
         if not line.strip():
             continue
         try:

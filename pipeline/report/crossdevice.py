@@ -39,23 +39,24 @@ def near_ties(score: np.ndarray, query: np.ndarray, bound: float) -> np.ndarray:
 def compare(want: pl.DataFrame, got: pl.DataFrame, bound: float = SCORE_BOUND) -> dict:
     """``got`` (one device's recall table) against ``want`` (the other's): rows per table, moved
     rows (another node at a (query, rank)), whether every move and every row found by one table
-    only is a near-tie of ``want`` (:func:`near_ties`, or within ``bound`` of its query's last
-    score), the largest |Δ| of each float column over the rows both hold, and ``ok``: no move but
+    only is a near-tie of ``want`` (:func:`near_ties`, or within ``bound`` of the other table's
+    last score of its query: crossing the cut), the largest |Δ| of each float column over the rows both hold, and ``ok``: no move but
     near-ties and every |Δ| within ``bound``."""
     keys = ["query_id", "rank"]
     a, b = want.sort(keys), got.sort(keys)
     out: dict = {"rows": (a.height, b.height), "bound": bound}
-    if a.select(keys).equals(b.select(keys)):
-        moved = (a["node_id"] != b["node_id"]).to_numpy()
-    else:
-        moved = np.ones(a.height, bool)
+    other = b.select(*keys, pl.col("node_id").alias("_other"))  # position by position: a row
+    m = a.join(other, on=keys, how="left", maintain_order="left")  # more or fewer at a cut moves
+    moved = (m["_other"].is_null() | (m["node_id"] != m["_other"])).fill_null(True).to_numpy()
     q = a["query_id"].cast(pl.String).to_numpy()
     pairs = ["query_id", "node_id"]
     last = a.group_by("query_id").agg(pl.col("score").min().alias("_last"))
-    a_last = a.join(last, on="query_id", how="left", maintain_order="left")
-    gone = a_last.join(b.select(*pairs, pl.lit(True).alias("_in")), on=pairs, how="left",
+    gone = a.join(b.select(*pairs, pl.lit(True).alias("_in")), on=pairs, how="left",
                        maintain_order="left")["_in"].is_null().to_numpy()  # fmt: skip
-    at_cut_a = np.abs(a["score"].to_numpy() - a_last["_last"].to_numpy()) <= bound
+    b_last = a.select("query_id").join(  # the other table's last score of each row's query
+        b.group_by("query_id").agg(pl.col("score").min().alias("_b")), on="query_id", how="left",
+        maintain_order="left")["_b"].fill_null(np.inf).to_numpy()  # fmt: skip
+    at_cut_a = np.abs(a["score"].to_numpy() - b_last) <= bound  # lost where the other cut
     # a moved row: a near-tie with its neighbour, or a node the other table lost at the cut
     allowed = near_ties(a["score"].to_numpy(), q, bound) | (gone & at_cut_a)
     new = b.join(a.select(pairs), on=pairs, how="anti").join(last, on="query_id", how="left")
