@@ -85,3 +85,25 @@ def test_another_segmentation_or_setting_gets_its_own_matrix(monkeypatch):
         got, want = (c.ranks_and_scores(Segments.of(parts))[0] for c in (ch, fresh))
         assert got.equals(want)
     assert len(built) == 3 + 4  # three kept matrices; a fresh channel builds its own each time
+
+
+def test_the_memo_keeps_at_most_kept_matrices(monkeypatch):
+    """Six settings over one node table: the memo keeps the newest KEPT_MATRICES (4) matrices,
+    and asking for an evicted one builds it again, with a fresh channel's answer."""
+    from pipeline.channels import candidates
+    from pipeline.stages.channels import LexicalParams
+
+    nodes, queries = _tables(4, 120, 20)
+    built = _counting(monkeypatch, lexical, "bm25_matrix")
+    memo: dict = {}
+    parts = [("a", np.arange(nodes.height), np.arange(20))]
+    k1s = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 0.5]
+    for k1 in k1s:
+        p = LexicalParams.defaults(candidates=5, k1=k1)
+        got = LexicalChannel.tokenise(nodes, queries, p, memo=memo).ranks_and_scores(
+            Segments.of(parts)
+        )[0]
+        want = LexicalChannel.tokenise(nodes, queries, p).ranks_and_scores(Segments.of(parts))[0]
+        assert got.equals(want)
+        assert sum(k[0] == "bm25" for k in memo) <= candidates.KEPT_MATRICES == 4
+    assert len(built) == 2 * len(k1s)  # k1=0.5 was evicted by the fifth and sixth: built again

@@ -277,6 +277,11 @@ class LexicalChannel:
         p = self.p
         key = ("bm25", tuple(sorted(dict(p.field_weights).items())), p.k1, p.b, p.idf)
         key += (hashlib.sha256(segs.rows.tobytes() + segs.seg.tobytes()).digest(),)
+        if self.memo is not None and key not in self.memo:  # a bounded memo: the oldest matrix
+            mats = [k for k in self.memo if k[0] == "bm25" and len(k) == len(key)]  # (and its
+            for old in mats[: max(0, len(mats) - KEPT_MATRICES + 1)]:  # device copy) goes first
+                for k in [k for k in self.memo if k[: len(old)] == old]:
+                    del self.memo[k]
         lay, s_mat, st = kept(self.memo, key, lambda: self._matrix(segs))
         q = segvocab.remap(self.q_terms[segs.qs], segs.qseg, lay)
         q = lexical.prf_expand(q, s_mat, p.prf_docs, p.prf_terms, p.prf_weight, st)
@@ -306,6 +311,9 @@ class LexicalChannel:
             self.tokens, p.field_weights, segs.rows, p.k1, p.b, p.idf, segs.seg, lay
         )
         return lay, s_mat, s_mat.T.tocsr()
+
+
+KEPT_MATRICES = 4  # BM25 matrices a node table's memo keeps (segmentations × settings)
 
 
 def kept(memo: dict | None, key, compute):

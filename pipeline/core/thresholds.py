@@ -82,6 +82,7 @@ NOT_SIZES = {
     "pipeline.hooks.bme.MAX_NODES": "ST-BME's recallMaxNodes, the nodes a card names",
     "pipeline.hooks.reme.DEFAULT_LIMIT": "ReMe's search limit when a request gives none",
     "pipeline.hooks.reme.MAX_BODY": "the largest request body accepted, a guard, not a compute size",
+    "pipeline.channels.candidates.KEPT_MATRICES": "BM25 matrices a memo keeps, a memory bound",
     "pipeline.serve.guard.MAX_BODY": "the largest request body accepted, a guard, not a compute size",
     "pipeline.serve.guard.MAX_DEPTH": "the deepest JSON nesting a request may have, a guard",
     "pipeline.serve.guard.MAX_ERROR": "characters of an error line sent back, a guard",
