@@ -133,11 +133,21 @@ def node_lines(service, node_ids: list[str]) -> dict[str, tuple[int, int]]:
     """{node_id: (start_line, end_line)} of the store's nodes (``Service.current().nodes``, the
     table the ``reme`` block's header reads); {} for a store without lines."""
     current = getattr(service, "current", None)
-    nodes = current().nodes if current is not None else None
-    if nodes is None or not {"start_line", "end_line"} <= set(nodes.columns):
+    state = current() if current is not None else None
+    if state is None:
         return {}
-    got = nodes.filter(pl.col("node_id").is_in(node_ids) & pl.col("start_line").is_not_null())
-    return {n: (a, b) for n, a, b in got.select("node_id", "start_line", "end_line").iter_rows()}
+    memo = getattr(state, "memo", None)  # the load's memo (Service.current): built once a load
+    lines = None if memo is None else memo.get("reme_lines")
+    if lines is None:
+        nodes = state.nodes
+        lines = {}
+        if {"start_line", "end_line"} <= set(nodes.columns):
+            got = nodes.filter(pl.col("start_line").is_not_null())
+            rows = got.select("node_id", "start_line", "end_line").iter_rows()
+            lines = {n: (a, b) for n, a, b in rows}
+        if memo is not None:
+            memo["reme_lines"] = lines
+    return {n: lines[n] for n in node_ids if n in lines}
 
 
 def answer_of(
