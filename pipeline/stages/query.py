@@ -25,6 +25,8 @@ import re
 
 import polars as pl
 
+from pipeline.adapters.bme_js import unique_strings
+
 CONNECTIVES = [
     "顺便",
     "另外",
@@ -59,13 +61,8 @@ def lexical_sources(text: str, max_segments: int = 4) -> list[str]:
 
 
 def _unique(texts: list[str]) -> list[str]:
-    """shared-ranking.js ``uniqueStrings``: cleaned, non-empty, first of each lower-case form."""
-    out, seen = [], set()
-    for t in map(clean, texts):
-        if t and t.lower() not in seen:
-            seen.add(t.lower())
-            out.append(t)
-    return out
+    """shared-ranking.js ``uniqueStrings`` of the cleaned texts (``bme_js.unique_strings``)."""
+    return unique_strings([clean(t) for t in texts])
 
 
 def js_round3(x: float) -> float:
@@ -108,7 +105,7 @@ def plan(
         kept = [(n, t, js_round3(w / total)) for n, t, w in kept]
         if intent_split and kept and kept[0][0] == "current":
             cur, w_cur = kept[0][1], kept[0][2]
-            segs = _unique([cur, *intent_segments(cur, max_segments)])[1:]
+            segs = lexical_sources(cur, max_segments)[1:]
             kept[1:1] = [("segment", s, w_cur) for s in segs]
         rows += [(qi, t, w, n) for n, t, w in kept]
     return pl.DataFrame(

@@ -27,23 +27,13 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.adapters.bme_js import unique_strings
 from pipeline.adapters.bme_store import read_graph
 from pipeline.contract.errors import UserError
 from pipeline.contract.io import atomic_write_bytes
 
 MAX_RECALL_NODES = 12  # settings-defaults.js recallMaxNodes
 RECENT_RECALL_OWNER_LIMIT = 8  # graph/knowledge-state.js
-
-
-def unique_strings(values: list) -> list[str]:
-    """``uniqueStrings``: trimmed, non-empty, first of each case-insensitive key."""
-    out, seen = [], set()
-    for v in values:
-        s = str("" if v is None else v).strip()
-        if s and s.lower() not in seen:
-            seen.add(s.lower())
-            out.append(s)
-    return out
 
 
 def record_owners(graph: dict, keys: list[str]) -> None:
