@@ -211,7 +211,7 @@ import time
 
 import numpy as np
 
-from pipeline.stages.embed import SentenceEncoder
+from pipeline.encoders.models import SentenceEncoder
 
 short = [f"note {i}: met Caroline at the climbing gym on day {i % 97}" for i in range(40000)]
 long = [" ".join(f"session {i} turn {j} about graphs, diffusion and memory recall" for j in range(20)) for i in range(4000)]

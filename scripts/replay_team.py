@@ -49,11 +49,11 @@ from pipeline.channels import collab as collab_channel
 from pipeline.channels.candidates import generate
 from pipeline.contract.dataset import Dataset
 from pipeline.core.stage import group_yaml
+from pipeline.inject.team import cf_boosts
 from pipeline.ops.scope import scope_groups
 from pipeline.report.bootstrap import bootstrap_ci
 from pipeline.stages.channels import LexicalParams
 from pipeline.stages.fuse import fuse
-from pipeline.stages.inject_team import cf_boosts
 
 TEAMS, PAGES, TASK, SESSIONS, AGENTS, PER_SESSION, VOCAB = 3, 48, 4, 60, 5, 4, 600
 

@@ -28,10 +28,10 @@ import pytest
 
 from pipeline.adapters import oks
 from pipeline.contract.errors import DataError
+from pipeline.inject.formats import soul_boost
 from pipeline.ops.tokenize import fts5_document
 from pipeline.run import runner
 from pipeline.stages import signals
-from pipeline.stages.inject import soul_boost
 
 STORE = Path(__file__).parent / "data" / "oks_store"
 NOW = dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)

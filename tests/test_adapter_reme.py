@@ -13,7 +13,7 @@ import pytest
 from pipeline.adapters import reme
 from pipeline.contract.errors import ConfigError, DataError
 from pipeline.run import runner
-from pipeline.stages import signals, vectors
+from pipeline.stages import embed, signals
 from reme_store import chunk_record, file_node, write_jsonl_zst, write_store
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
@@ -203,13 +203,13 @@ def test_stored_vectors_are_unit_rows_and_a_missing_one_is_refused():
         {"node_id": ["a", "b"], "embedding": [[3.0, 4.0], [0.0, 0.0]]},
         schema_overrides={"embedding": pl.List(pl.Float32)},
     )
-    np.testing.assert_allclose(vectors.node_vectors(nodes), [[0.6, 0.8], [0.0, 0.0]], rtol=1e-6)
+    np.testing.assert_allclose(embed.node_vectors(nodes), [[0.6, 0.8], [0.0, 0.0]], rtol=1e-6)
     with pytest.raises(ConfigError, match="node 'b' has no embedding"):
-        vectors.node_vectors(
+        embed.node_vectors(
             nodes.with_columns(embedding=pl.Series([[1.0, 0.0], None], dtype=pl.List(pl.Float32)))
         )
     with pytest.raises(ConfigError, match="width 3"):
-        vectors.node_vectors(
+        embed.node_vectors(
             pl.DataFrame({"node_id": ["a", "b"], "embedding": [[1.0, 0.0], [1.0, 0.0, 0.0]]})
         )
 
@@ -439,7 +439,7 @@ def test_markdown_walk_covers_daily_and_digest_with_line_anchor_links(tmp_path):
     )  # the .jsonl: not a .jsonl.md, not a broken link
     assert "markdown walk" in ds.notes["index"]
     # no ReMe index, so no vector: ReMe's default config (embedding_store: "") searches such a
-    # workspace by keyword; preset reme drops its dense channel (stages/vectors.keyword_store)
+    # workspace by keyword; preset reme drops its dense channel (stages/embed.keyword_store)
     assert ds.notes["store_vectors"] == "none"
     assert "store_vectors" not in reme.load(str(tmp_path), vectors="false").notes
 
@@ -508,7 +508,7 @@ def test_inject_reme_has_remes_link_expansion_and_5_chunks(compose, tmp_path):
     after = at + 1 + len(TEXT["a2"].split("\n"))
     assert lines[after : after + len(expansion_a)] == expansion_a
     # a file with neither out- nor in-links (resource/guide.md) adds no line
-    from pipeline.stages.inject_reme import Links
+    from pipeline.inject.reme import Links
 
     ds = reme.load(str(store))
     links = Links(ds.tables["file_links"], ds.tables["file_nodes"])

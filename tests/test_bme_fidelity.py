@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.ops import scene
-from pipeline.stages.embed import TokenHashEmbedder
+from pipeline.bme import scene
+from pipeline.encoders.models import TokenHashEmbedder
 
 # node: 0 event seq 5 | 1 character | 2 location | 3 event seq 4 | 4 event seq 7 | 5 event seq 1
 #       6 pov_memory | 7 event seq 6, archived;  edges 0–1, 0–2, 6–3, 6–4, 1–5

@@ -6,9 +6,10 @@ import pytest
 
 from pipeline.contract import ingest
 from pipeline.core import common, version
-from pipeline.run import cachekeys, runner
-from pipeline.stages import embed
-from pipeline.stages.embed import EmbeddingCache, SentenceEncoder, embed_cached
+from pipeline.encoders import models
+from pipeline.encoders.models import EmbeddingCache, SentenceEncoder, embed_cached
+from pipeline.recallcache import recipe
+from pipeline.run import runner
 
 TEXTS = ["memory graph", "recall cache", "memory graph"]
 
@@ -45,7 +46,7 @@ def test_embedding_key_changes_with_model_path_settings_files_and_code(
     assert _encoded(SentenceEncoder(str(a), dim=4, max_seq_length=128), cache) == 0
     (a / "config.json").write_text('{"hidden_size": 4}')  # the model's files changed in place
     assert _encoded(SentenceEncoder(str(a), dim=4), cache) == 2
-    monkeypatch.setattr(embed, "encoder_code", lambda: "edited")
+    monkeypatch.setattr(models, "encoder_code", lambda: "edited")
     assert _encoded(SentenceEncoder(str(a), dim=4), cache) == 2
 
 
@@ -54,10 +55,10 @@ def test_candidate_and_recipe_keys_change_with_the_code_version(compose, monkeyp
     ds = common.call_target(cfg.data)
     nodes, queries = ingest.drop_empty(ds)
     keys = ["channels", "dense", "embed"]
-    before = common.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg)
-    assert before == (common.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg))
+    before = common.stage_key(cfg, ds, nodes, queries, keys), recipe.recipe_hash(cfg)
+    assert before == (common.stage_key(cfg, ds, nodes, queries, keys), recipe.recipe_hash(cfg))
     monkeypatch.setattr(version, "code_version", lambda: "0.1.0+edited")
-    after = common.stage_key(cfg, ds, nodes, queries, keys), cachekeys.recipe_hash(cfg)
+    after = common.stage_key(cfg, ds, nodes, queries, keys), recipe.recipe_hash(cfg)
     assert after[0] != before[0] and after[1] != before[1]
 
 

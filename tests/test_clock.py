@@ -18,8 +18,9 @@ from omegaconf import OmegaConf
 from isolated import fresh_run
 from pipeline.core.common import call_target
 from pipeline.ops.scope import run_groups
-from pipeline.run import cachekeys, clock, precompute
-from pipeline.serve import Service, keys
+from pipeline.recallcache import keys, recipe
+from pipeline.run import clock, precompute
+from pipeline.serve import Service
 from serve_support import config, rows_of, same_bits
 
 STORE = Path(__file__).parent / "data" / "oks_store"
@@ -41,10 +42,10 @@ def test_resolve_default_time_and_the_recipe():
     # the resolved time is in the entries' recipe, not in the namespace's; unset, it is left out
     # (a config without the key hashes as before the key existed)
     a, b = clock.resolve(cfg, T1), clock.resolve(cfg, T2)
-    assert cachekeys.recipe_hash(a) != cachekeys.recipe_hash(b)
-    assert cachekeys.recipe_hash(a, versions=False) == cachekeys.recipe_hash(b, versions=False)
+    assert recipe.recipe_hash(a) != recipe.recipe_hash(b)
+    assert recipe.recipe_hash(a, versions=False) == recipe.recipe_hash(b, versions=False)
     unset = OmegaConf.create({"default_now": None, "k": 5})
-    assert cachekeys.recipe_hash(unset) == cachekeys.recipe_hash(OmegaConf.create({"k": 5}))
+    assert recipe.recipe_hash(unset) == recipe.recipe_hash(OmegaConf.create({"k": 5}))
 
 
 def test_a_querys_own_now_wins_then_default_then_the_newest_stamp():

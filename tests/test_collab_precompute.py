@@ -121,7 +121,7 @@ def test_oks_instance_without_an_inject_log_precomputes(compose, tmp_path):
     from pathlib import Path
 
     from pipeline.core.common import call_target
-    from pipeline.run import cachekeys
+    from pipeline.recallcache import recipe
 
     store = tmp_path / "oks"
     shutil.copytree(Path(__file__).parent / "data" / "oks_store", store)
@@ -140,6 +140,6 @@ def test_oks_instance_without_an_inject_log_precomputes(compose, tmp_path):
     ds = call_target(cfg.data)
     assert ds.use_log().height == 0
     empty = hashlib.sha256(b"0").hexdigest()[:16]
-    assert cachekeys.team_log_versions(ds.use_log(), ds.queries) == [empty] * ds.queries.height
+    assert recipe.team_log_versions(ds.use_log(), ds.queries) == [empty] * ds.queries.height
     done = precompute.precompute(cfg, ds)
     assert (done["hits"], done["misses"]) == (0, ds.queries.height)

@@ -47,7 +47,7 @@ def test_call_target_refuses_import_paths():
     for target in (
         "os.system",
         "pipeline.contract.io.os.system",
-        "pipeline.stages.embed.HashingEmbedder",
+        "pipeline.encoders.models.HashingEmbedder",
     ):
         with pytest.raises(
             ConfigError, match=r"^embed\.encoder\._target_=.* is not a registered target"

@@ -145,9 +145,9 @@ def test_the_tie_data_crosses_the_dense_cut():
     channel's 100 candidates, the 100th and 101st cosines (hashing vectors, float64) are equal, and
     for most of those a note and its copy are both in that tied group."""
     from pipeline.contract.ingest import nodes_and_queries
+    from pipeline.encoders.models import HashingEmbedder
     from pipeline.ops.scope import scope_groups
-    from pipeline.stages.embed import HashingEmbedder
-    from pipeline.stages.vectors import embed_texts
+    from pipeline.stages.embed import embed_texts
 
     nodes, queries = nodes_and_queries(corpus.dataset(DATA["ties"]), None)
     enc, k = HashingEmbedder(), 100
@@ -332,7 +332,8 @@ def test_precompute_after_one_log_row_recomputes_exactly_its_team(tmp_path):
     """One new log row of team green: precompute misses exactly green's queries, rewrites exactly
     the partitions of their scopes, and then serves what a fresh full run of the grown data gives."""
     from isolated import fresh_cfg
-    from pipeline.run import cachekeys, precompute
+    from pipeline.recallcache import recipe
+    from pipeline.run import precompute
 
     data = DATA["teams"]
     cfg = fresh_cfg(h.config("oks_team"), tmp_path, h.name("precompute-row"))
@@ -343,7 +344,7 @@ def test_precompute_after_one_log_row_recomputes_exactly_its_team(tmp_path):
     grown = {**data, "log": [*data["log"], corpus.log_row("green", 999, 0, page[:2])]}
     got = precompute.precompute(cfg, dataset=corpus.dataset(grown))
     assert (got["hits"], got["misses"]) == (len(data["queries"]) - len(green), len(green))
-    scopes = {cachekeys.scope_id(cachekeys.scope_of(q["doc_scope"])) for q in green}
+    scopes = {recipe.scope_id(recipe.scope_of(q["doc_scope"])) for q in green}
     assert set(got["rewritten"]) == scopes, (got["rewritten"], scopes)
     served = h.sorted_recall(precompute.served(cfg.cache_dir))
     fresh = h.full("oks_team", grown, tmp_path)

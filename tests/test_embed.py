@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from pipeline.contract.errors import ConfigError
-from pipeline.stages import embed
-from pipeline.stages.embed import (
+from pipeline.encoders import models
+from pipeline.encoders.models import (
     LENGTH_STEP,
     EmbeddingCache,
     HashingEmbedder,
@@ -128,10 +128,10 @@ def test_cache_id_names_the_batch_shape():
 
 
 def _spy_passes(monkeypatch) -> list[tuple[int, int]]:
-    """(rows, width) of every forward pass ``embed.encode`` makes from now on."""
-    shapes, real = [], embed.forward_pass
+    """(rows, width) of every forward pass ``models.encode`` makes from now on."""
+    shapes, real = [], models.forward_pass
     monkeypatch.setattr(
-        embed,
+        models,
         "forward_pass",
         lambda model, feats, dev: (
             shapes.append(feats["input_ids"].shape) or real(model, feats, dev)
@@ -169,7 +169,7 @@ def test_without_the_probe_each_text_gets_its_own_pass(monkeypatch):
     one-row passes by definition."""
     texts = _texts_by_tokens([3, 18, 18, 40], seed=11)
     batched = SentenceEncoder(batch_size=8).encode(texts)
-    monkeypatch.setattr(embed, "batching_keeps_bits", lambda *a, **k: False)
+    monkeypatch.setattr(models, "batching_keeps_bits", lambda *a, **k: False)
     enc = SentenceEncoder(batch_size=8)
     shapes = _spy_passes(monkeypatch)
     got = enc.encode(texts)
@@ -181,16 +181,16 @@ def test_the_probe_sees_a_row_count_that_changes_bits(monkeypatch):
     """batching_keeps_bits is False when a pass's row count moves its vectors by one ulp-sized
     step, and True for the model's own passes on this machine."""
     model = SentenceEncoder()._load("cpu")
-    assert embed.batching_keeps_bits(model, 8)
-    real = embed.forward_pass
+    assert models.batching_keeps_bits(model, 8)
+    real = models.forward_pass
     monkeypatch.setattr(
-        embed,
+        models,
         "forward_pass",
         lambda m, feats, dev: (
             real(m, feats, dev) * np.float32(1 + 1e-7 * (len(feats["input_ids"]) > 2))
         ),
     )
-    assert not embed.batching_keeps_bits(model, 8)
+    assert not models.batching_keeps_bits(model, 8)
 
 
 def test_parity_with_plain_sentence_transformers():
@@ -257,9 +257,9 @@ def test_a_device_never_reads_another_devices_vectors(tmp_path):
 def test_precision_resolves_per_device_and_refuses_a_typo():
     """``embed.precision``: auto is float16 on an accelerator and float32 on the CPU; a name that
     is not a float type is one ConfigError naming the key and the choices."""
-    assert embed.resolve_precision("auto", "cuda") == "float16"
-    assert embed.resolve_precision("auto", "cpu") == "float32"
-    assert embed.resolve_precision("bfloat16", "cpu") == "bfloat16"
+    assert models.resolve_precision("auto", "cuda") == "float16"
+    assert models.resolve_precision("auto", "cpu") == "float32"
+    assert models.resolve_precision("bfloat16", "cpu") == "bfloat16"
     with pytest.raises(ConfigError, match=r"embed.precision.*'float16'"):
         SentenceEncoder(precision="fp16")
 
@@ -343,7 +343,7 @@ def test_token_arrays_are_what_the_tokenizer_pads():
     for side in ("right", "left"):
         model.tokenizer.padding_side = side
         try:
-            tok = embed.tokenize(model, texts, chunk=3)  # chunks padded to their own longest
+            tok = models.tokenize(model, texts, chunk=3)  # chunks padded to their own longest
             alone = []
             for t in texts:
                 f = model.preprocess([t])

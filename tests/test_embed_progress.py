@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline.core import progress
-from pipeline.stages.embed import HashingEmbedder, SentenceEncoder
+from pipeline.encoders.models import HashingEmbedder, SentenceEncoder
 
 WORDS = "the cat sat on a mat and we had tea in my house by an old red door at noon".split()
 

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import SHARED_DATA, needs_shared
 from pipeline.contract.errors import ConfigError
-from pipeline.stages.evaluate import evaluate, evaluate_run, judged_warning, trec_key
+from pipeline.metrics.evaluate import evaluate, evaluate_run, judged_warning, trec_key
 
 
 def _recall(rows):
@@ -230,8 +230,8 @@ def test_agrees_with_plain_python_reference_on_50_scifact_queries(compose, tmp_p
     import json
 
     from pipeline.core import common
+    from pipeline.metrics.evaluate import DEFAULT_METRICS
     from pipeline.run import runner
-    from pipeline.stages.evaluate import DEFAULT_METRICS
 
     runner.run(
         compose(["data=scifact", "data.limit_queries=50", "preset=bm25", "report=false"]),

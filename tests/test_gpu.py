@@ -15,7 +15,7 @@ pytestmark = [
 
 
 def test_minilm_encode_cuda_matches_cpu():
-    from pipeline.stages.embed import SentenceEncoder
+    from pipeline.encoders.models import SentenceEncoder
 
     texts = [
         "batch recall for agent memory",

@@ -188,7 +188,7 @@ def test_auto_memory_is_answered_and_records_nothing(app, service):
 def test_reme_header_prints_what_reme_prints():
     """ReMe's ``_format_scores``: ``score=`` alone unless both branches found something for the
     query, then ``vector=`` and ``keyword=`` (``-`` for a row one branch did not find)."""
-    from pipeline.stages.inject_reme import renderer
+    from pipeline.inject.reme import renderer
 
     text = renderer(None)
     one = {"node_id": "a.md#L1-L2", "doc_id": "a.md", "start_line": 1, "end_line": 2,

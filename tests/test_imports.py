@@ -33,7 +33,7 @@ def _loaded(code: str) -> list[str]:
 
 
 def test_runner_report_and_evaluate_import_no_heavy_library():
-    assert _loaded("import pipeline.run.runner, pipeline.report, pipeline.stages.evaluate") == []
+    assert _loaded("import pipeline.run.runner, pipeline.report, pipeline.metrics.evaluate") == []
 
 
 def test_cli_help_imports_neither_hydra_nor_heavy_libraries():

@@ -2,7 +2,7 @@
 
 import polars as pl
 
-from pipeline.stages.inject import InjectParams, render, soul_boost
+from pipeline.inject.formats import InjectParams, render, soul_boost
 
 
 def _recall(qids, scores):

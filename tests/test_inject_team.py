@@ -1,4 +1,4 @@
-"""OKS team injection layer (pipeline.stages.inject_team, inject.format=oks): MMR with area/type
+"""OKS team injection layer (pipeline.inject.team, inject.format=oks): MMR with area/type
 similarity, ItemCF/UserCF boosts from a five-agent log (sealed per team), per-agent cooldown —
 all values by hand."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.stages import inject_team
-from pipeline.stages.inject import render
+from pipeline.inject import team
+from pipeline.inject.formats import render
 
 INF = -np.inf
 
@@ -23,17 +23,17 @@ def test_mmr_order_by_hand():
     boost = np.array([[1.0, 0.9, 0.8, 0.5], [1.0, 0.95, 0.4, INF]])
     area = np.array([[0, 0, 1, 1], [0, 0, 2, -1]])
     type_ = np.array([[0, 1, 0, 1], [0, 0, 1, -1]])
-    out = inject_team.mmr_order(boost, area, type_, lam=0.5)
+    out = team.mmr_order(boost, area, type_, lam=0.5)
     assert out.tolist() == [[0, 3, 1, 2], [0, 2, 1, -1]]
     # λ = .3: d1 .6 > d2 .5 = d3 .5 → d1; then d2 .5 > d3 .2 → order unchanged
-    assert inject_team.mmr_order(boost[:1], area[:1], type_[:1], lam=0.3).tolist() == [[0, 1, 2, 3]]
+    assert team.mmr_order(boost[:1], area[:1], type_[:1], lam=0.3).tolist() == [[0, 1, 2, 3]]
 
 
 def test_mmr_missing_area_is_never_similar():
     boost = np.array([[1.0, 0.9, 0.6]])
     area = np.array([[-1, -1, 0]])  # d0, d1 have no area: no overlap between them
     type_ = np.array([[-1, -1, -1]])
-    assert inject_team.mmr_order(boost, area, type_, lam=1.0).tolist() == [[0, 1, 2]]
+    assert team.mmr_order(boost, area, type_, lam=1.0).tolist() == [[0, 1, 2]]
 
 
 LOG = {"A": "xyz", "B": "xy", "C": "xyw", "D": "zw", "E": "yz"}
@@ -47,7 +47,7 @@ def _log(team="t1", extra=()):
 def test_cf_boosts_by_hand_and_sealed():
     rows = pl.DataFrame({"query_id": ["q", "q"], "slug": ["x", "y"]})
     queries = pl.DataFrame({"query_id": ["q"], "team": ["t1"], "agent_id": ["D"]})
-    ib, ub = inject_team.cf_boosts(_log(), rows, queries)
+    ib, ub = team.cf_boosts(_log(), rows, queries)
     # D injected z, w. ItemCF x: sim(z,x) + sim(w,x) = 1/3 + 1/sqrt6; y: 2/sqrt12 + 1/sqrt8
     assert ib == pytest.approx([1 / 3 + 1 / math.sqrt(6), 2 / math.sqrt(12) + 1 / math.sqrt(8)])
     # UserCF x: agents A, B, C injected x; usim(D, ·) = 1/sqrt6, 0, 1/sqrt6
@@ -55,7 +55,7 @@ def test_cf_boosts_by_hand_and_sealed():
     assert ub == pytest.approx([2 / math.sqrt(6), 2 / math.sqrt(6) + 1 / 2])
     # another team's rows (same agent names, same slugs) change nothing for team t1
     other = [("t2", "D", ["x", "y"]), ("t2", "A", ["w"]), ("t2", "Z", ["x"])]
-    ib2, ub2 = inject_team.cf_boosts(_log(extra=other), rows, queries)
+    ib2, ub2 = team.cf_boosts(_log(extra=other), rows, queries)
     assert ib2.tolist() == ib.tolist() and ub2.tolist() == ub.tolist()
 
 

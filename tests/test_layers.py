@@ -14,26 +14,39 @@ from test_import_cycles import import_graph
 
 # bottom to top; a module's layer is that of the longest prefix that names it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    # the data and config contract, and the package root (its version and OmegaConf resolvers)
+    # the data and config contract, and the package root (its version, API names and OmegaConf resolvers)
     ("contract", ("pipeline", "pipeline.contract")),
-    # what every layer shares: device backend, common helpers, the stage interface and contexts
+    # what every layer shares: device backend, memo keys, the stage interface and contexts
     ("core", ("pipeline.core",)),
-    ("ops", ("pipeline.ops",)),
-    # the array code behind channels; datasets into the contract and back to the stores; synthetic data
-    ("sources", ("pipeline.channels", "pipeline.adapters", "pipeline.writeback", "pipeline.synth")),
+    # array primitives every system shares, and ST-BME's own rules at the array level
+    ("ops", ("pipeline.ops", "pipeline.bme")),
+    # the array code behind channels; datasets into the contract and back to the stores; synthetic
+    # data; the text encoders; the metrics
+    (
+        "sources",
+        (
+            "pipeline.channels",
+            "pipeline.adapters",
+            "pipeline.writeback",
+            "pipeline.synth",
+            "pipeline.encoders",
+            "pipeline.metrics",
+        ),
+    ),
     ("stages", ("pipeline.stages",)),
-    # reports read run directories and stage metrics; a run writes its report through them
+    # the injection text each system would hand its LLM, rendered from a run's rows
+    ("inject", ("pipeline.inject",)),
+    # reports read run directories and metrics; a run writes its report through them
     ("report", ("pipeline.report",)),
-    # Exception, with its reason: the recall cache's on-disk format — its keys
-    # (pipeline.serve.keys, built on run.cachekeys) and its generations (pipeline.serve.layout) —
-    # is what run.precompute writes, so those two modules sit with the run, below the rest of
-    # serve/ (the reader, the service and its HTTP app), which calls run.precompute on a miss.
-    ("run", ("pipeline.run", "pipeline.serve.keys", "pipeline.serve.layout")),
-    # serving the cache and the systems' hooks on it (a hook reads the cache or a serve endpoint;
-    # the HTTP app answers ReMe's hook protocol): one layer
-    ("serve", ("pipeline.serve", "pipeline.hooks")),
-    # the commands, `recall serve | lookup` (serve.cli) included
-    ("cli", ("pipeline.cli", "pipeline.serve.cli", "pipeline.__main__")),
+    # the recall cache's on-disk format: keys, recipe, generations, partitions, the reader
+    ("recallcache", ("pipeline.recallcache",)),
+    ("run", ("pipeline.run",)),
+    # the systems' hooks: they read the cache or a serve endpoint
+    ("hooks", ("pipeline.hooks",)),
+    # serving the cache (the service, its HTTP app, which answers ReMe's hook protocol, and MCP)
+    ("serve", ("pipeline.serve",)),
+    # the commands
+    ("cli", ("pipeline.cli", "pipeline.__main__")),
 ]
 
 
@@ -74,24 +87,30 @@ def _write(root: Path, rel: str, text: str = "") -> None:
 
 
 def test_a_planted_upward_import_is_found(tmp_path):
-    for pkg in ("pipeline", "pipeline/contract", "pipeline/run", "pipeline/serve"):
+    for pkg in (
+        "pipeline",
+        "pipeline/contract",
+        "pipeline/recallcache",
+        "pipeline/run",
+        "pipeline/serve",
+    ):
         _write(tmp_path, f"{pkg}/__init__.py")
     _write(tmp_path, "pipeline/run/runner.py", "from pipeline.contract import io\n")
     _write(tmp_path, "pipeline/contract/io.py", "def f():\n    from pipeline.run import runner\n")
-    _write(tmp_path, "pipeline/serve/keys.py", "from pipeline.run import runner\n")
-    _write(tmp_path, "pipeline/run/precompute.py", "from pipeline.serve import keys\n")
-    _write(tmp_path, "pipeline/run/tiers.py", "from pipeline.serve import cache\n")
-    _write(tmp_path, "pipeline/serve/cache.py", "")
+    _write(tmp_path, "pipeline/serve/service.py", "from pipeline.run import runner\n")
+    _write(tmp_path, "pipeline/recallcache/keys.py", "from pipeline.serve import service\n")
+    _write(tmp_path, "pipeline/run/precompute.py", "from pipeline.recallcache import keys\n")
     assert upward_imports(import_graph(tmp_path)) == [
         "pipeline.contract.io (contract) -> pipeline.run.runner (run)",
-        "pipeline.run.tiers (run) -> pipeline.serve.cache (serve)",
+        "pipeline.recallcache.keys (recallcache) -> pipeline.serve.service (serve)",
     ]
 
 
 def test_layer_of_takes_the_longest_prefix():
-    assert LAYERS[layer_of("pipeline.serve.keys")][0] == "run"
+    assert LAYERS[layer_of("pipeline.recallcache.keys")][0] == "recallcache"
+    assert LAYERS[layer_of("pipeline.bme.scene")][0] == "ops"
     assert LAYERS[layer_of("pipeline.serve.service")][0] == "serve"
-    assert LAYERS[layer_of("pipeline.serve.cli")][0] == "cli"
+    assert LAYERS[layer_of("pipeline.cli.serve")][0] == "cli"
     assert LAYERS[layer_of("pipeline")][0] == "contract"
     assert layer_of("pipelines.x") is None
 

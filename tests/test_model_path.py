@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from pipeline.contract.errors import ConfigError
-from pipeline.stages.embed import SentenceEncoder
+from pipeline.encoders.models import SentenceEncoder
 
 
 def test_missing_model_folder_is_a_config_error_before_anything_loads(compose, tmp_path):

@@ -200,7 +200,7 @@ def test_hook_text_of_native_hits(compose, tmp_path):
     """``inject.format=oks`` on native: OKS's hook shows a native hit's own title and keeps
     native's order (its native path returns before the goal reorder): the goal ``aaa`` does not
     move page aaa first. Floor 0.7, top 3 (E = 0.96 passes)."""
-    from pipeline.stages.inject_oks import HEADER
+    from pipeline.inject.oks import HEADER
 
     root = _instance(tmp_path / "i", "native")
     (root / "profiles" / "goals" / "aaa.md").write_text("---\ntitle: A\ntype: goal\n---\n")

@@ -229,35 +229,35 @@ def test_key_index_equals_partitions_and_is_only_trusted_when_it_matches_them(se
     must hold exactly what the partitions hold, after a first build and after an edit. An index
     that disagrees with the partitions it indexes (emptied, a partition's bytes changed, or no
     manifest) is not read: the partitions are."""
-    from pipeline.run import precompute_write
+    from pipeline.recallcache import partitions
 
     data, cfg = setup
     precompute.precompute(cfg())
     root = _live(tmp_path)
     assert _sorted_keys(pl.read_ipc(root / precompute.KEY_INDEX)).equals(
-        _sorted_keys(precompute_write.scan_keys(root))
+        _sorted_keys(partitions.scan_keys(root))
     )
     make_data(data, changed="c2-04")
     res = precompute.precompute(cfg())
     assert (res["hits"], res["misses"]) == (4, 4)
     root = _live(tmp_path)
     index = pl.read_ipc(root / precompute.KEY_INDEX)
-    assert _sorted_keys(index).equals(_sorted_keys(precompute_write.scan_keys(root)))
-    assert index.height == 8 and precompute_write.index_is_valid(root)
+    assert _sorted_keys(index).equals(_sorted_keys(partitions.scan_keys(root)))
+    assert index.height == 8 and partitions.index_is_valid(root)
     # an index over other rows than the partitions' must be ignored
     index.head(0).write_ipc(root / precompute.KEY_INDEX)
-    assert not precompute_write.index_is_valid(root)
+    assert not partitions.index_is_valid(root)
     assert _sorted_keys(precompute.read_keys(root)).equals(_sorted_keys(index))
     index.write_ipc(root / precompute.KEY_INDEX)
-    assert precompute_write.index_is_valid(root)
+    assert partitions.index_is_valid(root)
     part = next(root.glob("scope=*/data.parquet"))
     frame = pl.read_parquet(part)
     frame.with_columns(scope_version=pl.lit("stale")).write_parquet(part)
-    assert not precompute_write.index_is_valid(root)
+    assert not partitions.index_is_valid(root)
     assert precompute.read_keys(root).filter(pl.col("scope_version") == "stale").height > 0
     frame.write_parquet(part)
     (root / "_manifest.json").unlink()
-    assert not precompute_write.index_is_valid(root)
+    assert not partitions.index_is_valid(root)
     again = precompute.precompute(cfg())
     assert (again["hits"], again["misses"]) == (8, 0)
 

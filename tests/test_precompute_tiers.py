@@ -11,9 +11,11 @@ import polars as pl
 import pytest
 
 from pipeline.contract.dataset import Dataset
-from pipeline.run import cachekeys, precompute
 
 # memory_score = importance/10 · exp(−λ·days) + 0.5·log1p(hits) + 0.5·pinned, × 1.2 when active,
+from pipeline.recallcache import recipe
+from pipeline.run import precompute
+
 # 0 when archived. type concept: λ = 0; status "stale" (not active): no × 1.2; no timestamps.
 WS1 = [  # (node, importance, type, status, archived) → score → tier
     ("ws1-a", 7.0, "concept", "stale", False),  # 0.7 → hot (boundary)
@@ -27,7 +29,7 @@ WS2 = [
     ("ws2-c", 5.0, None, None, False),  # 0.5 · e^0 × 1.2 (active by default) = 0.6 → warm
     ("ws2-d", 9.0, "concept", "stale", True),  # archived → 0 → evictable
 ]
-ID1, ID2 = cachekeys.scope_id(("ws1",)), cachekeys.scope_id(("ws2",))
+ID1, ID2 = recipe.scope_id(("ws1",)), recipe.scope_id(("ws2",))
 
 
 def _dataset(rows):

@@ -316,7 +316,7 @@ def test_bme_preset_constants_match_the_spec(compose):
     assert (cfg.dense.per_part, cfg.dense.min_score, cfg.dense.candidates) == (20, 0.0, 40)
     # DPP without LLM recall: recallTopK 20 out of 20·3 = 60 (settings-defaults.js recallTopK 20,
     # recallDppCandidateMultiplier 3); k = 20; BME's answer = the first maxRecallNodes 12
-    from pipeline.stages.inject import InjectParams
+    from pipeline.inject.formats import InjectParams
 
     cap = InjectParams(format="bme", max_nodes=cfg.inject.max_nodes).get("max_nodes")
     assert (cfg.select.method, cfg.select.target, cfg.select.pool_mult, cap) == ("dpp", 20, 3, 12)

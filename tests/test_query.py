@@ -61,7 +61,7 @@ def test_intent_split_is_bme_s_punctuation_and_chinese_connectives():
 
 
 def test_a_lone_segment_is_a_lexical_source_and_a_dense_part():
-    from pipeline.ops.lexcover import lexical
+    from pipeline.bme.lexcover import lexical
     from pipeline.stages.query import lexical_sources
 
     # buildLexicalQuerySources: uniqueStrings([currentText, ...segments]), case-insensitive

@@ -146,12 +146,12 @@ def test_worker_builds_corpus_work_once(ray_cluster, compose, tmp_path, monkeypa
     from collections import Counter
 
     from pipeline.contract.dataset import Dataset
-    from pipeline.stages import graph, vectors
+    from pipeline.stages import embed, graph
 
     cfg = compose(["embed=hashing", "report=false", "preset=best"])
     ds = common.call_target(cfg.data)
     calls = Counter()
-    for mod, name in ((vectors, "embed_nodes"), (graph, "build")):
+    for mod, name in ((embed, "embed_nodes"), (graph, "build")):
         fn = getattr(mod, name)
         monkeypatch.setattr(
             mod, name, lambda *a, _fn=fn, _n=name, **k: calls.update([_n]) or _fn(*a, **k)

@@ -128,7 +128,7 @@ def test_registered_name_with_a_key_it_does_not_take_is_a_config_error():
 
 def test_registered_names_call_the_pipeline_callables():
     from pipeline.adapters import sample
-    from pipeline.stages.embed import HashingEmbedder
+    from pipeline.encoders.models import HashingEmbedder
 
     assert registry.resolve("sample", "data") is sample.load
     enc = registry.call({"_target_": "hashing_embedder", "dim": 8}, "embed.encoder")

@@ -90,8 +90,8 @@ def test_precompute_of_a_store_without_vectors_equals_the_run(compose, tmp_path)
     """The keyword-only fallback applies on every path: a precomputed entry (precompute.recall_rows,
     the path of serve's misses too) holds the run's rows, and the namespace is the given recipe's
     (what ``recall lookup`` / serve compute without the dataset)."""
+    from pipeline.recallcache import keys
     from pipeline.run import precompute
-    from pipeline.serve import keys
     from test_precompute import _cached, _plain
 
     _store(tmp_path / "ws")

@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO, SHARED_DATA
 from pipeline.contract.errors import ConfigError, DataError
 from pipeline.core import common
+from pipeline.metrics.evaluate import first_occurrence
 from pipeline.report import (
     compare,
     compare_dir,
@@ -25,7 +26,6 @@ from pipeline.report import (
     write_run,
 )
 from pipeline.run import runner
-from pipeline.stages.evaluate import first_occurrence
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 METRICS = [
@@ -185,7 +185,7 @@ def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_pat
     import pytrec_eval
 
     from pipeline.cli.main import main
-    from pipeline.stages.evaluate import trec_key
+    from pipeline.metrics.evaluate import trec_key
 
     ds = common.call_target(
         json.loads((sample_runs["dense"] / "manifest.json").read_text())["config"]["data"]

@@ -99,7 +99,7 @@ def test_unknown_factor_and_empty_terms_are_config_errors():
 
 
 def test_bme_lexical_unit_coverage_hand_computed():
-    from pipeline.ops.lexcover import field_match, lexical, units
+    from pipeline.bme.lexcover import field_match, lexical, units
 
     assert units("Hello, World  a 中文记忆") == {
         "hello",

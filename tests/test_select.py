@@ -135,7 +135,7 @@ def test_group_by_doc_keeps_best_units_per_document_in_document_order():
 
 
 def test_injection_formats_hand_checked():
-    from pipeline.stages.inject import render
+    from pipeline.inject.formats import render
 
     nodes = pl.DataFrame(
         {
@@ -212,7 +212,7 @@ def test_probabilistic_recall_is_seeded_and_respects_visibility():
 
 
 def test_soul_boost_orders_only_the_injection_layer():
-    from pipeline.stages.inject import render, soul_boost
+    from pipeline.inject.formats import render, soul_boost
 
     assert (
         soul_boost("anti-pattern", "x"),

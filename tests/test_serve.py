@@ -12,8 +12,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from pipeline.core.common import call_target
+from pipeline.recallcache import keys
 from pipeline.run import precompute
-from pipeline.serve import RecallCache, Service, keys
+from pipeline.serve import RecallCache, Service
 from serve_support import config, reference, rows_of, same_bits
 
 

@@ -25,8 +25,9 @@ from starlette.testclient import TestClient
 
 from hooks_fakes import serving
 from pipeline.contract.errors import DataError, UserError
+from pipeline.recallcache import keys, layout
 from pipeline.run import precompute
-from pipeline.serve import Service, keys, layout
+from pipeline.serve import Service
 from pipeline.serve.app import build_app
 from pipeline.serve.guard import MAX_ERROR
 from pipeline.serve.mcp_app import _error, recall_tool

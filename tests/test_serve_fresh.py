@@ -11,9 +11,10 @@ import time
 import polars as pl
 import pytest
 
+from pipeline.recallcache import layout
+from pipeline.recallcache.reader import load_generation
 from pipeline.run import precompute
-from pipeline.serve import RecallCache, Service, layout
-from pipeline.serve.cache import load_generation
+from pipeline.serve import RecallCache, Service
 from serve_support import config, reference, rows_of, same_bits
 from test_precompute import make_data, precompute_argv
 

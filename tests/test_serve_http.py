@@ -13,11 +13,11 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
+from pipeline.cli.serve import empty_namespace_warning
 from pipeline.core.common import call_target
 from pipeline.run import precompute
 from pipeline.serve import Service
 from pipeline.serve.app import MAX_BODY, build_app
-from pipeline.serve.cli import empty_namespace_warning
 from serve_support import config
 
 TEXT = "Where in Vault do I generate the new password for the dbt service account on Trino?"
@@ -197,14 +197,14 @@ def test_serve_warns_when_its_namespace_was_never_precomputed():
 
 
 def test_lookup_refuses_an_entry_of_another_code_version(served, monkeypatch, capsys):
+    from pipeline.cli import serve
     from pipeline.core import version
-    from pipeline.serve import cli
 
     cfg, service, _client = served
-    assert cli.lookup(cfg, {"text": [TEXT]}) == 0
+    assert serve.lookup(cfg, {"text": [TEXT]}) == 0
     assert json.loads(capsys.readouterr().out)["rows"] == service.cache.get(TEXT)["rows"]
     monkeypatch.setattr(version, "code_version", lambda: "0.0.0+another")  # an upgrade, no rerun
-    assert cli.lookup(cfg, {"text": [TEXT]}) == 1
+    assert serve.lookup(cfg, {"text": [TEXT]}) == 1
     captured = capsys.readouterr()
     assert captured.out == "" and "another code version" in captured.err
 

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from pipeline.recallcache import layout
 from pipeline.run import precompute
-from pipeline.serve import Service, layout
+from pipeline.serve import Service
 from pipeline.serve.app import build_app
 from serve_support import QUERIES, config, notes_store
 

@@ -27,7 +27,7 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     the run did not write it; then the manifest's output list and the report are brought up to date.
     Returns the names of the files written."""
     from pipeline.stages import analyze
-    from pipeline.stages.vectors import embed_nodes
+    from pipeline.stages.embed import embed_nodes
 
     run_dir = Path(run_dir)
     if not (run_dir / "manifest.json").is_file():

@@ -113,7 +113,7 @@ logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # its AVX probing i
 
 def summary_table(metrics: dict | None, out_dir: str) -> str:
     """The metrics as a fixed-width table (overall, then one row per query group) and the run directory."""
-    from pipeline.stages.evaluate import judged_warning, metric_names
+    from pipeline.metrics.evaluate import judged_warning, metric_names
 
     lines = []
     if metrics:
@@ -245,8 +245,8 @@ def _dispatch(argv: list[str] | None) -> int:
         return _help(cmd)
     hydra_args = rest
     if cmd in ("serve", "lookup"):
-        from pipeline.serve.cli import main as serve_main
-        from pipeline.serve.cli import split_args
+        from pipeline.cli.serve import main as serve_main
+        from pipeline.cli.serve import split_args
 
         hydra_args = split_args(rest)[1]
     if cmd == "mcp":  # pipeline/cli/mcp_command.py

@@ -32,7 +32,7 @@ QUIET = [
 def _parts(args: list[str]) -> tuple[list[str], dict, list[str]]:
     """(the ``transport=`` values, ``text=``/``scope=`` taken verbatim, the other overrides with
     host/port renamed to serve.*)."""
-    from pipeline.serve.cli import split_args
+    from pipeline.cli.serve import split_args
 
     transports = [a.partition("=")[2] for a in args if a.startswith("transport=")]
     own, rest = split_args([a for a in args if not a.startswith("transport=")])
@@ -78,8 +78,8 @@ def stdout_to_stderr():
 def serve_mcp(cfg: DictConfig, transport: str) -> None:
     """Load the service and serve the ``recall`` tool on ``transport`` until the client leaves
     (stdio) or the process is stopped (http)."""
+    from pipeline.cli.serve import empty_namespace_warning
     from pipeline.serve.access import check_bind
-    from pipeline.serve.cli import empty_namespace_warning
     from pipeline.serve.mcp_app import PATH, build_server, http_app, run_stdio
     from pipeline.serve.service import Service
 

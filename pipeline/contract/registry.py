@@ -28,9 +28,9 @@ TARGETS: dict[str, tuple[str, str]] = {
     "sample": ("pipeline.adapters.sample", "load"),
     "workspace": ("pipeline.adapters.workspace", "load"),
     # text encoders (conf/embed/*.yaml: embed.encoder)
-    "hashing_embedder": ("pipeline.stages.embed", "HashingEmbedder"),
-    "sentence_encoder": ("pipeline.stages.embed", "SentenceEncoder"),
-    "token_hash_embedder": ("pipeline.stages.embed", "TokenHashEmbedder"),
+    "hashing_embedder": ("pipeline.encoders.models", "HashingEmbedder"),
+    "sentence_encoder": ("pipeline.encoders.models", "SentenceEncoder"),
+    "token_hash_embedder": ("pipeline.encoders.models", "TokenHashEmbedder"),
 }
 
 

@@ -132,7 +132,7 @@ class ChatQueries:
     ) -> None:
         from pipeline.adapters import bme as adapter
         from pipeline.contract.ingest import drop_empty
-        from pipeline.serve.keys import RESULT_FIELDS
+        from pipeline.recallcache.keys import RESULT_FIELDS
 
         ds = adapter.load(str(graph or chat), queries=str(chat), vectors="false")
         self.nodes, self.queries = drop_empty(ds)
@@ -144,19 +144,19 @@ class ChatQueries:
 
     def selected(self, qid: str, entry: dict) -> list[str] | None:
         """ST-BME's ``selectedNodeIds`` of the injection of ``entry`` (query ``qid``): the entry's
-        rows rendered again as ``inject.format=bme`` (``stages.inject``, owner-POV augmentation and
+        rows rendered again as ``inject.format=bme`` (``inject.formats``, owner-POV augmentation and
         scene reconstruction); None when that render is not the entry's injection (another
         recipe's ``inject`` settings), so the card never names nodes its text does not show."""
         import polars as pl
 
-        from pipeline.stages import inject
+        from pipeline.inject import formats
 
         rows = entry.get("rows") or []
         if not rows:
             return None
         recall = pl.DataFrame(rows).with_columns(query_id=pl.lit(qid))
         query = self.queries.filter(pl.col("query_id") == qid)
-        out = inject.render(
+        out = formats.render(
             recall,
             self.nodes,
             "bme",
@@ -215,12 +215,12 @@ def write_bme_cards(
 
 
 class TextIndex:
-    """Cache entries by normalised query text alone (``pipeline.serve.keys.normalise``; the first
+    """Cache entries by normalised query text alone (``pipeline.recallcache.keys.normalise``; the first
     entry of a text wins): a chat's user messages find the entries their own queries got, whatever
     other fields (context, now, viewer, scene) keyed those queries."""
 
     def __init__(self, entries: list[dict]) -> None:
-        from pipeline.serve.keys import normalise
+        from pipeline.recallcache.keys import normalise
 
         self._normalise, self._by = normalise, {}
         for e in entries:
@@ -264,7 +264,7 @@ def precompute_cards(cfg, namespace: str) -> tuple[str, int] | None:
     live generation, no computation: with ``data=bme``, each message's entry under the key its
     query was precomputed with (:class:`ChatQueries`, the recipe's ``inject`` settings for the
     selection), else by text alone (:class:`TextIndex`); None when ``bme_cards.out`` is unset."""
-    from pipeline.serve.cache import RecallCache
+    from pipeline.recallcache.reader import RecallCache
 
     check_cards(cfg)
     opts = cfg.get("bme_cards") or {}

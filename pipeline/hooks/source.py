@@ -31,7 +31,7 @@ class Recaller(Protocol):
 
 def normalize(text: str) -> str:
     """CRLF → LF, then strip (ST-BME's ``normalizeRecallInputText``; the cache's own key
-    normalisation, ``pipeline.serve.keys.normalise``, also turns a lone CR into LF)."""
+    normalisation, ``pipeline.recallcache.keys.normalise``, also turns a lone CR into LF)."""
     return str(text).replace("\r\n", "\n").strip()
 
 
@@ -93,7 +93,9 @@ class Source:
             raise ConfigError(f"{where}: unknown key(s) {unknown}; choose from {list(SETTINGS)}")
         cache = None
         if settings.get("cache_dir"):
-            from pipeline.serve import RecallCache  # the batch engine's reader, loaded only here
+            from pipeline.recallcache.reader import (
+                RecallCache,  # the batch engine's reader, loaded only here
+            )
 
             cache = RecallCache(settings["cache_dir"], namespace=settings.get("namespace"))
         recaller = None

@@ -3,7 +3,7 @@ against a baseline run, and a markdown table with significance (``*``) and best 
 
 A run's name is its folder name. Per-query values are read from each run's per_query.parquet when
 every run has one with the metrics asked for, the same data config and the same queries; otherwise
-they are computed as ``pipeline.stages.evaluate`` computes metrics.json (trec_eval; doc-level qrels
+they are computed as ``pipeline.metrics.evaluate`` computes metrics.json (trec_eval; doc-level qrels
 rank documents by their best unit). Either way a run's mean equals its metrics.json value.
 """
 
@@ -108,7 +108,7 @@ def compare_dir(sweep_dir: str | Path, **kwargs) -> CompareResult:
 
 def per_query_metrics(recall: pl.DataFrame, truth: Truth, metrics: list[str]) -> pl.DataFrame:
     """recall.parquet frame → (query_id, <metric>...) for every query with a relevant item."""
-    from pipeline.stages.evaluate import per_query
+    from pipeline.metrics.evaluate import per_query
 
     out = per_query(recall, truth.qrels, truth.level, list(metrics))
     if not out.height:
@@ -336,6 +336,6 @@ def _same_qrels(a: Truth, b: Truth) -> bool:
 
 
 def _default_metrics() -> tuple[str, ...]:
-    from pipeline.stages.evaluate import DEFAULT_METRICS
+    from pipeline.metrics.evaluate import DEFAULT_METRICS
 
     return DEFAULT_METRICS

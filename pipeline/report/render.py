@@ -17,10 +17,10 @@ import polars as pl
 from pipeline.contract import io
 from pipeline.contract.errors import DataError
 from pipeline.contract.rundir import upgrade_config
+from pipeline.metrics.evaluate import judged_warning, metric_names
 from pipeline.report import plots
 from pipeline.report.compare import CompareResult, cells, format_table, markdown_table
 from pipeline.report.per_query import wins_losses, worst_queries
-from pipeline.stages.evaluate import judged_warning, metric_names
 
 CSS = (
     "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"

@@ -22,7 +22,7 @@ import polars as pl
 
 from pipeline.contract import io
 from pipeline.contract.errors import ConfigError, DataError, require_one_of
-from pipeline.stages import evaluate
+from pipeline.metrics import evaluate
 
 LEVELS = ("node_id", "doc_id")
 SCORES = ("score", "rank")

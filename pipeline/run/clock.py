@@ -26,7 +26,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, open_dict
 
-from pipeline.serve import layout
+from pipeline.recallcache import layout
 
 START = "start"
 MANIFEST = "_manifest.json"

@@ -70,7 +70,7 @@ def shard_queries(queries: pl.DataFrame, n_shards: int) -> list[np.ndarray]:
         raise ConfigError(f"ray.shards={n_shards}; give a positive number of shards")
     if "doc_scope" not in queries.columns:
         return [b for b in np.array_split(np.arange(n, dtype=np.int64), min(n_shards, n)) if len(b)]
-    from pipeline.run.cachekeys import scope_of
+    from pipeline.recallcache.recipe import scope_of
 
     viewers = queries["viewer"].to_list() if "viewer" in queries.columns else [None] * n
     groups: dict = {}
@@ -109,7 +109,7 @@ class ShardWorker:
         from pipeline.contract.ingest import drop_empty
         from pipeline.core import backend
         from pipeline.core.common import corpus_step, memo_scope
-        from pipeline.stages.vectors import embed_nodes
+        from pipeline.stages.embed import embed_nodes
 
         os.chdir(cwd)  # relative paths in the config (cache_dir, data) mean the driver's
         self.cfg = OmegaConf.create(cfg)
@@ -290,7 +290,7 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
     }
     xb = None
     if cfg.analyze.enabled and "dense" in cfg.channels:  # the topic analysis runs on the driver
-        from pipeline.stages.vectors import embed_nodes
+        from pipeline.stages.embed import embed_nodes
 
         with log.stage("embed"):
             xb = embed_nodes(cfg, nodes, device)[2]

@@ -34,7 +34,7 @@ def export(
     """novelty / signals tables, recall.parquet and (``inject.format``) injection.parquet; the
     injection layer's collaborative boost reads ``log`` (``Dataset.use_log``), OKS's preview and
     ReMe's link expansion the store ``ds`` (its ``settings`` and ``tables``)."""
-    from pipeline.stages import inject
+    from pipeline.inject import formats
     from pipeline.stages.select import with_node_text
 
     if got.novelty is not None:
@@ -45,7 +45,7 @@ def export(
     if cfg.inject.format != "none":
         io.write_parquet(
             out_dir / "injection.parquet",
-            inject.render(
+            formats.render(
                 got.recall,
                 nodes,
                 cfg.inject.format,
@@ -63,7 +63,7 @@ def evaluate(
     cfg: DictConfig, out_dir: Path, ds, nodes: pl.DataFrame, queries: pl.DataFrame, recall
 ) -> dict:
     """metrics.json and per_query.parquet against the dataset's qrels (those of the run's queries)."""
-    from pipeline.stages import evaluate as ev
+    from pipeline.metrics import evaluate as ev
 
     qrels = (
         ds.qrels.filter(pl.col("query_id").is_in(queries["query_id"].implode()))

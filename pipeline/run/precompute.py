@@ -1,9 +1,9 @@
 """``recall precompute``: the nightly recall cache, recomputing only queries whose key changed.
 
 The cache of one dataset under one recipe is a namespace under ``<cache_dir>/recall/``
-(``pipeline.serve.keys.namespace``; ``namespace=`` overrides it), so one ``cache_dir`` holds any
+(``pipeline.recallcache.keys.namespace``; ``namespace=`` overrides it), so one ``cache_dir`` holds any
 number of datasets and recipes side by side. A run takes the namespace's lock, writes a new
-generation and switches the ``CURRENT`` pointer to it (``pipeline.serve.layout``): a reader
+generation and switches the ``CURRENT`` pointer to it (``pipeline.recallcache.layout``): a reader
 (``pipeline.serve.RecallCache``, ``recall serve``) sees the old build or the new one, never a mix.
 In a generation (hive-partitioned Parquet, e.g.
 ``pl.scan_parquet(f"{generation}/**/*.parquet", hive_partitioning=True)``)::
@@ -15,7 +15,7 @@ In a generation (hive-partitioned Parquet, e.g.
                                     counts (written last)
 
 The keys (``text_key``: a documented hash of the normalised text; the scope id; the recipe) are
-those of ``pipeline.serve.keys``, which any client can recompute. The next run trusts
+those of ``pipeline.recallcache.keys``, which any client can recompute. The next run trusts
 ``_keys.arrow`` only when the manifest is there and every partition it lists has the bytes and
 sha256 the manifest records (else it reads the keys back from the partitions): keys never say
 "new" over rows that are old. A partition whose entries did not change is a hard link to the
@@ -50,13 +50,14 @@ from pipeline.contract.errors import ConfigError
 from pipeline.contract.ingest import drop_empty
 from pipeline.core import backend
 from pipeline.core.common import StageLog, call_target
+from pipeline.inject import formats
 from pipeline.ops.scope import scope_groups
-from pipeline.run import cachekeys, clock, precompute_tiers, precompute_write, querypath
-from pipeline.run.precompute_write import ENTRY_COLUMNS, KEY_COLUMNS, KEY_INDEX, read_keys
-from pipeline.serve import keys as serve_keys
-from pipeline.serve import layout
+from pipeline.recallcache import keys as serve_keys
+from pipeline.recallcache import layout, partitions, recipe
+from pipeline.recallcache.partitions import ENTRY_COLUMNS, KEY_COLUMNS, KEY_INDEX, read_keys
+from pipeline.run import clock, precompute_tiers, querypath
+from pipeline.stages.embed import keyword_store
 from pipeline.stages.select import with_node_text
-from pipeline.stages.vectors import keyword_store
 
 __all__ = ["precompute", "served", "injections", "live", "KEY_COLUMNS", "ENTRY_COLUMNS"]
 __all__ += ["KEY_INDEX", "read_keys", "compute_missing", "recall_rows"]
@@ -134,6 +135,36 @@ def recall_rows(
     return with_node_text(got.recall, sub_nodes), log.seconds  # a run's recall.parquet columns
 
 
+def injection_blocks(
+    cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, old, hit, new
+) -> pl.DataFrame | None:
+    """(query_id, injection) of every query under ``inject.format``, rendered over every query's
+    rows (the hits' from the previous generation, the misses' new) as a run renders
+    injection.parquet; None when the format is ``none``."""
+    if cfg.inject.format == "none":
+        return None
+    prev = partitions.old_rows(old, set(hit["scope"].to_list()))
+    parts = (
+        [] if prev is None else [prev.filter(pl.col("query_id").is_in(hit["query_id"].implode()))]
+    )
+    parts += [new.drop("scope")] if new.height else []
+    rows = pl.concat(
+        [p.drop(KEY_COLUMNS + ENTRY_COLUMNS, strict=False) for p in parts], how="diagonal_relaxed"
+    )
+    rows = querypath.in_query_order([rows.filter(pl.col("rank").is_not_null())], queries, ["rank"])
+    blocks = formats.render(
+        rows,
+        nodes,
+        cfg.inject.format,
+        queries=queries,
+        include_archived=bool(cfg.include_archived),
+        edges=ds.edges,
+        log=ds.use_log(),
+        **{k: v for k, v in cfg.inject.items() if k != "format"},
+    )
+    return blocks.select("query_id", injection="text")
+
+
 def compute_missing(
     cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame, miss: pl.DataFrame
 ) -> tuple[pl.DataFrame, dict]:
@@ -159,9 +190,9 @@ def keys_log(cfg: DictConfig, ds: Dataset) -> pl.DataFrame | None:
 
 
 def entry_keys(cfg: DictConfig, ds: Dataset, nodes: pl.DataFrame, queries: pl.DataFrame):
-    """One row per query: query_id, scope, scope_version, recipe (``cachekeys.query_keys``), its
-    text and text key (``pipeline.serve.keys.query_key``)."""
-    keys = cachekeys.query_keys(cfg, nodes, queries, ds.edges, keys_log(cfg, ds))
+    """One row per query: query_id, scope, scope_version, recipe (``recipe.query_keys``), its
+    text and text key (``pipeline.recallcache.keys.query_key``)."""
+    keys = recipe.query_keys(cfg, nodes, queries, ds.edges, keys_log(cfg, ds))
     fields = [c for c in queries.columns if c in serve_keys.RESULT_FIELDS]
     rows = queries.select("text", *fields).to_dicts()
     text_keys = [serve_keys.query_key(r["text"], r) for r in rows]
@@ -188,7 +219,7 @@ def _build(cfg: DictConfig, ds: Dataset, namespace: str, ns_dir: Path) -> dict:
     nodes, queries = drop_empty(ds)
     keys = entry_keys(cfg, ds, nodes, queries)
     live_gen = layout.current(ns_dir)
-    old, cached = precompute_write.usable_keys(ns_dir / live_gen if live_gen else None)
+    old, cached = partitions.usable_keys(ns_dir / live_gen if live_gen else None)
     hit = keys.join(cached, on=["query_id", "scope", *KEY_COLUMNS], how="semi")
     miss = keys.join(hit, on="query_id", how="anti")
     t_keys = time.perf_counter() - t0
@@ -198,9 +229,9 @@ def _build(cfg: DictConfig, ds: Dataset, namespace: str, ns_dir: Path) -> dict:
         new = new.join(keys.select("query_id", "scope"), on="query_id", how="left")
     t_run = time.perf_counter() - t0 - t_keys
     tmp, name = layout.begin(ns_dir)
-    inj = precompute_write.injection_blocks(cfg, ds, nodes, queries, old, hit, new)
-    changed = precompute_write.write_partitions(tmp, old, keys, hit, new, cached, inj)
-    precompute_write.write_key_index(tmp, keys)
+    inj = injection_blocks(cfg, ds, nodes, queries, old, hit, new)
+    changed = partitions.write_partitions(tmp, old, keys, hit, new, cached, inj)
+    partitions.write_key_index(tmp, keys)
     summary = _summary(cfg, ds, nodes, queries, keys, changed, hit, miss, namespace)
     summary |= {"namespace": namespace, "generation": name, "root": str(ns_dir / name)}
     summary["timings_s"] = {
@@ -229,13 +260,13 @@ def _summary(cfg, ds, nodes, queries, keys, changed: dict, hit, miss, namespace:
         if "doc_scope" in queries.columns
         else [None] * queries.height
     )
-    for scope in dict.fromkeys(cachekeys.scope_of(s) for s in scopes):
-        parts[cachekeys.scope_id(scope)]["doc_scope"] = scope
+    for scope in dict.fromkeys(recipe.scope_of(s) for s in scopes):
+        parts[recipe.scope_id(scope)]["doc_scope"] = scope
     tiers = precompute_tiers.manifest_entries(  # before the recall manifest, written last
         cfg,
         nodes,
         ds.edges,
-        [cachekeys.scope_of(s) for s in scopes],
+        [recipe.scope_of(s) for s in scopes],
         querypath.config_now(cfg) or clock.default_time(cfg),
         namespace,
     )

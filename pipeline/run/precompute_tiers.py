@@ -3,7 +3,7 @@
 ``signals.enabled`` (``preset=oks_team``, or ``signals=default``).
 
 Layout under ``<cache_dir>/tiers/<namespace>/`` (beside ``recall/``, so ``recall/**/*.parquet``
-scans never see it; the namespace is the recall cache's, ``pipeline.serve.keys.namespace``, so
+scans never see it; the namespace is the recall cache's, ``pipeline.recallcache.keys.namespace``, so
 datasets side by side keep their own tiers; hive-partitioned,
 ``pl.scan_parquet(f"{cache_dir}/tiers/{namespace}/**/*.parquet", hive_partitioning=True)``)::
 
@@ -18,7 +18,7 @@ another scope's node): run the nightly job with ``now=<tonight>`` to get tiers a
 With ``signals.path`` (a ``recall feedback`` table) its access columns are overlaid first, as in
 a run.
 A scope's partition is recomputed only when its key changes: the hash of its nodes' rows and the
-edges touching them (``cachekeys.scope_versions``), ``now=``, the signals and code versions. So one
+edges touching them (``recipe.scope_versions``), ``now=``, the signals and code versions. So one
 scope's nodes never change another scope's rows, and after an edit only the edited scope's file is
 rewritten; the others keep their bytes.
 """
@@ -39,7 +39,7 @@ from omegaconf import DictConfig
 from pipeline.contract import io
 from pipeline.core import version
 from pipeline.ops.scope import latest_stamp, scope_rows
-from pipeline.run import cachekeys
+from pipeline.recallcache import recipe
 from pipeline.stages import signals
 
 TIER_NAMES = ("hot", "warm", "cold", "evictable")
@@ -118,13 +118,13 @@ def write_tiers(
     root.mkdir(parents=True, exist_ok=True)
     old = _old_manifest(root)
     distinct = list(dict.fromkeys(scopes))
-    versions = cachekeys.scope_versions(nodes, edges, distinct, cfg)
+    versions = recipe.scope_versions(nodes, edges, distinct, cfg)
     rows = scope_rows(nodes, [s for s in distinct if s is not None])
     feedback = feedback_tables(signals.SignalsParams.from_cfg(cfg.signals, "signals"))
     (root / "_manifest.json").unlink(missing_ok=True)
     out, rewritten = {}, []
     for s in distinct:
-        sid, key = cachekeys.scope_id(s), _key(versions[s], now)
+        sid, key = recipe.scope_id(s), _key(versions[s], now)
         path = root / f"scope={sid}" / "data.parquet"
         if old.get(sid, {}).get("key") == key and path.is_file():
             out[sid] = old[sid]

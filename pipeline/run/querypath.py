@@ -36,7 +36,7 @@ from pipeline.stages import (
     select,
     signals,
 )
-from pipeline.stages.vectors import embed_run
+from pipeline.stages.embed import embed_run
 
 # the stages of a query group, in order (docs/architecture.md); each is a pipeline.core.stage.Stage
 STAGES = [

@@ -1,6 +1,6 @@
 """Serving the recall cache: ``RecallCache`` (in-process lookups), ``Service`` (the stores, indexes
 and model loaded once; misses computed by the batch's query path), ``pipeline.serve.app.build_app``
-(the HTTP routes of ``recall serve``) and ``pipeline.serve.keys`` (the documented keys)."""
+(the HTTP routes of ``recall serve``) and ``pipeline.recallcache.keys`` (the documented keys)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ __all__ = ["RecallCache", "Service"]
 
 def __getattr__(name: str):
     """``RecallCache`` and ``Service``, imported on first use (``pipeline.run.precompute`` imports
-    ``pipeline.serve.keys`` without the service)."""
+    ``pipeline.recallcache.keys`` without the service)."""
     if name == "RecallCache":
-        from pipeline.serve.cache import RecallCache
+        from pipeline.recallcache.reader import RecallCache
 
         return RecallCache
     if name == "Service":

@@ -12,17 +12,17 @@ FORMATS = ("rows", "reme", "oks", "bme")
 def blocks(
     cfg: DictConfig, ds, nodes: pl.DataFrame, rows: pl.DataFrame, queries: pl.DataFrame, fmt: str
 ) -> dict[str, str]:
-    """{query_id: injection text} of ``rows`` in ``fmt`` (``stages.inject.render``, as a run
+    """{query_id: injection text} of ``rows`` in ``fmt`` (``inject.formats.render``, as a run
     writes injection.parquet; the recipe's ``inject`` settings when ``fmt`` is its format, the
     format's defaults otherwise); {} for ``none``."""
-    from pipeline.stages import inject
+    from pipeline.inject import formats
 
     if fmt == "none" or not rows.height:
         return {}
     opts = (
         {k: v for k, v in cfg.inject.items() if k != "format"} if fmt == cfg.inject.format else {}
     )
-    out = inject.render(
+    out = formats.render(
         rows,
         nodes,
         fmt,

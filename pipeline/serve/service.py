@@ -42,10 +42,11 @@ from pipeline.contract.errors import ConfigError, DataError, UserError, require_
 from pipeline.contract.ingest import drop_empty
 from pipeline.core.common import call_target
 from pipeline.ops.scope import scope_rows, visible
-from pipeline.run import cachekeys, clock, precompute
-from pipeline.serve import keys, render
+from pipeline.recallcache import keys, recipe
+from pipeline.recallcache.reader import RecallCache
+from pipeline.run import clock, precompute
+from pipeline.serve import render
 from pipeline.serve.batcher import MicroBatcher
-from pipeline.serve.cache import RecallCache
 from pipeline.serve.fresh import DataWatch, data_paths, input_files
 from pipeline.serve.guard import without_paths
 
@@ -183,7 +184,7 @@ class Service:
         )
         self.clock_generation = self.cache.generation
         self.cfg = clock.resolve(cfg, clock.served_time(cfg.cache_dir, self.namespace))
-        self.recipe = cachekeys.recipe_hash(self.cfg)
+        self.recipe = recipe.recipe_hash(self.cfg)
         window = float(opts.get("batch_window_ms", 5)) / 1000
         self.batcher = MicroBatcher(self._compute, window, int(opts.get("max_batch", 64)))
         self.counts = {"hit": 0, "miss": 0, "reloads": 0}
@@ -249,7 +250,7 @@ class Service:
         at = clock.served_time(self.cfg.cache_dir, self.namespace, gen)
         if at and at != self.cfg.default_now:
             self.cfg = clock.resolve(self.given, at)
-            self.recipe = cachekeys.recipe_hash(self.cfg)
+            self.recipe = recipe.recipe_hash(self.cfg)
             self.state.computed.clear()  # computed at the previous reference time
 
     def version(self, state: Loaded, scope: tuple | None, viewer: str | None = None) -> str:
@@ -270,7 +271,7 @@ class Service:
         if got is None:
             q = _queries([("-", scope)])
             log = precompute.keys_log(self.cfg, state.ds)
-            got = cachekeys.query_keys(self.cfg, state.nodes, q, state.ds.edges, log)
+            got = recipe.query_keys(self.cfg, state.nodes, q, state.ds.edges, log)
             got = _bounded(state.versions, sid, got["scope_version"][0])
         return got
 

@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
+from pipeline.bme.eligible import eligible
 from pipeline.core.stage import Params, Stage
 from pipeline.ops import cooccur
-from pipeline.ops.eligible import eligible
 from pipeline.ops.scope import scope_groups
 
 log = logging.getLogger(__name__)

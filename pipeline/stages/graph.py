@@ -286,8 +286,8 @@ def run_stage(ctx, p: GraphParams) -> object:
     """The group's weighted edges (explicit among its nodes, temporal, mentions, kNN) and, when
     diffusion runs, its entity hubs; both memoised per node table."""
     from pipeline.core.common import corpus_step
+    from pipeline.encoders.models import embed_cached
     from pipeline.stages import hubs
-    from pipeline.stages.embed import embed_cached
 
     state, cfg = ctx.run, ctx.cfg
     explicit = (

@@ -195,10 +195,10 @@ FACTOR_COLS = ("bme_scope", "bme_story_time", "bme_knowledge", "bme_owner_covera
 
 
 def knowledge_columns(cand: pl.DataFrame, x: pl.DataFrame, prio: pl.Series | None) -> dict:
-    """BME's knowledge gate (``pipeline.ops.knowledge``) per candidate: ``_visible`` (rows to keep),
+    """BME's knowledge gate (``pipeline.bme.knowledge``) per candidate: ``_visible`` (rows to keep),
     the factors ``bme_knowledge`` and ``bme_owner_coverage``, and ``bme_lexical`` (the gate's
     lexical input, reused by the score term)."""
-    from pipeline.ops import knowledge, lexcover
+    from pipeline.bme import knowledge, lexcover
     from pipeline.stages.query import lexical_sources
 
     has_text = {"query_text", "title", "description", "text", "status"} <= set(cand.columns)

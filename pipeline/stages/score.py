@@ -93,12 +93,12 @@ def _lexical_max(df: pl.DataFrame) -> pl.Expr:  # lexical / per-query max, in [0
     needs=("title", "description", "text", "status", "lex_names", "lex_fields", QUERY_TEXT),
 )
 def _bme_lexical(df: pl.DataFrame) -> pl.Series:
-    """BME's unit-coverage lexical score (``pipeline.ops.lexcover``): sources = query text + segments.
+    """BME's unit-coverage lexical score (``pipeline.bme.lexcover``): sources = query text + segments.
     A node's ``lex_names`` / ``lex_fields`` (BME's own field lists, ``data=bme``) are its name and
     summary fields where present; else ``title`` and ``description``/``text``/``status``."""
     if "bme_lexical" in df.columns:  # already computed by the scope policy's knowledge gate
         return df["bme_lexical"]
-    from pipeline.ops.lexcover import column
+    from pipeline.bme.lexcover import column
     from pipeline.stages.query import lexical_sources
 
     return column(df, lexical_sources)

@@ -23,7 +23,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from pipeline.adapters import beir, locomo, sample
-from pipeline.stages.embed import SentenceEncoder
+from pipeline.encoders.models import SentenceEncoder
 
 
 def _sets(short: int, long: int, small: int) -> dict[str, list[str]]:

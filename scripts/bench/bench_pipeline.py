@@ -9,7 +9,7 @@ calls (``runner.run``), with the preset's whole config: every stage of ``querypa
 the preset enables (channels, fusion, graph with the temporal chain and the entity hub layer,
 diffusion with the query-entity hub seeds, score terms and factors, selection), query groups and
 packs as the runner makes them. One step is swapped: the run-wide embed stage
-(``stages.vectors.embed_run``) takes the generator's embeddings instead of running the encoder, so
+(``stages.embed.embed_run``) takes the generator's embeddings instead of running the encoder, so
 query encoding is excluded; it places them (node vectors in the ingested order, one per query
 part) by one gather, as a run reads them from its embedding cache, and its seconds are the table's
 ``embed (vectors given)`` row (inside end-to-end). Ingest (adapters, schema checks) and writing the outputs are not timed.
@@ -21,7 +21,7 @@ a few fewer): 4 by default (100k nodes: 399,993 edges), 5 for issue 29's 1M node
 ``--dup-share S`` makes that share of the notes exact copies of others (``make(dup_share=S)``:
 the same text and vector under another id), so exact cosine ties cross the candidate cut.
 ``--vectors encoder`` replaces the generator's vectors with the config's encoder's over the texts
-the embed stage would encode (``stages.vectors.embed_texts``; the queries' texts), computed before
+the embed stage would encode (``stages.embed.embed_texts``; the queries' texts), computed before
 the timing: with ``embed=hashing`` these are ``recall run ... embed=hashing``'s vectors, whose
 sparse word-hash features tie many cosines exactly.
 ``--warm N`` first runs the query path untimed on the last N queries, then removes every cache
@@ -145,7 +145,7 @@ def encoded(cfg, ds) -> tuple[np.ndarray, np.ndarray]:
     """(node vectors, query vectors) of ``cfg.embed.encoder`` over the texts the embed stage
     encodes (nodes: ``embed_texts``; queries: their text), in the generator's row order."""
     from pipeline.core.common import call_target
-    from pipeline.stages.vectors import embed_texts
+    from pipeline.stages.embed import embed_texts
 
     enc = call_target(cfg.embed.encoder)
     xb = enc.encode(embed_texts(ds.nodes, cfg.embed.include_title))

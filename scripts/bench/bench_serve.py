@@ -34,8 +34,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from pipeline.core.common import call_target
+from pipeline.recallcache import keys
 from pipeline.run import precompute, runner
-from pipeline.serve import RecallCache, Service, keys
+from pipeline.serve import RecallCache, Service
 
 ROOT = Path(__file__).resolve().parents[2]
 

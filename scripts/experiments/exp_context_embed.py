@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.stages import vectors
+from pipeline.stages import embed
 
 MODE = sys.argv.pop(1)
 if MODE not in ("prev", "prevnext"):
     sys.exit("usage: exp_context_embed.py prev|prevnext <recall arguments>")
-_own = vectors.embed_texts
+_own = embed.embed_texts
 
 
 def with_neighbours(nodes, include_title: bool) -> list[str]:
@@ -38,7 +38,7 @@ def with_neighbours(nodes, include_title: bool) -> list[str]:
     return out
 
 
-vectors.embed_texts = with_neighbours
+embed.embed_texts = with_neighbours
 
 if __name__ == "__main__":
     from pipeline.cli.main import main

@@ -23,7 +23,7 @@ import Stemmer
 
 from exp_evidence_overlap import stop_words
 from pipeline.adapters import locomo
-from pipeline.stages.embed import SentenceEncoder
+from pipeline.encoders.models import SentenceEncoder
 
 SETTINGS = ((5, 0.5), (10, 0.45), (20, 0.4))  # (K nearest words, cosine threshold)
 

@@ -18,14 +18,14 @@ import sys
 
 import numpy as np
 
-from pipeline.stages import vectors
-from pipeline.stages.embed import embed_cached
+from pipeline.encoders.models import embed_cached
+from pipeline.stages import embed
 
 MODE = sys.argv.pop(1)
 if MODE not in ("mean", "firstmean"):
     sys.exit("usage: exp_window_embed.py mean|firstmean <recall arguments>")
 WIDTH, STRIDE = 254, 192
-_own = vectors.embed_texts
+_own = embed.embed_texts
 
 
 def windows(tokenizer, texts: list[str]) -> tuple[list[str], np.ndarray]:
@@ -46,11 +46,11 @@ def windows(tokenizer, texts: list[str]) -> tuple[list[str], np.ndarray]:
 
 
 def pooled(cfg, nodes, device):
-    """``vectors.embed_nodes`` with every node's vector pooled from its windows."""
+    """``embed.embed_nodes`` with every node's vector pooled from its windows."""
     from pathlib import Path
 
     from pipeline.core.common import call_target
-    from pipeline.stages.embed import EmbeddingCache
+    from pipeline.encoders.models import EmbeddingCache
 
     encoder = call_target(cfg.embed.encoder)
     cache = EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim)
@@ -68,7 +68,7 @@ def pooled(cfg, nodes, device):
     return encoder, cache, vec.astype(np.float32), n
 
 
-vectors.embed_nodes = pooled
+embed.embed_nodes = pooled
 
 if __name__ == "__main__":
     from pipeline.cli.main import main

@@ -14,7 +14,7 @@ import argparse
 import numpy as np
 import torch
 
-from pipeline.stages.embed import LENGTH_STEP, SentenceEncoder, forward_pass, tokenize
+from pipeline.encoders.models import LENGTH_STEP, SentenceEncoder, forward_pass, tokenize
 
 WORDS = "the cat sat on a mat and we had tea in my house by an old red door at noon".split()
 

@@ -20,8 +20,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.contract.schema import KNOWLEDGE_TYPE
+from pipeline.inject import bme_scene
 from pipeline.ops.scope import scope_groups
-from pipeline.stages import inject_scene
 from pipeline.stages.scope_policy import NODE_COLS, QUERY_COLS, SCOPE_BUCKETS, gather, scope_bucket
 
 ALWAYS_INJECT = ("event", "rule", "thread", "synopsis")
@@ -130,7 +130,7 @@ def text(rows: list[dict]) -> tuple[str, list[str]]:
 def gate_objective(x: pl.DataFrame) -> pl.Series:
     """False for the objective nodes the query's knowledge owners cannot see
     (``buildScopedInjectionBuckets``: the gate with no vector, graph or lexical evidence)."""
-    from pipeline.ops import knowledge
+    from pipeline.bme import knowledge
 
     prio = x.select(scope_bucket()).to_series().cast(pl.Int64).to_numpy()
     pov = x["scope_layer"].fill_null("").str.to_lowercase() == "pov"
@@ -156,7 +156,7 @@ def _recalled(recall, nodes, queries, edges, max_nodes: int, include_archived: b
     ``selectedNodeIds`` with ``scene``, else ranks 1 … ``max_nodes``."""
     if not scene or queries is None:
         return recall.filter(pl.col("rank") <= max_nodes).select("query_id", "node_id", "rank")
-    picks = inject_scene.selected(recall, nodes, queries, edges, max_nodes, include_archived)
+    picks = bme_scene.selected(recall, nodes, queries, edges, max_nodes, include_archived)
     return pl.DataFrame(
         [(q, n, r + 1) for q, ns in picks.items() for r, n in enumerate(ns)],
         schema={"query_id": pl.String, "node_id": pl.String, "rank": pl.Int32},

@@ -1,5 +1,5 @@
-"""Writing one generation of the recall cache (``pipeline.run.precompute``): the key index and its
-check against the partitions, the injection blocks, the partitions themselves (a hard link to the
+"""Writing and checking one generation of the recall cache (``pipeline.run.precompute`` writes it): the key index and its
+check against the partitions, the partitions themselves (a hard link to the
 previous generation's file where nothing changed)."""
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ from io import BytesIO
 from pathlib import Path
 
 import polars as pl
-from omegaconf import DictConfig
 
 from pipeline.contract import io
 from pipeline.core.progress import progress
-from pipeline.run import querypath
-from pipeline.serve import layout
+from pipeline.recallcache import layout
 
 KEY_COLUMNS = ["text_key", "scope_version", "recipe"]
 ENTRY_COLUMNS = ["query_text", "injection"]
@@ -134,42 +132,11 @@ def write_key_index(gen: Path, keys: pl.DataFrame) -> None:
     io.atomic_write_bytes(gen / KEY_INDEX, buf.getvalue())
 
 
-def _old_rows(old: Path | None, scopes) -> pl.DataFrame | None:
+def old_rows(old: Path | None, scopes) -> pl.DataFrame | None:
+    """The rows of ``scopes``' partitions in generation ``old`` (None when it has none of them)."""
     paths = [partition_path(old, s) for s in sorted(scopes)] if old is not None else []
     frames = [pl.read_parquet(p) for p in paths if p.is_file()]
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
-
-
-def injection_blocks(
-    cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, old, hit, new
-) -> pl.DataFrame | None:
-    """(query_id, injection) of every query under ``inject.format``, rendered over every query's
-    rows (the hits' from the previous generation, the misses' new) as a run renders
-    injection.parquet; None when the format is ``none``."""
-    from pipeline.stages import inject
-
-    if cfg.inject.format == "none":
-        return None
-    prev = _old_rows(old, set(hit["scope"].to_list()))
-    parts = (
-        [] if prev is None else [prev.filter(pl.col("query_id").is_in(hit["query_id"].implode()))]
-    )
-    parts += [new.drop("scope")] if new.height else []
-    rows = pl.concat(
-        [p.drop(KEY_COLUMNS + ENTRY_COLUMNS, strict=False) for p in parts], how="diagonal_relaxed"
-    )
-    rows = querypath.in_query_order([rows.filter(pl.col("rank").is_not_null())], queries, ["rank"])
-    blocks = inject.render(
-        rows,
-        nodes,
-        cfg.inject.format,
-        queries=queries,
-        include_archived=bool(cfg.include_archived),
-        edges=ds.edges,
-        log=ds.use_log(),
-        **{k: v for k, v in cfg.inject.items() if k != "format"},
-    )
-    return blocks.select("query_id", injection="text")
 
 
 def _changed_scopes(hit: pl.DataFrame, cached: pl.DataFrame, scopes: set) -> set:
@@ -186,7 +153,7 @@ def _injection_changed(old: Path | None, hit: pl.DataFrame, inj: pl.DataFrame | 
     """Scopes of hit queries whose stored injection block differs from the new one."""
     if old is None or not hit.height:
         return set()
-    prev = _old_rows(old, set(hit["scope"].to_list()))
+    prev = old_rows(old, set(hit["scope"].to_list()))
     if prev is None:
         return set()
     stored = prev.unique("query_id", keep="first").select("query_id", "injection")

@@ -96,7 +96,7 @@ def order(
     rows: pl.DataFrame, queries: pl.DataFrame | None, p, log: pl.DataFrame | None = None
 ) -> pl.DataFrame:
     """Each query's hit pages (module docstring), reordered, then the floor; with the team
-    design's settings (``pipeline.stages.inject_team``) the order key is × the collaborative
+    design's settings (``pipeline.inject.team``) the order key is × the collaborative
     boost (from ``log``) and the floored pages are put in MMR order."""
     top = p.get("max_nodes") or 3
     limit = max(3 * top, 10)
@@ -130,7 +130,7 @@ def order(
         keys.append("soul")
     base = "soul" if p.soul_boost else "score"
     if (p.beta_item or p.beta_user) and log is not None and queries is not None:
-        from pipeline.stages.inject_team import cf_boosts
+        from pipeline.inject.team import cf_boosts
 
         ib, ub = cf_boosts(log, rows, queries)
         rows = rows.with_columns(itemcf=pl.Series(ib), usercf=pl.Series(ub)).with_columns(
@@ -144,7 +144,7 @@ def order(
     floor = p.get("floor")
     rows = rows if floor is None else rows.filter(pl.col("score").round(3) >= floor)
     if p.mmr_lambda is not None:
-        from pipeline.stages.inject_team import mmr_rows
+        from pipeline.inject.team import mmr_rows
 
         rows = mmr_rows(rows, base, float(p.mmr_lambda))
     return rows

@@ -1,7 +1,7 @@
 """``RecallCache``: in-process lookups in the recall cache that ``recall precompute`` writes.
 
 One generation at a time is held in memory as a dict {(scope id, text key): entry}; a lookup is a
-dict access. The ``CURRENT`` pointer (``pipeline.serve.layout``) is re-read at most every
+dict access. The ``CURRENT`` pointer (``pipeline.recallcache.layout``) is re-read at most every
 ``check_interval`` seconds; when it names another generation, that generation is loaded whole and
 swapped in as one reference, so a reader never mixes two builds.
 
@@ -27,8 +27,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.contract.errors import ConfigError
-from pipeline.run import precompute_write
-from pipeline.serve import keys, layout
+from pipeline.recallcache import keys, layout, partitions
 
 ENTRY_FIELDS = ("query_id", "query_text", "text_key", "scope_version", "recipe", "injection")
 RETRIES = 5
@@ -61,10 +60,10 @@ def load_generation(gen_dir: Path, namespace: str) -> dict:
     with a warning: its entries are misses, computed as a run would, until the next precompute
     rewrites it. A FileNotFoundError when the folder is gone (pruned by a newer build, or a
     ``CURRENT`` naming a generation that is not there)."""
-    parts = precompute_write.listed_partitions(gen_dir)
+    parts = partitions.listed_partitions(gen_dir)
     if parts is None and not gen_dir.is_dir():
         raise FileNotFoundError(gen_dir)
-    bad = set(precompute_write.not_as_listed(gen_dir, parts)) if parts is not None else set()
+    bad = set(partitions.not_as_listed(gen_dir, parts)) if parts is not None else set()
     index: dict = {}
     for path in sorted(gen_dir.glob("scope=*/data.parquet")):
         why = "not the file its manifest records" if path.parent.name[6:] in bad else None

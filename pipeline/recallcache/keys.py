@@ -25,9 +25,9 @@ was built against is stored with it (``recall serve`` treats a different version
 - **scope id** (:func:`scope_id`): ``all`` for a query without ``doc_scope``; else the first 12 hex
   digits of ``sha256(json.dumps(sorted(set(doc_scope))).encode())`` (``json.dumps`` defaults:
   ``", "`` between items, ASCII escapes), e.g. doc_scope ``["c1"]`` → ``sha256(b'["c1"]')[:12]``.
-- **recipe**: ``pipeline.run.cachekeys.recipe_hash`` of the resolved config (16 hex digits); one
+- **recipe**: ``pipeline.recallcache.recipe.recipe_hash`` of the resolved config (16 hex digits); one
   namespace holds one recipe, so a client names the namespace, not the recipe.
-- **scope version**: ``pipeline.run.cachekeys`` (a hash of the scope's nodes, the edges touching them,
+- **scope version**: ``pipeline.recallcache.recipe`` (a hash of the scope's nodes, the edges touching them,
   and, for the collab channel, the team's log rows).
 
 A **namespace** (:func:`namespace`) is ``<dataset name>-<12 hex>``: the hex digits hash the dataset
@@ -49,7 +49,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.schema import SCENE_QUERY_COLUMNS
-from pipeline.run.cachekeys import recipe_hash, scope_id, scope_of
+from pipeline.recallcache.recipe import recipe_hash, scope_id, scope_of
 
 __all__ = ["normalise", "text_key", "query_key", "scope_id", "scope_of", "scope_tuple", "namespace"]
 

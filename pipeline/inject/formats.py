@@ -2,11 +2,11 @@
 ``injection.parquet``: query_id, format, text, node_ids). ``inject.format``:
 
 - ``bme``: the first 12 recalled nodes plus the always-injected core, in scope-bucket sections of
-  per-type markdown tables (``pipeline/stages/inject_bme.py``).
+  per-type markdown tables (``pipeline/inject/bme.py``).
 - ``reme``: per unit, ``========== doc:start-end [score=…] ==========`` (ReMe's scores), the
-  text and ReMe's link-expansion lines of its file (``pipeline/stages/inject_reme.py``); every
+  text and ReMe's link-expansion lines of its file (``pipeline/inject/reme.py``); every
   recalled unit (ReMe returns ``limit`` results: preset reme's ``k`` 5) unless ``max_nodes`` is set.
-- ``oks``: the auto-recall hook's knowledge section (``pipeline/stages/inject_oks.py``): recalled
+- ``oks``: the auto-recall hook's knowledge section (``pipeline/inject/oks.py``): recalled
   pages with relevance (score) ≥ 0.7, not injected in the same ``group`` during the last 10 turns
   (queries in ``now`` order), at most 3; one line each, ``- [type] title (slug) rel=x.xx`` plus a
   160-character preview. Before the floor: the goal reorder (pages whose slug — the file stem of
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from pipeline.contract.errors import require_one_of
-from pipeline.stages import inject_bme, inject_oks, inject_reme
-from pipeline.stages.inject_oks import soul_boost  # noqa: F401  (the Soul Boost, re-exported)
+from pipeline.inject import bme, oks, reme
+from pipeline.inject.oks import soul_boost  # noqa: F401  (the Soul Boost, re-exported)
 
 FORMATS = ("bme", "reme", "oks")
 DEFAULTS = {
@@ -63,7 +63,7 @@ class InjectParams:
     )
     goal_reorder: bool = True  # oks: nodes of the query's goal slugs first
     scene: bool = True  # bme: POV augmentation + scene reconstruction (BME's selectedNodeIds)
-    # OKS team design (pipeline/stages/inject_team.py), all off by default:
+    # OKS team design (pipeline/inject/team.py), all off by default:
     cooldown_by: str = "group"  # oks: read state per query `group` (session) or per `agent`
     beta_item: float = 0.0  # oks: ItemCF boost weight (agents that injected x also injected y)
     beta_user: float = 0.0  # oks: UserCF boost weight (agents whose injections resemble this one's)
@@ -80,7 +80,7 @@ class InjectParams:
 
 def _bme(recall, nodes, queries, p: InjectParams, include_archived: bool, edges, schema: dict):
     """``inject.format=bme``: the texts, the nodes shown and BME's ``selected`` (what it reinforces)."""
-    out = inject_bme.render(
+    out = bme.render(
         recall, nodes, queries, int(p.get("max_nodes")), p.core, include_archived, edges, p.scene
     )
     rows = [(q, p.format, t, ids, sel) for q, t, ids, sel in out]
@@ -118,9 +118,9 @@ def render(
     keep = [c for c in NODE_COLUMNS if c in nodes.columns]
     rows = recall.join(nodes.select(keep), on="node_id", how="left").sort("query_id", "rank")
     if fmt == "oks":
-        picked = inject_oks.pick(inject_oks.order(rows, queries, p, log), queries, p)
+        picked = oks.pick(oks.order(rows, queries, p, log), queries, p)
         per_page = int((store.settings if store else {}).get("inject_per_page_chars", 200))
-        fn = lambda rs: inject_oks.text(rs, per_page)  # noqa: E731
+        fn = lambda rs: oks.text(rs, per_page)  # noqa: E731
     else:
         cap = p.get("max_nodes")
         rows = rows.filter(pl.col("rank") <= cap) if cap else rows
@@ -128,6 +128,6 @@ def render(
             qid: list(g.iter_rows(named=True))
             for (qid,), g in rows.group_by("query_id", maintain_order=True)
         }
-        fn = inject_reme.renderer(store)
+        fn = reme.renderer(store)
     out = [(qid, fmt, fn(rs), [r["node_id"] for r in rs]) for qid, rs in picked.items() if rs]
     return pl.DataFrame(out, schema=schema, orient="row")

@@ -82,10 +82,10 @@ def serve(cfg: DictConfig) -> None:
 
 def lookup(cfg: DictConfig, own: dict) -> int:
     """Print the entry of ``text`` (in ``scope``) of the dataset's namespace as JSON; 1 if none."""
+    from pipeline.recallcache import keys
+    from pipeline.recallcache.reader import RecallCache
+    from pipeline.recallcache.recipe import recipe_hash
     from pipeline.run import clock
-    from pipeline.run.cachekeys import recipe_hash
-    from pipeline.serve import keys
-    from pipeline.serve.cache import RecallCache
 
     if not own.get("text"):
         raise ConfigError("recall lookup needs text=<query text>")

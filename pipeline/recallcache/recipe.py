@@ -1,6 +1,6 @@
 """Recall-cache keys: (query text key, version of the query's scope of the corpus, recipe hash).
 
-- **text key**: ``pipeline.serve.keys.query_key`` (a documented hash of the normalised text and the
+- **text key**: ``pipeline.recallcache.keys.query_key`` (a documented hash of the normalised text and the
   query fields that change its recall; any client can recompute it).
 - **scope**: a query's ``doc_scope`` (sorted, deduplicated) or the whole corpus; ``scope_id`` names
   the partition. Its **version** hashes everything the query's group reads (``pipeline.run.querypath``):
@@ -139,7 +139,7 @@ def query_keys(
     log: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """One row per query: query_id, scope (partition id), scope_version, recipe (the text key is
-    ``pipeline.serve.keys.query_key``, added by ``pipeline.run.precompute``).
+    ``pipeline.recallcache.keys.query_key``, added by ``pipeline.run.precompute``).
     With ``log`` (read by the collab channel), a query's scope version also covers its team's rows
     of the log, so a new log row misses exactly that team's queries."""
     scopes = [

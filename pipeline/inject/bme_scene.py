@@ -1,6 +1,6 @@
 """BME's ``selectedNodeIds`` for ``inject.format=bme`` (``inject.scene``): each query's first
 ``max_nodes`` recalled nodes, the active owners' POV nodes put in front and the scene rebuilt
-around them (``pipeline.ops.scene``), over the nodes and stored edges the query may see (sealed:
+around them (``pipeline.bme.scene``), over the nodes and stored edges the query may see (sealed:
 BME walks the whole graph). The recall layer is not changed: this is what BME injects and
 reinforces (``recall feedback --format bme`` reads it from ``injection.parquet``'s ``selected``).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from pipeline.ops import scene
+from pipeline.bme import scene
 from pipeline.ops.scope import scope_groups
 
 
