@@ -3,7 +3,7 @@
 ``nodes.parquet`` is required; ``edges.parquet``, ``queries.parquet`` and ``qrels.parquet`` are
 optional. Every table is validated (``pipeline.contract.schema.conform``); dangling and self-loop edges are
 dropped and counted in ``skipped``. An ``embedding`` column (list of floats) in nodes / queries is
-used as the vectors (``stages/vectors.py``), of the model ``vector_model`` names.
+used as the vectors (``stages/embed.py``), of the model ``vector_model`` names.
 """
 
 from __future__ import annotations

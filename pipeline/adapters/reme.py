@@ -4,7 +4,7 @@
   ``FileChunk`` (``node_id = "<path>#L<start>-L<end>"``, ``doc_id`` = the workspace-relative path,
   ``text``, ``start_line``/``end_line``, ``chunk_id``), ``updated_at`` = the file's ``st_mtime``,
   ``title``/``description`` = front matter ``name``/``description``, and the chunk's stored vector
-  as ``embedding`` (bring your own vectors: ``stages/vectors.py``). Edges are the file graph's links:
+  as ``embedding`` (bring your own vectors: ``stages/embed.py``). Edges are the file graph's links:
   from the source chunk holding the ``[[target#anchor]]`` text to the target chunks holding the
   anchor's lines (``#L9-L10,L12-L12``), or the target's first chunk.
 - **The markdown walk** when it does not (``index=auto``; ``index=notes`` forces it): the notes
@@ -290,7 +290,7 @@ def _note_units(
 
 def graph_tables(graph: dict[str, dict]) -> dict[str, pl.DataFrame]:
     """ReMe's file graph as two tables for ``inject.format=reme``'s link expansion
-    (``stages/inject_reme.py``): ``file_links`` (node_path, source_path, target_path,
+    (``inject/reme.py``): ``file_links`` (node_path, source_path, target_path,
     target_anchor, in each file's link order) and ``file_nodes`` (path, name, description)."""
     s = pl.String
     links = pl.DataFrame(

@@ -18,7 +18,7 @@ class Dataset:
     or ``doc_id`` (judgements on the document a unit belongs to). ``fingerprints`` maps each input
     file to its sha256; ``skipped`` counts input items dropped on purpose, by reason; ``notes``
     says how the input was read where that is not the contract as given (copied into the manifest);
-    ``notes["vector_model"]`` names the model of stored ``embedding`` columns (stages/vectors.py);
+    ``notes["vector_model"]`` names the model of stored ``embedding`` columns (stages/embed.py);
     ``freshness`` is per store signal file (status, computed_at, age_days), the manifest's
     ``signals_freshness.store``. ``tables``
     holds other tables a store keeps, by name (``data=oks``: ``goals``, ``recall_state``,

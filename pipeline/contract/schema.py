@@ -30,7 +30,7 @@ SCOPE_NODE_COLUMNS = {
     "story_time_end": pl.Int64,
     "story_tense": pl.String,
 }
-# ST-BME knowledge gate entries per node (one per knowledge owner with state; ops/knowledge.py)
+# ST-BME knowledge gate entries per node (one per knowledge owner with state; bme/knowledge.py)
 KNOWLEDGE_TYPE = pl.List(
     pl.Struct(
         {
@@ -44,7 +44,7 @@ KNOWLEDGE_TYPE = pl.List(
 )
 BME_NODE_COLUMNS = {  # (BME's stored vectors are the shared "embedding" column below)
     "knowledge": KNOWLEDGE_TYPE,
-    "lex_names": pl.List(pl.String),  # BME's name/title field values (ops/lexcover.column)
+    "lex_names": pl.List(pl.String),  # BME's name/title field values (bme/lexcover.column)
     "lex_fields": pl.List(pl.String),  # BME's summary/insight/state/traits/participants/status
     "scope_owner_key": pl.String,  # memory-scope.js getScopeOwnerKey
     "floor": pl.Int64,  # BME node.seq (chat floor; seq holds seqRange[1])
@@ -54,7 +54,7 @@ BME_NODE_COLUMNS = {  # (BME's stored vectors are the shared "embedding" column 
 }
 SCENE_QUERY_COLUMNS = {
     "active_owners": pl.List(pl.String),
-    "active_owner_keys": pl.List(pl.String),  # BME knowledge owners (ops/knowledge.py)
+    "active_owner_keys": pl.List(pl.String),  # BME knowledge owners (bme/knowledge.py)
     "active_user_owners": pl.List(pl.String),
     "active_region": pl.String,
     "adjacent_regions": pl.List(pl.String),
@@ -87,7 +87,7 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             **SCOPE_NODE_COLUMNS,  # BME scope / story time (stages/scope_policy.py)
             "lesson": pl.String,  # OKS review.lesson (Soul Boost × 1.2 in inject.format=oks)
             **BME_NODE_COLUMNS,  # data=bme (adapters/bme_nodes.py)
-            "embedding": pl.List(pl.Float32),  # a stored vector (stages/vectors.py: bring your own)
+            "embedding": pl.List(pl.Float32),  # a stored vector (stages/embed.py: bring your own)
             "layer": pl.String,  # ReMe: daily | digest | resource | session (adapters/reme.py)
             "chunk_id": pl.String,  # ReMe's FileChunk.id
             "store_order": pl.Int64,  # ReMe: the chunk's place in its chunk store (ties as ReMe)
@@ -119,7 +119,7 @@ TABLES: dict[str, dict[str, dict[str, pl.DataType]]] = {
             "query_rewrite": pl.String,
             **SCENE_QUERY_COLUMNS,  # BME scene state: who speaks, where, which story segment
             "goals": pl.List(pl.String),
-            "embedding": pl.List(pl.Float32),  # a stored query vector (stages/vectors.py)
+            "embedding": pl.List(pl.Float32),  # a stored query vector (stages/embed.py)
         },  # OKS goal slugs: their pages go first in inject.format=oks
     },
     "qrels": {

@@ -175,7 +175,7 @@ def render(
     scene: bool = False,
 ) -> list[tuple[str, str, list[str], list[str]]]:
     """(query_id, text, node_ids, selected) per query; with ``edges`` (``inject.scene``) the
-    recalled nodes are BME's scene-reconstructed ``selectedNodeIds`` (``inject_scene``), else
+    recalled nodes are BME's scene-reconstructed ``selectedNodeIds`` (``inject.bme_scene``), else
     ranks 1 … ``max_nodes``."""
     idx = nodes.select("node_id").with_row_index("node_idx").cast({"node_idx": pl.Int64})
     top = _recalled(recall, nodes, queries, edges, max_nodes, include_archived, scene)

@@ -134,7 +134,7 @@ def require_utf8(value: str, what: str) -> str:
 
 
 def scope_tuple(scope) -> tuple[str, ...] | None:
-    """A request's scope as ``cachekeys.scope_of`` has it: None (the whole corpus), a doc_scope
+    """A request's scope as ``recipe.scope_of`` has it: None (the whole corpus), a doc_scope
     string, or a list of them. A ConfigError for anything else, an empty or control character
     entry, an absolute path, a ``.``/``..`` segment or a lone surrogate."""
     if scope is None:

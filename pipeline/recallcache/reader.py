@@ -12,7 +12,7 @@ the query recalled nothing), ``injection`` (the block of the recipe's ``inject.f
 ``scope_version``, ``recipe``, ``namespace`` and ``generation``. Treat it as read-only.
 
 A namespace keeps its name across code upgrades; its entries are those of the last precompute,
-whose code version is in ``recipe`` (``cachekeys.recipe_hash``). ``Service`` and ``recall lookup``
+whose code version is in ``recipe`` (``recipe.recipe_hash``). ``Service`` and ``recall lookup``
 treat an entry of another recipe, or of another scope version than the store's, as absent;
 ``RecallCache`` alone reads what is there.
 """
