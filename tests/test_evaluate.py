@@ -176,7 +176,7 @@ def test_judged_items_not_in_corpus_are_counted_and_stay_relevant():
         "warning: judged items not in the corpus: 2, in 2 of 3 queries (66.7%); they "
         "count as relevant (trec_eval's convention), so recall on those queries stays below 1"
     ]
-    from pipeline.cli.main import summary_table
+    from pipeline.cli.run import summary_table
 
     table = summary_table(m, "runs/x").splitlines()
     assert table[-2] == judged_warning(m)[0] and table[-1] == "run directory: runs/x"

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.cli.main import parser
 from pipeline.contract import io, rundir
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.ingest import nodes_and_queries
@@ -20,6 +21,14 @@ from pipeline.run import querypath
 from pipeline.run.outputs import write_frames
 
 log = logging.getLogger(__name__)
+
+
+def main(args: list[str]) -> int:
+    """0, after ``recall analyze <run dir>`` wrote the analyses and printed their file names."""
+    ap = parser("analyze")
+    ap.add_argument("run_dir")
+    print("wrote " + ", ".join(analyze_run(ap.parse_args(args).run_dir)))
+    return 0
 
 
 def analyze_run(run_dir: str | Path) -> list[str]:

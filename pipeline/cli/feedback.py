@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from pipeline.cli.main import parser
 from pipeline.run import feedback
 
 # --format → the module whose ``write_back(run_dir, cfg, rows, now, out) -> Path`` writes what that
@@ -30,8 +31,9 @@ def write_back(
     return module.write_back(Path(run_dir), cfg, rows, now, out, **extra)
 
 
-def main(ap, args: list[str]) -> int:
-    """``recall feedback`` (argparse; called by ``pipeline.cli.main``)."""
+def main(args: list[str]) -> int:
+    """0, after ``recall feedback`` wrote the new signals table or the system's write-back."""
+    ap = parser("feedback")
     ap.add_argument("run_dir")
     ap.add_argument(
         "--format",

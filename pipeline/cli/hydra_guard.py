@@ -7,13 +7,15 @@ the packages it names. A refusal prints one ``error:`` line and exits 2.
 
 Hydra builds its config loader inside ``hydra.main`` (``Hydra.create_main_hydra2``); it takes no
 loader argument, so :func:`guarded` swaps the class that function constructs while the command runs
-(the only hook: tests/test_config_refusal.py fails if a Hydra release moves it).
+(the only hook: tests/test_config_refusal.py fails if a Hydra release moves it). :func:`launch` runs
+a command's Hydra job that way (``recall run``, ``precompute``, ``serve``, ``lookup``, ``mcp``).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 
 from hydra._internal import hydra as hydra_internal
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -74,3 +76,16 @@ def guarded() -> Iterator[None]:
         yield
     finally:
         hydra_internal.ConfigLoaderImpl = saved
+
+
+def launch(prog: str, overrides: list[str], task: Callable[[DictConfig], object]) -> None:
+    """Run ``task`` as a Hydra job (``hydra.main``, ``conf/config.yaml``) on ``overrides``, with
+    :class:`GuardedConfigLoader`; ``prog`` is the command Hydra's messages name. Hydra names the job
+    (its log file, ``<job>.log``) after the module that defines ``task``."""
+    import hydra
+
+    from pipeline.contract.paths import CONF_DIR
+
+    sys.argv = [prog, *overrides]  # hydra.main reads its command line from sys.argv
+    with guarded():  # no hydra key of a user file makes Hydra import or call anything
+        hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(task)()

@@ -18,7 +18,6 @@ import sys
 from omegaconf import DictConfig
 
 from pipeline.contract.errors import ConfigError, reported, require_one_of
-from pipeline.contract.paths import CONF_DIR
 
 TRANSPORTS = ("stdio", "http")
 QUIET = [
@@ -110,9 +109,7 @@ def serve_mcp(cfg: DictConfig, transport: str) -> None:
 def main(args: list[str]) -> int:
     """``recall mcp [overrides]``: compose the config (Hydra, guarded, quiet) and serve; the exit
     status (2 and one line for a bad option)."""
-    import hydra
-
-    from pipeline.cli.hydra_guard import guarded
+    from pipeline.cli.hydra_guard import launch
 
     got: dict = {}
     status = reported(lambda: got.update(zip(("transport", "rest"), split(args), strict=True)))
@@ -123,7 +120,5 @@ def main(args: list[str]) -> int:
     def body(cfg: DictConfig) -> None:
         result["code"] = reported(lambda: serve_mcp(cfg, got["transport"]))
 
-    sys.argv = ["recall mcp", *got["rest"], *QUIET]
-    with guarded():
-        hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(body)()
+    launch("recall mcp", [*got["rest"], *QUIET], body)
     return result["code"]

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import sys
 
-import hydra
 from omegaconf import DictConfig
 
 from pipeline.contract.errors import reported
-from pipeline.contract.paths import CONF_DIR
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    """``recall precompute``: refresh the recall cache; print partitions rewritten/removed and cache hits/misses."""
+def job(cfg: DictConfig) -> None:
+    """Refresh the recall cache; print partitions rewritten/removed and cache hits/misses."""
     from pipeline.hooks.bme import check_cards, precompute_cards
     from pipeline.run.precompute import precompute
     from pipeline.run.precompute_tiers import TIER_NAMES
@@ -50,3 +47,11 @@ def main(cfg: DictConfig) -> None:
     status = reported(body)
     if status:
         sys.exit(status)
+
+
+def main(args: list[str]) -> int:
+    """``recall precompute [overrides]``: compose the config (Hydra, guarded) and run :func:`job`; 0."""
+    from pipeline.cli.hydra_guard import launch
+
+    launch("recall precompute", args, job)
+    return 0

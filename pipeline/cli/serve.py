@@ -20,7 +20,6 @@ import sys
 from omegaconf import DictConfig
 
 from pipeline.contract.errors import ConfigError, reported
-from pipeline.contract.paths import CONF_DIR
 from pipeline.serve.access import check_bind
 from pipeline.serve.guard import allowed_hosts
 
@@ -111,11 +110,14 @@ def lookup(cfg: DictConfig, own: dict) -> int:
     return 0
 
 
-def main(cmd: str, args: list[str]) -> int:
-    """``recall serve|lookup [overrides]``: compose the config (Hydra, guarded) and run ``cmd``."""
-    import hydra
+def overrides(args: list[str]) -> list[str]:
+    """The Hydra overrides of ``args``: without ``text=``/``scope=``, host/port renamed to serve.*."""
+    return split_args(args)[1]
 
-    from pipeline.cli.hydra_guard import guarded
+
+def _main(cmd: str, args: list[str]) -> int:
+    """``recall serve|lookup [overrides]``: compose the config (Hydra, guarded) and run ``cmd``."""
+    from pipeline.cli.hydra_guard import launch
 
     own, rest = split_args(args)
     if cmd == "lookup":  # stdout is the entry: no Hydra logging, no run folder
@@ -127,7 +129,15 @@ def main(cmd: str, args: list[str]) -> int:
         run = (lambda: serve(cfg)) if cmd == "serve" else (lambda: lookup(cfg, own))
         status["code"] = reported(run)
 
-    sys.argv = [f"recall {cmd}", *rest]
-    with guarded():
-        hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(body)()
+    launch(f"recall {cmd}", rest, body)
     return status["code"]
+
+
+def serve_main(args: list[str]) -> int:
+    """``recall serve [overrides]``: serve the recall cache until stopped; the exit status."""
+    return _main("serve", args)
+
+
+def lookup_main(args: list[str]) -> int:
+    """``recall lookup [overrides] text=... [scope=...]``: print one entry; the exit status."""
+    return _main("lookup", args)

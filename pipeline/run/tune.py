@@ -1,5 +1,6 @@
-"""``recall tune``: search a preset's weights on a dev set with Hydra's Optuna sweeper and write the
-best values as a new preset file, with the score it reached.
+"""The search behind ``recall tune`` (its command line: ``pipeline.cli.tune``): search a preset's
+weights on a dev set with Hydra's Optuna sweeper and write the best values as a new preset file,
+with the score it reached.
 
     recall tune data=locomo preset=best tune.trials=40 tune.seed=13 [tune.space=best] [tune.name=best_locomo]
 
@@ -22,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,22 +32,6 @@ import yaml
 from pipeline.contract import io
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.paths import CONF_DIR
-
-
-def _opt(args: list[str], key: str, default: str | None = None) -> str | None:
-    for a in args:
-        if a.startswith(key + "="):
-            return a.split("=", 1)[1]
-    return default
-
-
-def _int_opt(args: list[str], key: str, default: str) -> int:
-    """An integer option, or a ConfigError naming it."""
-    value = _opt(args, key, default)
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{key}={value!r} is not an integer; give e.g. {key}={default}") from None
 
 
 def _fail(args: list[str], stderr: str) -> ConfigError:
@@ -131,49 +117,53 @@ def preset_text(base: str, best: dict, name: str, header: list[str]) -> str:
     return "# @package _global_\n" + "".join(f"# {h}\n" for h in header) + body
 
 
-def tune(args: list[str]) -> int:
-    """``recall tune``: sweep a preset's search space, write the best values as a preset and score it; 0 on success."""
-    base = _opt(args, "preset", "best")
-    data = _opt(args, "data", "sample")
-    trials, seed = _int_opt(args, "tune.trials", "40"), _int_opt(args, "tune.seed", "13")
-    metric = _opt(args, "tune.metric", "recall@5")
-    space_name = _opt(args, "tune.space", None) or base
-    wanted = _opt(args, "tune.name", None) or f"{base}_{data}"
-    if wanted in ("null", "None"):
-        wanted = f"{base}_{data}"
-    name = free_name(wanted)
-    if name != wanted:
-        print(f"conf/preset/{wanted}.yaml exists (tune never overwrites a preset): writing {name}")
-    space = search_space(space_name)
-    out = Path(_opt(args, "out_dir", None) or f"runs/tune-{name}")
-    passthrough = [a for a in args if not a.startswith(("out_dir=", "query_part="))]
-    _recall(_sweep_args(passthrough, out, trials, seed, name, space), _Trials(trials, metric))
-    res = yaml.safe_load((out / "optimization_results.yaml").read_text())
+@dataclass(frozen=True)
+class Tuning:
+    """What ``recall tune`` searches and writes (its command line: ``pipeline.cli.tune``)."""
+
+    base: str  # the preset the search starts from
+    data: str
+    trials: int
+    seed: int
+    metric: str  # maximised on query half a
+    space: str  # the entry of conf/tune_spaces.yaml
+    name: str  # the preset to write: a free name (:func:`free_name`)
+    out: Path  # the sweep's folder, and the final runs'
+    overrides: list[str]  # the run overrides of the command line (data=, preset=, tune.* included)
+    command: str  # the command line, recorded in the preset's header
+
+
+def tune(t: Tuning) -> tuple[Path, float, dict[tuple[str, str | None], float]]:
+    """Sweep ``t.space``, write the best values as ``conf/preset/<t.name>.yaml`` and score it on
+    both query halves against the base preset; (the preset's path, the best trial's value, the
+    scores by (preset, half)). Prints a line per trial and per final run as they finish."""
+    space = search_space(t.space)
+    passthrough = [a for a in t.overrides if not a.startswith(("out_dir=", "query_part="))]
+    _recall(
+        _sweep_args(passthrough, t.out, t.trials, t.seed, t.name, space),
+        _Trials(t.trials, t.metric),
+    )
+    res = yaml.safe_load((t.out / "optimization_results.yaml").read_text())
     best, best_value = dict(res["best_params"]), float(res["best_value"])
-    cmd = "recall tune " + " ".join(args)
     header = [
-        f"Written by `{cmd}`",
-        f"from preset {base!r}; search space {space_name!r} of conf/tune_spaces.yaml; {trials} TPE trials, "
-        f"seed {seed}; fitted on query half a of data={data}.",
-        f"best trial: {metric} = {best_value:.4f} on half a",
+        f"Written by `{t.command}`",
+        f"from preset {t.base!r}; search space {t.space!r} of conf/tune_spaces.yaml; {t.trials} TPE trials, "
+        f"seed {t.seed}; fitted on query half a of data={t.data}.",
+        f"best trial: {t.metric} = {best_value:.4f} on half a",
     ]
-    path = CONF_DIR / "preset" / f"{name}.yaml"
-    io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
+    path = CONF_DIR / "preset" / f"{t.name}.yaml"
+    io.atomic_write_bytes(path, preset_text(t.base, best, t.name, header).encode())
     rest = [a for a in passthrough if not a.startswith(("preset=", "data=", "tune."))]
-    scores = _final_scores(name, base, data, rest, out, metric)
+    scores = _final_scores(t.name, t.base, t.data, rest, t.out, t.metric)
     header.append(
-        f"rerun of this preset: {metric} half a {scores[(name, 'a')]:.4f}, held-out half b "
-        f"{scores[(name, 'b')]:.4f}, all queries {scores[(name, None)]:.4f}"
+        f"rerun of this preset: {t.metric} half a {scores[(t.name, 'a')]:.4f}, held-out half b "
+        f"{scores[(t.name, 'b')]:.4f}, all queries {scores[(t.name, None)]:.4f}"
     )
     header.append(
-        f"base preset {base!r}: half a {scores[(base, 'a')]:.4f}, half b {scores[(base, 'b')]:.4f}"
+        f"base preset {t.base!r}: half a {scores[(t.base, 'a')]:.4f}, half b {scores[(t.base, 'b')]:.4f}"
     )
-    io.atomic_write_bytes(path, preset_text(base, best, name, header).encode())
-    print(f"best {metric} on half a: {best_value:.4f} (trials in {out})")
-    for line in _score_lines(name, base, scores):
-        print(line)
-    print(f"wrote {path} (use: recall run data={data} preset={name})")
-    return 0
+    io.atomic_write_bytes(path, preset_text(t.base, best, t.name, header).encode())
+    return path, best_value, scores
 
 
 def search_space(space_name: str) -> dict:
@@ -274,7 +264,7 @@ def _final_scores(
     return scores
 
 
-def _score_lines(name: str, base: str, scores: dict) -> list[str]:
+def score_lines(name: str, base: str, scores: dict) -> list[str]:
     """The printed rerun and base-preset score lines, with a note when the base is not beaten on b."""
     return [
         f"rerun: half a {scores[(name, 'a')]:.4f}, held-out half b {scores[(name, 'b')]:.4f}, "
