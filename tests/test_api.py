@@ -22,16 +22,7 @@ from pipeline.cli.main import main
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import ConfigError, DataError, UserError
 
-PUBLIC = [
-    "recall",
-    "RecallResult",
-    "RecallCache",
-    "served",
-    "injections",
-    "Dataset",
-    "UserError",
-    "__version__",
-]
+PUBLIC = "recall RecallResult RecallCache served injections Dataset UserError __version__".split()
 HEAVY = ("omegaconf", "hydra", "torch", "polars", "numpy", "pyarrow", "starlette")
 
 
@@ -51,6 +42,11 @@ def test_all_is_the_documented_names_each_with_a_docstring():
             assert (getattr(pipeline, name).__doc__ or "").strip(), name
     assert {"Args:", "Returns:", "Raises:"} <= set(pipeline.recall.__doc__.split())
     assert set(PUBLIC) <= set(dir(pipeline))
+    from pipeline.recallcache.reader import RecallCache
+    from pipeline.run import precompute
+
+    assert pipeline.RecallCache is RecallCache and pipeline.Dataset is Dataset
+    assert pipeline.served is precompute.served and pipeline.injections is precompute.injections
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         pipeline.nope  # noqa: B018
 
@@ -240,3 +236,18 @@ def test_a_bad_dataset_is_one_line_naming_the_table_and_field():
     empty = Dataset(name="mine", nodes=ds.nodes, queries=ds.queries.clear())
     with pytest.raises(ConfigError, match=r"^data=mine: the dataset has no queries"):
         pipeline.recall(empty, device="cpu")
+
+
+def test_the_readme_example_runs_as_written(tmp_path, monkeypatch):
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Python API") :]
+    code = section[section.index("```python\n") + 10 : section.index("```\n", 1)]
+    monkeypatch.chdir(tmp_path)  # its cache_dir (.cache/recall) lands here
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - the README's own example
+    res = scope["res"]
+    assert res.recall["rank"].max() == 10 and res.manifest["config"]["fuse"]["weights"] == {
+        "dense": 0.6,
+        "lexical": 0.3,
+    }
+    assert 0.0 < res.metrics["recall@5"] <= 1.0 and res.out_dir is None
