@@ -14,8 +14,8 @@ from test_import_cycles import import_graph
 
 # bottom to top; a module's layer is that of the longest prefix that names it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    # the data and config contract, and the package root (its version, API names and OmegaConf resolvers)
-    ("contract", ("pipeline", "pipeline.contract")),
+    # the data and config contract, and the OmegaConf resolvers the package root installs
+    ("contract", ("pipeline.contract", "pipeline.resolvers")),
     # what every layer shares: device backend, memo keys, the stage interface and contexts
     ("core", ("pipeline.core",)),
     # array primitives every system shares, and ST-BME's own rules at the array level
@@ -47,6 +47,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("serve", ("pipeline.serve",)),
     # the commands
     ("cli", ("pipeline.cli", "pipeline.__main__")),
+    # the public Python API: the package root serves its names (``pipeline.recall`` composes and
+    # runs as ``recall run``, reusing the cli's checks) from every layer below
+    ("api", ("pipeline", "pipeline.api")),
 ]
 
 
@@ -111,7 +114,8 @@ def test_layer_of_takes_the_longest_prefix():
     assert LAYERS[layer_of("pipeline.bme.scene")][0] == "ops"
     assert LAYERS[layer_of("pipeline.serve.service")][0] == "serve"
     assert LAYERS[layer_of("pipeline.cli.serve")][0] == "cli"
-    assert LAYERS[layer_of("pipeline")][0] == "contract"
+    assert LAYERS[layer_of("pipeline")][0] == "api"
+    assert LAYERS[layer_of("pipeline.resolvers")][0] == "contract"
     assert layer_of("pipelines.x") is None
 
 

@@ -12,6 +12,9 @@ import importlib.metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the pipeline package
+__version__ = (
+    "0.1.0"  # the release, as pyproject.toml's [project] version; ``pipeline.__version__``
+)
 
 
 def package_version(name: str = "recall-pipeline") -> str:

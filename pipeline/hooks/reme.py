@@ -38,8 +38,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from pipeline import __version__
 from pipeline.contract.errors import UserError
+from pipeline.core.version import __version__
 
 PREFIX = "/reme"
 DEFAULT_LIMIT = 5  # reme/steps/index/search.py _DEFAULT_LIMIT
