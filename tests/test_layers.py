@@ -54,11 +54,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 
 def layer_of(module: str, layers=LAYERS) -> int | None:
-    """Index of ``module``'s layer (longest matching prefix), or None when no layer names it."""
+    """Index of ``module``'s layer (longest matching prefix), or None when no layer names it. The
+    package root ``pipeline`` names itself only: a new top-level module must be given a layer."""
     best, depth = None, -1
     for i, (_, prefixes) in enumerate(layers):
         for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and len(p) > depth:
+            inside = module.startswith(p + ".") and p != "pipeline"
+            if (module == p or inside) and len(p) > depth:
                 best, depth = i, len(p)
     return best
 
@@ -117,6 +119,7 @@ def test_layer_of_takes_the_longest_prefix():
     assert LAYERS[layer_of("pipeline")][0] == "api"
     assert LAYERS[layer_of("pipeline.resolvers")][0] == "contract"
     assert layer_of("pipelines.x") is None
+    assert layer_of("pipeline.newthing") is None  # the root is no catch-all prefix
 
 
 def _bound_names(init: Path) -> set[str]:
