@@ -36,8 +36,8 @@ from pipeline.adapters import bme_nodes as bn
 from pipeline.adapters import query_files
 from pipeline.adapters.bme_js import as_list, js_string, record, unique_strings
 from pipeline.adapters.bme_store import read_graph
-from pipeline.adapters.common import sha256_file, slice_queries
-from pipeline.adapters.workspace import load_qrels
+from pipeline.adapters.common import finish, no_queries
+from pipeline.adapters.workspace import qrels_table
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError, require_one_of
 from pipeline.contract.schema import KNOWLEDGE_TYPE, conform, parse_timestamp
@@ -270,11 +270,7 @@ def load(
             "pass the chat or sync file, which keep them, or data.vectors=auto",
             field="embedding",
         )
-    q = (
-        load_queries(queries, graph, order, queries_format)
-        if queries
-        else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
-    )
+    q = load_queries(queries, graph, order, queries_format) if queries else no_queries()
     model = (
         vector_model
         or str(_state(graph, "vectorIndexState").get("modelScope") or "")
@@ -283,16 +279,14 @@ def load(
     notes = {"bme_store": f"{kind} (graph version {graph.get('version')})"}
     if "embedding" in nodes.columns:
         notes["vector_model"] = model
-    qrels = query_files.qrels_path(queries, qrels, queries_format)
-    extra = [Path(x) for x in dict.fromkeys(x for x in (queries, qrels) if x)]
-    ds = Dataset(
-        name=name,
-        nodes=nodes,
+    return finish(
+        name,
+        nodes,
+        q,
+        [*files, *(Path(x) for x in (queries, qrels) if x)],
+        limit_queries,
         edges=edges,
-        queries=q,
-        qrels=load_qrels(qrels, nodes) if qrels else None,
-        fingerprints={str(f): sha256_file(f) for f in [*files, *extra]},
+        qrels=qrels_table(queries, qrels, queries_format, nodes),
         skipped=skipped,
         notes=notes,
     )
-    return slice_queries(ds, limit_queries)

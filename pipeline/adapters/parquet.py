@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.adapters.common import sha256_file, slice_queries
+from pipeline.adapters.common import finish, no_queries
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
 from pipeline.contract.schema import conform, importance_to_10
@@ -79,18 +79,17 @@ def load(
     if (root / "qrels.parquet").is_file():
         qrels = _read(root / "qrels.parquet", "qrels")
         files.append(root / "qrels.parquet")
-    if queries is None:
-        queries = pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
-    ds = Dataset(
-        name=name,
-        nodes=nodes,
-        queries=queries,
+    notes = {"importance": note} if note else {}
+    if "embedding" in nodes.columns:
+        notes["vector_model"] = vector_model or "unnamed (set data.vector_model)"
+    return finish(
+        name,
+        nodes,
+        no_queries() if queries is None else queries,
+        files,
+        limit_queries,
         edges=edges,
         qrels=qrels,
-        fingerprints={str(f): sha256_file(f) for f in files},
         skipped=skipped,
-        notes={"importance": note} if note else {},
+        notes=notes,
     )
-    if "embedding" in nodes.columns:
-        ds.notes["vector_model"] = vector_model or "unnamed (set data.vector_model)"
-    return slice_queries(ds, limit_queries)

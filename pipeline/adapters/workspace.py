@@ -18,16 +18,17 @@ import polars as pl
 
 from pipeline.adapters import query_files
 from pipeline.adapters.common import (
+    EDGE_COLUMNS,
+    finish,
+    no_queries,
     read_text,
     refuse_symlink,
     require_file,
-    sha256_file,
-    slice_queries,
 )
 from pipeline.adapters.markdown import parse_sections, slugify, split_front_matter
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
-from pipeline.contract.schema import conform, importance_to_10, parse_timestamp
+from pipeline.contract.schema import conform, frame, importance_to_10, parse_timestamp
 
 
 def _list(value, where: str, field: str) -> list[str] | None:
@@ -264,7 +265,7 @@ def load_qrels(path: str | Path, nodes: pl.DataFrame | None = None) -> pl.DataFr
 def queries_table(path: str | None, fmt: str | None = "auto") -> pl.DataFrame:
     """:func:`load_queries` of ``path``, or an empty queries table without one."""
     if not path:
-        return pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+        return no_queries()
     return load_queries(path, fmt)
 
 
@@ -313,19 +314,7 @@ def _edges(
     for doc in first_node:
         stems.setdefault(posixpath.basename(doc)[:-3], []).append(doc)
     edge_rows = _resolve_links(links, node_ids, first_node, stems, skipped)
-    return conform(
-        pl.DataFrame(
-            edge_rows,
-            schema={
-                "src": pl.String,
-                "dst": pl.String,
-                "relation": pl.String,
-                "weight": pl.Float32,
-            },
-        ),
-        "edges",
-        where,
-    )
+    return frame(edge_rows, "edges", EDGE_COLUMNS, where)
 
 
 def load(
@@ -347,20 +336,14 @@ def load(
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
     nodes, note = importance_to_10(nodes, importance_scale, str(root))  # OKS front matter is 0–1
     edges = _edges(rows, links, set(nodes["node_id"]), skipped, str(root))
-    fingerprints = {str(f): sha256_file(f) for f in files}
-    q = queries_table(queries, queries_format)
-    qr = qrels_table(queries, qrels, queries_format, nodes)
-    for extra in (queries, qrels):
-        if extra:
-            fingerprints[str(extra)] = sha256_file(extra)
-    ds = Dataset(
-        name=name,
-        nodes=nodes,
+    return finish(
+        name,
+        nodes,
+        queries_table(queries, queries_format),
+        [*files, queries, qrels],
+        limit_queries,
         edges=edges,
-        queries=q,
-        qrels=qr,
-        fingerprints=fingerprints,
+        qrels=qrels_table(queries, qrels, queries_format, nodes),
         skipped=skipped,
         notes={"importance": note} if note else {},
     )
-    return slice_queries(ds, limit_queries)
