@@ -127,3 +127,19 @@ def test_json_reader_is_unchanged_for_a_plain_file(tmp_path):
     from pipeline.adapters.common import read_json
 
     assert read_json(p) == {"k": [1, 2]}
+
+
+def test_optional_query_columns_no_row_gave_are_dropped():
+    from pipeline.adapters.common import without_empty_columns
+
+    q = pl.DataFrame(
+        {
+            "query_id": ["a", "b"],
+            "text": [None, None],
+            "viewer": [None, "v"],
+            "group": [None, None],
+        },
+        schema_overrides={"text": pl.String, "group": pl.String},
+    )
+    assert without_empty_columns(q).columns == ["query_id", "text", "viewer"]
+    assert without_empty_columns(q.head(0)).columns == ["query_id", "text"]

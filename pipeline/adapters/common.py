@@ -176,6 +176,13 @@ def no_queries() -> pl.DataFrame:
     return pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
 
 
+def without_empty_columns(queries: pl.DataFrame) -> pl.DataFrame:
+    """``queries`` without the optional columns no row of the file gave (all null)."""
+    n = queries.height
+    keep = [c for c in queries.columns if c in ("query_id", "text") or queries[c].null_count() < n]
+    return queries.select(keep)
+
+
 def finish(
     name: str,
     nodes: pl.DataFrame,

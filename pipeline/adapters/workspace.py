@@ -24,11 +24,25 @@ from pipeline.adapters.common import (
     read_text,
     refuse_symlink,
     require_file,
+    without_empty_columns,
 )
 from pipeline.adapters.markdown import parse_sections, slugify, split_front_matter
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
-from pipeline.contract.schema import conform, frame, importance_to_10, parse_timestamp
+from pipeline.contract.schema import conform, dtypes, frame, importance_to_10, parse_timestamp
+
+# the contract columns a queries file may give (query_files.contract_rows)
+QUERY_COLUMNS = (
+    "query_id",
+    "text",
+    "context",
+    "viewer",
+    "doc_scope",
+    "group",
+    "query_rewrite",
+    "embedding",
+    "now",
+)
 
 
 def _list(value, where: str, field: str) -> list[str] | None:
@@ -197,19 +211,7 @@ def load_queries(path: str | Path, fmt: str | None = "auto") -> pl.DataFrame:
         return _parquet_queries(path)
     out = []
     for i, r in enumerate(query_files.contract_rows(path, fmt)):
-        row = {
-            k: r.get(k)
-            for k in (
-                "query_id",
-                "text",
-                "context",
-                "viewer",
-                "doc_scope",
-                "group",
-                "query_rewrite",
-                "embedding",
-            )
-        }
+        row = {k: r.get(k) for k in QUERY_COLUMNS}
         row["query_id"] = None if row["query_id"] is None else str(row["query_id"])
         row["now"] = parse_timestamp(r.get("now"), where, i, "now")
         for key in ("context", "doc_scope"):
@@ -222,29 +224,8 @@ def load_queries(path: str | Path, fmt: str | None = "auto") -> pl.DataFrame:
                     field=key,
                 )
         out.append(row)
-    schema = {
-        "query_id": pl.String,
-        "text": pl.String,
-        "context": pl.List(pl.String),
-        "viewer": pl.String,
-        "doc_scope": pl.List(pl.String),
-        "group": pl.String,
-        "query_rewrite": pl.String,
-        "embedding": pl.List(pl.Float32),
-        "now": pl.Datetime("us", "UTC"),
-    }
-    df = pl.DataFrame(out, schema=schema)
-    return conform(
-        df.drop(
-            [
-                c
-                for c in df.columns
-                if df[c].null_count() == df.height and c not in ("query_id", "text")
-            ]
-        ),
-        "queries",
-        where,
-    )
+    df = pl.DataFrame(out, schema=dtypes("queries", QUERY_COLUMNS))
+    return conform(without_empty_columns(df), "queries", where)
 
 
 def load_qrels(path: str | Path, nodes: pl.DataFrame | None = None) -> pl.DataFrame:

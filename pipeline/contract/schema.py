@@ -252,11 +252,17 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
     return df
 
 
-def frame(rows: list[dict], table: str, columns: Sequence[str], where: str) -> pl.DataFrame:
-    """``rows`` (dicts) as a conformed ``table``: ``columns`` in that order, each of its contract
-    dtype (:data:`TABLES`), so an adapter names the columns it writes and never retypes them."""
+def dtypes(table: str, columns: Sequence[str]) -> dict[str, pl.DataType]:
+    """``{column: its contract dtype}`` for ``columns`` of ``table`` (:data:`TABLES`), in that
+    order: an adapter names the columns it writes and never retypes them."""
     spec = {**TABLES[table]["required"], **TABLES[table]["optional"]}
-    return conform(pl.DataFrame(rows, schema={c: spec[c] for c in columns}), table, where)
+    return {c: spec[c] for c in columns}
+
+
+def frame(rows: list[dict], table: str, columns: Sequence[str], where: str) -> pl.DataFrame:
+    """``rows`` (dicts) as a conformed ``table``: ``columns`` in that order, of their contract
+    dtypes (:func:`dtypes`)."""
+    return conform(pl.DataFrame(rows, schema=dtypes(table, columns)), table, where)
 
 
 IMPORTANCE_SCALES = ("auto", "10", "1")
