@@ -143,3 +143,16 @@ def test_optional_query_columns_no_row_gave_are_dropped():
     )
     assert without_empty_columns(q).columns == ["query_id", "text", "viewer"]
     assert without_empty_columns(q.head(0)).columns == ["query_id", "text"]
+
+
+def test_a_sillytavern_chat_whose_graph_holds_u2028_is_read(tmp_path):
+    """SillyTavern writes its chat with JSON.stringify, which leaves U+2028 raw: the header line
+    ends at "\\n" only (it was cut at the U+2028: "first line is not JSON")."""
+    from pipeline.adapters.bme_store import read_graph
+
+    g = {"version": 9, "nodes": [{"id": "n1", "fields": {"summary": "a\u2028b"}}], "edges": []}
+    head = {"chat_metadata": {"st_bme_graph": g}}
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps(head, ensure_ascii=False) + "\n" + '{"mes": "hi"}\n', "utf-8")
+    graph, _files, _kind = read_graph(chat)
+    assert graph["nodes"][0]["fields"]["summary"] == "a\u2028b"
