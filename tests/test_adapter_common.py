@@ -156,3 +156,17 @@ def test_a_sillytavern_chat_whose_graph_holds_u2028_is_read(tmp_path):
     chat.write_text(json.dumps(head, ensure_ascii=False) + "\n" + '{"mes": "hi"}\n', "utf-8")
     graph, _files, _kind = read_graph(chat)
     assert graph["nodes"][0]["fields"]["summary"] == "a\u2028b"
+
+
+def test_a_parquet_queries_file_of_a_workspace_reads_as_the_parquet_adapter_reads(tmp_path):
+    from pipeline.adapters import workspace
+
+    q = pl.DataFrame({"query_id": ["q1"], "text": ["alpha"], "viewer": ["v"]})
+    q.write_parquet(tmp_path / "q.parquet")
+    assert workspace.load_queries(tmp_path / "q.parquet").rows() == [("q1", "alpha", "v")]
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(DataError) as e:
+        workspace.load_queries(bad)
+    assert str(e.value).startswith(f"{bad}: cannot be read as Parquet (")
+    assert str(e.value).endswith("; fix: write the queries table with polars/pyarrow write_parquet")

@@ -17,6 +17,7 @@ import polars as pl
 from pipeline.adapters import fields
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
+from pipeline.contract.schema import conform
 
 # the columns of two tables several adapters build (``schema.frame``, in this order)
 QREL_COLUMNS = ("query_id", "node_id", "relevance")  # node-level judgements
@@ -86,6 +87,20 @@ def read_text(path: str | Path, fix: str = "") -> str:
         raise DataError(
             str(p), f"not valid UTF-8 at byte {exc.start}", fix or "re-save the file as UTF-8"
         ) from None
+
+
+def read_parquet(path: str | Path, table: str) -> pl.DataFrame:
+    """The contract ``table`` (``schema.conform``) in the Parquet file at ``path``; a file that is
+    not Parquet is a DataError."""
+    try:
+        df = pl.read_parquet(path)
+    except Exception as exc:  # polars/arrow raise several types for unreadable files
+        raise DataError(
+            str(path),
+            f"cannot be read as Parquet ({str(exc).splitlines()[0][:200]})",
+            f"write the {table} table with polars/pyarrow write_parquet",
+        ) from None
+    return conform(df, table, str(path))
 
 
 def read_json(path: str | Path):

@@ -21,6 +21,7 @@ from pipeline.adapters.common import (
     EDGE_COLUMNS,
     finish,
     no_queries,
+    read_parquet,
     read_text,
     refuse_symlink,
     require_file,
@@ -188,27 +189,13 @@ def _resolve_links(
     return edges
 
 
-def _parquet_queries(path: str | Path) -> pl.DataFrame:
-    """The queries table of a ``.parquet`` file, conformed."""
-    where = str(path)
-    try:
-        df = pl.read_parquet(require_file(path, "queries file", "data.queries"))
-    except Exception as exc:  # polars/arrow raise several types for unreadable files
-        raise DataError(
-            where,
-            f"cannot be read as Parquet ({str(exc).splitlines()[0][:200]})",
-            "write the queries table with polars write_parquet",
-        ) from None
-    return conform(df, "queries", where)
-
-
 def load_queries(path: str | Path, fmt: str | None = "auto") -> pl.DataFrame:
     """Queries from a file in a ``query_files.QUERY_FORMATS`` format: query_id, text, and the
     optional contract columns, ``embedding`` (a stored query vector) included."""
     where = str(path)
     fmt = query_files.resolve_format(path, fmt)
     if fmt == "parquet":
-        return _parquet_queries(path)
+        return read_parquet(require_file(path, "queries file", "data.queries"), "queries")
     out = []
     for i, r in enumerate(query_files.contract_rows(path, fmt)):
         row = {k: r.get(k) for k in QUERY_COLUMNS}
