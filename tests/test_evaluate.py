@@ -8,7 +8,7 @@ import pytest
 
 from conftest import SHARED_DATA, needs_shared
 from pipeline.contract.errors import ConfigError
-from pipeline.metrics.evaluate import evaluate, evaluate_run, judged_warning, trec_key
+from pipeline.metrics.evaluate import evaluate, judged_warning, trec_key
 
 
 def _recall(rows):
@@ -32,7 +32,7 @@ def test_node_level_metrics_hand_computed():
     qrels = pl.DataFrame(
         {"query_id": ["q1", "q1", "q2"], "node_id": ["b", "x", "y"], "relevance": [1, 1, 1]}
     )
-    m = evaluate_run(RUN, qrels, QUERIES, "node_id")
+    m = evaluate(RUN, qrels, QUERIES, "node_id")[0]
     assert m["n_queries"] == 2  # q3 has no relevant item: not averaged
     assert m["recall@1"] == pytest.approx((0 + 1) / 2)
     assert m["recall@2"] == pytest.approx((0.5 + 1) / 2)
@@ -53,7 +53,7 @@ def test_node_level_metrics_hand_computed():
 
 def test_doc_level_metrics_count_each_document_once():
     qrels = pl.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["C", "A"], "relevance": [1, 1]})
-    m = evaluate_run(RUN, qrels, QUERIES, "doc_id")
+    m = evaluate(RUN, qrels, QUERIES, "doc_id")[0]
     # document ranking for q1 is A, B, C (the second A is dropped) → C at rank 3
     assert m["recall@1"] == pytest.approx(0.5)
     assert m["recall@2"] == pytest.approx(0.5)
@@ -63,7 +63,7 @@ def test_doc_level_metrics_count_each_document_once():
 
 def test_query_with_nothing_recalled_scores_zero():
     qrels = pl.DataFrame({"query_id": ["q4"], "node_id": ["a"], "relevance": [1]})
-    m = evaluate_run(RUN, qrels, pl.DataFrame({"query_id": ["q4"]}), "node_id")
+    m = evaluate(RUN, qrels, pl.DataFrame({"query_id": ["q4"]}), "node_id")[0]
     assert m["recall@50"] == 0.0 and m["n_queries"] == 1
 
 
@@ -80,9 +80,9 @@ def test_tied_scores_and_ids_keep_our_rank_order():
     # trec_eval breaks score ties by id (descending: "z" before "a"); the rank column must decide
     run = _run([("q1", 1, "a"), ("q1", 2, "z"), ("q1", 3, "m")]).with_columns(score=pl.lit(1.0))
     qrels = pl.DataFrame({"query_id": ["q1"], "node_id": ["z"], "relevance": [1]})
-    m = evaluate_run(
+    m = evaluate(
         run, qrels, pl.DataFrame({"query_id": ["q1"]}), "node_id", ["mrr", "recall@1", "ndcg@10"]
-    )
+    )[0]
     assert m["mrr"] == pytest.approx(0.5) and m["recall@1"] == 0.0
     assert m["ndcg@10"] == pytest.approx(1 / math.log2(3))
 
@@ -94,7 +94,7 @@ def test_every_metric_family_hand_computed_with_graded_relevance():
         {"query_id": ["q1"] * 4, "node_id": ["b", "d", "x", "e"], "relevance": [2, 1, 1, 0]}
     )
     metrics = ["recall@2", "recall@4", "p@2", "p@10", "ndcg@3", "ndcg", "mrr", "map", "map@2"]
-    m = evaluate_run(run, qrels, pl.DataFrame({"query_id": ["q1"]}), "node_id", metrics)
+    m = evaluate(run, qrels, pl.DataFrame({"query_id": ["q1"]}), "node_id", metrics)[0]
     dcg3 = 2 / math.log2(3)
     idcg3 = 2 + 1 / math.log2(3) + 1 / math.log2(4)  # ideal: grades 2, 1, 1
     dcg = 2 / math.log2(3) + 1 / math.log2(5)
@@ -139,7 +139,7 @@ def test_no_relevant_item_at_all_scores_zero_over_zero_queries():
 def test_doc_level_repeated_documents_every_metric():
     # units a(A) b(B) c(A) d(C) → documents A B C; relevant C and D (D never recalled)
     qrels = pl.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["C", "D"], "relevance": [1, 1]})
-    m = evaluate_run(RUN, qrels, QUERIES, "doc_id", ["recall@3", "p@3", "mrr", "ndcg@10"])
+    m = evaluate(RUN, qrels, QUERIES, "doc_id", ["recall@3", "p@3", "mrr", "ndcg@10"])[0]
     assert m["recall@3"] == pytest.approx(0.5) and m["p@3"] == pytest.approx(1 / 3)
     assert m["mrr"] == pytest.approx(1 / 3)
     assert m["ndcg@10"] == pytest.approx((1 / math.log2(4)) / (1 + 1 / math.log2(3)))
@@ -163,7 +163,7 @@ def test_judged_items_not_in_corpus_are_counted_and_stay_relevant():
             "relevance": [1, 1, 1, 1, 1],
         }
     )
-    m = evaluate_run(RUN, qrels, QUERIES, "node_id", ["recall@50"], corpus=corpus)
+    m = evaluate(RUN, qrels, QUERIES, "node_id", ["recall@50"], corpus=corpus)[0]
     assert m["judged_not_in_corpus"] == {
         "items": 2,
         "queries": 2,
@@ -180,9 +180,9 @@ def test_judged_items_not_in_corpus_are_counted_and_stay_relevant():
 
     table = summary_table(m, "runs/x").splitlines()
     assert table[-2] == judged_warning(m)[0] and table[-1] == "run directory: runs/x"
-    clean = evaluate_run(
+    clean = evaluate(
         RUN, qrels.filter(pl.col("node_id") != "gone"), QUERIES, "node_id", ["mrr"], corpus=corpus
-    )
+    )[0]
     assert clean["judged_not_in_corpus"]["items"] == 1 and judged_warning({"n_queries": 1}) == []
 
 
@@ -190,7 +190,7 @@ def test_unknown_metric_is_a_config_error_naming_the_valid_forms():
     with pytest.raises(
         ConfigError, match=r"evaluate.metrics: 'hit_rate@5' is not a metric here; use recall@k"
     ):
-        evaluate_run(
+        evaluate(
             RUN,
             pl.DataFrame({"query_id": ["q1"], "node_id": ["a"], "relevance": [1]}),
             QUERIES,

@@ -117,9 +117,9 @@ GRAPH = "metadata/file_graph/default.jsonl.zst"
 
 
 def _reme_rows(path: Path) -> list[dict]:
-    from pipeline.adapters.reme_index import read_jsonl_zst
+    from pipeline.adapters.common import read_jsonl
 
-    return read_jsonl_zst(path)
+    return read_jsonl(path)
 
 
 REME_CASES = {

@@ -26,7 +26,7 @@ import pytest
 
 from pipeline.adapters import bme, fields, oks, reme
 from pipeline.adapters.bme_js import js_string, region_list, unique_ids, unique_strings
-from pipeline.adapters.reme_index import read_jsonl_zst
+from pipeline.adapters.common import read_jsonl
 from reme_store import write_jsonl_zst
 from test_adapter_bme import T0, by_id, graph, write
 from test_adapter_reme import TEXT, B, build
@@ -240,7 +240,7 @@ def test_oks_and_reme_integers_past_64_bits_are_one_error_line(tmp_path, capsys)
     reme_store = tmp_path / "reme"
     build(reme_store)
     chunks = reme_store / "metadata/file_store/file_chunks_default_v1.jsonl.zst"
-    rows = read_jsonl_zst(chunks)
+    rows = read_jsonl(chunks)
     rows[1]["end_line"] = BIG
     write_jsonl_zst(chunks, rows)
     line = _cli_error(["data=reme", f"data.path={reme_store}"], tmp_path, capsys)

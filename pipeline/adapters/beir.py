@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.adapters.common import read_jsonl, read_text, require_file, sha256_file, slice_queries
+from pipeline.adapters.common import QREL_COLUMNS, finish, read_jsonl, read_text, require_file
 from pipeline.contract import schema
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
@@ -139,30 +139,11 @@ def _frames(
     nodes: list[dict], queries: list[dict], qrels: list[dict], cw: str, qw: str, rw: str
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The conformed nodes, queries and qrels tables."""
-    node_df = schema.conform(
-        pl.DataFrame(
-            nodes,
-            schema={
-                "node_id": pl.String,
-                "text": pl.String,
-                "title": pl.String,
-                "doc_id": pl.String,
-            },
-        ),
-        "nodes",
-        cw,
+    return (
+        schema.frame(nodes, "nodes", ("node_id", "text", "title", "doc_id"), cw),
+        schema.frame(queries, "queries", ("query_id", "text"), qw),
+        schema.frame(qrels, "qrels", QREL_COLUMNS, rw),
     )
-    query_df = schema.conform(
-        pl.DataFrame(queries, schema={"query_id": pl.String, "text": pl.String}), "queries", qw
-    )
-    qrel_df = schema.conform(
-        pl.DataFrame(
-            qrels, schema={"query_id": pl.String, "node_id": pl.String, "relevance": pl.Int32}
-        ),
-        "qrels",
-        rw,
-    )
-    return node_df, query_df, qrel_df
 
 
 def _keep_docs(ds: Dataset, max_docs: int | None) -> Dataset:
@@ -197,16 +178,13 @@ def load(
     missing = qrel_df.filter(~pl.col("node_id").is_in(node_df["node_id"].implode())).height
     if missing:
         skipped["qrel_doc_missing"] = missing
-    fps = {str(p): sha256_file(p) for p in (corpus_p, queries_p, qrels_p)}
-    ds = slice_queries(
-        Dataset(
-            name=name,
-            nodes=node_df,
-            queries=query_df,
-            qrels=qrel_df,
-            fingerprints=fps,
-            skipped=skipped,
-        ),
+    ds = finish(
+        name,
+        node_df,
+        query_df,
+        (corpus_p, queries_p, qrels_p),
         limit_queries,
+        qrels=qrel_df,
+        skipped=skipped,
     )
     return _keep_docs(ds, max_docs)

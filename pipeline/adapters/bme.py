@@ -36,45 +36,51 @@ from pipeline.adapters import bme_nodes as bn
 from pipeline.adapters import query_files
 from pipeline.adapters.bme_js import as_list, js_string, record, unique_strings
 from pipeline.adapters.bme_store import read_graph
-from pipeline.adapters.common import sha256_file, slice_queries
-from pipeline.adapters.workspace import load_qrels
+from pipeline.adapters.common import EDGE_COLUMNS, finish, no_queries, without_empty_columns
+from pipeline.adapters.workspace import qrels_table
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError, require_one_of
-from pipeline.contract.schema import KNOWLEDGE_TYPE, conform, parse_timestamp
+from pipeline.contract.schema import conform, dtypes, parse_timestamp
 
-NODE_SCHEMA = {
-    "embedding": pl.List(pl.Float32),
-    "knowledge": KNOWLEDGE_TYPE,
-    "lex_names": pl.List(pl.String),
-    "lex_fields": pl.List(pl.String),
-    "scope_regions": pl.List(pl.String),
-    "visibility": pl.List(pl.String),
-    "story_time": pl.Int64,
-    "story_time_end": pl.Int64,
-    "parent_id": pl.String,
-    "scope_owner_type": pl.String,
-    "scope_owner": pl.String,
-    "scope_owner_key": pl.String,
-    "scope_region": pl.String,
-    "story_tense": pl.String,
-    "description": pl.String,
-    "status": pl.String,
-    "title": pl.String,
-}
-QUERY_SCHEMA = {
-    "query_id": pl.String,
-    "text": pl.String,
-    "context": pl.List(pl.String),
-    "viewer": pl.String,
-    "now": pl.Datetime("us", "UTC"),
-    "doc_scope": pl.List(pl.String),
-    "active_owner_keys": pl.List(pl.String),
-    "active_owners": pl.List(pl.String),
-    "active_user_owners": pl.List(pl.String),
-    "active_region": pl.String,
-    "adjacent_regions": pl.List(pl.String),
-    "story_segment": pl.Int64,
-}
+NODE_SCHEMA = dtypes(  # the columns whose type a graph's values may not show
+    "nodes",
+    (
+        "embedding",
+        "knowledge",
+        "lex_names",
+        "lex_fields",
+        "scope_regions",
+        "visibility",
+        "story_time",
+        "story_time_end",
+        "parent_id",
+        "scope_owner_type",
+        "scope_owner",
+        "scope_owner_key",
+        "scope_region",
+        "story_tense",
+        "description",
+        "status",
+        "title",
+    ),
+)
+QUERY_SCHEMA = dtypes(
+    "queries",
+    (
+        "query_id",
+        "text",
+        "context",
+        "viewer",
+        "now",
+        "doc_scope",
+        "active_owner_keys",
+        "active_owners",
+        "active_user_owners",
+        "active_region",
+        "adjacent_regions",
+        "story_segment",
+    ),
+)
 
 
 def _state(graph: dict, key: str) -> dict:
@@ -215,9 +221,7 @@ def frames(graph: dict, where: str, skipped: Counter) -> tuple[pl.DataFrame, pl.
     if nodes["knowledge"].null_count() == nodes.height:
         nodes = nodes.drop("knowledge")
     e = bn.edge_rows(graph, where)
-    es = {"src": pl.String, "dst": pl.String, "relation": pl.String, "weight": pl.Float32,
-          "inhibit": pl.Boolean, "valid_to": pl.Datetime("us", "UTC")}  # fmt: skip
-    edges = pl.DataFrame(e, schema=es)
+    edges = pl.DataFrame(e, schema=dtypes("edges", (*EDGE_COLUMNS, "inhibit", "valid_to")))
     ids = set(nodes["node_id"])
     keep = (
         edges["src"].is_in(list(ids))
@@ -237,9 +241,7 @@ def load_queries(path: str, graph: dict, order: dict[str, int], fmt: str = "auto
         query_row(r, graph, order, where, i)
         for i, r in enumerate(query_files.query_rows(path, fmt))
     ]
-    df = pl.DataFrame(rows, schema=QUERY_SCHEMA)
-    keep = [c for c in df.columns if c in ("query_id", "text") or df[c].null_count() < df.height]
-    return conform(df.select(keep), "queries", where)
+    return conform(without_empty_columns(pl.DataFrame(rows, schema=QUERY_SCHEMA)), "queries", where)
 
 
 def load(
@@ -270,11 +272,7 @@ def load(
             "pass the chat or sync file, which keep them, or data.vectors=auto",
             field="embedding",
         )
-    q = (
-        load_queries(queries, graph, order, queries_format)
-        if queries
-        else pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
-    )
+    q = load_queries(queries, graph, order, queries_format) if queries else no_queries()
     model = (
         vector_model
         or str(_state(graph, "vectorIndexState").get("modelScope") or "")
@@ -283,16 +281,14 @@ def load(
     notes = {"bme_store": f"{kind} (graph version {graph.get('version')})"}
     if "embedding" in nodes.columns:
         notes["vector_model"] = model
-    qrels = query_files.qrels_path(queries, qrels, queries_format)
-    extra = [Path(x) for x in dict.fromkeys(x for x in (queries, qrels) if x)]
-    ds = Dataset(
-        name=name,
-        nodes=nodes,
+    return finish(
+        name,
+        nodes,
+        q,
+        [*files, *(Path(x) for x in (queries, qrels) if x)],
+        limit_queries,
         edges=edges,
-        queries=q,
-        qrels=load_qrels(qrels, nodes) if qrels else None,
-        fingerprints={str(f): sha256_file(f) for f in [*files, *extra]},
+        qrels=qrels_table(queries, qrels, queries_format, nodes),
         skipped=skipped,
         notes=notes,
     )
-    return slice_queries(ds, limit_queries)

@@ -41,9 +41,10 @@ SYNC_STATE_KEYS = {  # graph key ← sync snapshot meta key (sync/bme-db.js BME_
 
 def _chat_graph(path: Path) -> dict:
     """The graph in a chat file's first line (``chat_metadata.st_bme_graph``)."""
-    lines = read_text(path).splitlines()
+    # the first line ends at "\n" only (common.read_jsonl): JSON.stringify leaves U+2028 raw
+    first = read_text(path).split("\n", 1)[0].rstrip("\r")
     try:
-        head = json.loads(lines[0]) if lines else None
+        head = json.loads(first) if first else None
     except json.JSONDecodeError as exc:
         raise DataError(
             str(path), f"first line is not JSON ({exc.msg})", "pass a SillyTavern chat .jsonl"

@@ -13,7 +13,7 @@ from collections import Counter
 
 import polars as pl
 
-from pipeline.adapters.common import read_json, require_file, sha256_file, slice_queries
+from pipeline.adapters.common import EDGE_COLUMNS, QREL_COLUMNS, finish, read_json, require_file
 from pipeline.contract import schema
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
@@ -150,44 +150,19 @@ def _frames(
     nodes: list[dict], edges: list[dict], queries: list[dict], qrels: list[dict], where: str
 ) -> dict[str, pl.DataFrame]:
     """The four tables, typed and conformed to the schema."""
-    ts = schema.TS
-    frames = {
-        "nodes": pl.DataFrame(
+    return {
+        "nodes": schema.frame(
             nodes,
-            schema={
-                "node_id": pl.String,
-                "text": pl.String,
-                "doc_id": pl.String,
-                "speaker": pl.String,
-                "seq": pl.Int64,
-                "created_at": ts,
-                "title": pl.String,
-            },
+            "nodes",
+            ("node_id", "text", "doc_id", "speaker", "seq", "created_at", "title"),
+            where,
         ),
-        "edges": pl.DataFrame(
-            edges,
-            schema={
-                "src": pl.String,
-                "dst": pl.String,
-                "relation": pl.String,
-                "weight": pl.Float32,
-            },
+        "edges": schema.frame(edges, "edges", EDGE_COLUMNS, where),
+        "queries": schema.frame(
+            queries, "queries", ("query_id", "text", "group", "doc_scope", "now"), where
         ),
-        "queries": pl.DataFrame(
-            queries,
-            schema={
-                "query_id": pl.String,
-                "text": pl.String,
-                "group": pl.String,
-                "doc_scope": pl.List(pl.String),
-                "now": ts,
-            },
-        ),
-        "qrels": pl.DataFrame(
-            qrels, schema={"query_id": pl.String, "node_id": pl.String, "relevance": pl.Int32}
-        ),
+        "qrels": schema.frame(qrels, "qrels", QREL_COLUMNS, where),
     }
-    return {t: schema.conform(df, t, where=where) for t, df in frames.items()}
 
 
 def load(
@@ -213,13 +188,13 @@ def load(
         last_when, dias = _turns(conv, sid, where, nodes, edges)
         _questions(conv, sid, where, last_when, dias, skipped, queries, qrels)
     frames = _frames(nodes, edges, queries, qrels, where)
-    ds = Dataset(
-        name=name,
-        nodes=frames["nodes"],
-        queries=frames["queries"],
+    return finish(
+        name,
+        frames["nodes"],
+        frames["queries"],
+        [p],
+        limit_queries,
         edges=frames["edges"],
         qrels=frames["qrels"],
-        fingerprints={where: sha256_file(p)},
         skipped=skipped,
     )
-    return slice_queries(ds, limit_queries)

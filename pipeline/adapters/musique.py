@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import polars as pl
-
-from pipeline.adapters.common import read_json, require_file, sha256_file, slice_queries
+from pipeline.adapters.common import QREL_COLUMNS, finish, read_json, require_file
 from pipeline.contract import schema
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
@@ -119,38 +117,11 @@ def load(
     qw, cw = str(qp), str(cp)
     nodes, index = _read_corpus(cp)
     queries, qrels = _read_questions(qp, index, cw)
-    node_df = schema.conform(
-        pl.DataFrame(
-            nodes,
-            schema={
-                "node_id": pl.String,
-                "title": pl.String,
-                "text": pl.String,
-                "doc_id": pl.String,
-            },
-        ),
-        "nodes",
-        cw,
+    return finish(
+        name,
+        schema.frame(nodes, "nodes", ("node_id", "title", "text", "doc_id"), cw),
+        schema.frame(queries, "queries", ("query_id", "text", "group"), qw),
+        (qp, cp),
+        limit_queries,
+        qrels=schema.frame(qrels, "qrels", QREL_COLUMNS, qw),
     )
-    query_df = schema.conform(
-        pl.DataFrame(
-            queries, schema={"query_id": pl.String, "text": pl.String, "group": pl.String}
-        ),
-        "queries",
-        qw,
-    )
-    qrel_df = schema.conform(
-        pl.DataFrame(
-            qrels, schema={"query_id": pl.String, "node_id": pl.String, "relevance": pl.Int32}
-        ),
-        "qrels",
-        qw,
-    )
-    ds = Dataset(
-        name=name,
-        nodes=node_df,
-        queries=query_df,
-        qrels=qrel_df,
-        fingerprints={qw: sha256_file(qp), cw: sha256_file(cp)},
-    )
-    return slice_queries(ds, limit_queries)

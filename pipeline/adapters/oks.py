@@ -41,15 +41,8 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.adapters import fields, oks_pages, oks_settings, query_files
-from pipeline.adapters.common import (
-    inside,
-    read_json,
-    read_jsonl,
-    read_text,
-    sha256_file,
-    slice_queries,
-)
-from pipeline.adapters.workspace import _bool, _list, _number, list_notes, load_qrels, load_queries
+from pipeline.adapters.common import finish, inside, no_queries, read_json, read_jsonl, read_text
+from pipeline.adapters.workspace import _bool, _list, _number, list_notes, load_queries, qrels_table
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
 from pipeline.contract.schema import conform, importance_to_10, parse_timestamp
@@ -253,7 +246,7 @@ def load_inject_log(root: Path) -> pl.DataFrame:
 def _queries(path: str | None, slugs: list[str] | None, fmt: str = "auto") -> pl.DataFrame:
     """The queries file (``query_files`` formats, plus an optional ``goals`` list per line)."""
     if not path:
-        return pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+        return no_queries()
     q = load_queries(path, fmt)
     if query_files.resolve_format(path, fmt) == "parquet":
         return q
@@ -320,24 +313,17 @@ def load(
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(wiki))
     nodes, note = importance_to_10(nodes, "1", str(wiki))  # the schema: importance in [0, 1]
     goal_table, state = load_goals(root), load_recall_state(root, skipped)
-    fingerprints = {str(f): sha256_file(f) for f in files}
-    qrels = query_files.qrels_path(queries, qrels, queries_format)
     goal_files = (
         list_notes(root / "profiles" / "goals") if (root / "profiles" / "goals").is_dir() else []
     )
-    settings_file = root / "settings" / "recall.yaml"
-    for extra in (queries, qrels, root / ".oks" / "access.json", settings_file, *goal_files):
-        if extra and Path(extra).is_file():
-            fingerprints[str(extra)] = sha256_file(extra)
-    ds = Dataset(
-        name=name,
-        nodes=nodes,
-        queries=with_hook_state(
-            _queries(queries, goal_slugs(goal_table, goals), queries_format), state
-        ),
-        edges=None,
-        qrels=load_qrels(qrels, nodes) if qrels else None,
-        fingerprints=fingerprints,
+    extras = (queries, qrels, root / ".oks" / "access.json", root / "settings" / "recall.yaml")
+    return finish(
+        name,
+        nodes,
+        with_hook_state(_queries(queries, goal_slugs(goal_table, goals), queries_format), state),
+        [*files, *(f for f in (*extras, *goal_files) if f and Path(f).is_file())],
+        limit_queries,
+        qrels=qrels_table(queries, qrels, queries_format, nodes),
         skipped=+skipped,
         notes={
             **({"importance": note} if note else {}),
@@ -350,4 +336,3 @@ def load(
             "inject_log": load_inject_log(root),
         },
     )
-    return slice_queries(ds, limit_queries)

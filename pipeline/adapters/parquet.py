@@ -14,22 +14,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.adapters.common import sha256_file, slice_queries
+from pipeline.adapters.common import finish, no_queries, read_parquet
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
-from pipeline.contract.schema import conform, importance_to_10
-
-
-def _read(path: Path, table: str) -> pl.DataFrame:
-    try:
-        df = pl.read_parquet(path)
-    except Exception as exc:  # polars/arrow raise several types for unreadable files
-        raise DataError(
-            str(path),
-            f"cannot be read as Parquet ({str(exc).splitlines()[0][:200]})",
-            f"write the {table} table with polars/pyarrow write_parquet",
-        ) from None
-    return conform(df, table, str(path))
+from pipeline.contract.schema import importance_to_10
 
 
 def _known(edges: pl.DataFrame, col: str, ids: pl.DataFrame) -> pl.Series:
@@ -61,11 +49,13 @@ def load(
             str(nodes_path), "not found", "point data.path at a folder with nodes.parquet"
         )
     skipped: Counter = Counter()
-    nodes, note = importance_to_10(_read(nodes_path, "nodes"), importance_scale, str(nodes_path))
+    nodes, note = importance_to_10(
+        read_parquet(nodes_path, "nodes"), importance_scale, str(nodes_path)
+    )
     files = [nodes_path]
     edges = queries = qrels = None
     if (root / "edges.parquet").is_file():
-        edges = _read(root / "edges.parquet", "edges")
+        edges = read_parquet(root / "edges.parquet", "edges")
         files.append(root / "edges.parquet")
         ids = nodes.select("node_id")
         dangling = ~(_known(edges, "src", ids) & _known(edges, "dst", ids))
@@ -74,23 +64,22 @@ def load(
         skipped["edge_self_loop"] += int(loop.sum())
         edges = edges.filter(~dangling & ~loop)
     if (root / "queries.parquet").is_file():
-        queries = _read(root / "queries.parquet", "queries")
+        queries = read_parquet(root / "queries.parquet", "queries")
         files.append(root / "queries.parquet")
     if (root / "qrels.parquet").is_file():
-        qrels = _read(root / "qrels.parquet", "qrels")
+        qrels = read_parquet(root / "qrels.parquet", "qrels")
         files.append(root / "qrels.parquet")
-    if queries is None:
-        queries = pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
-    ds = Dataset(
-        name=name,
-        nodes=nodes,
-        queries=queries,
+    notes = {"importance": note} if note else {}
+    if "embedding" in nodes.columns:
+        notes["vector_model"] = vector_model or "unnamed (set data.vector_model)"
+    return finish(
+        name,
+        nodes,
+        no_queries() if queries is None else queries,
+        files,
+        limit_queries,
         edges=edges,
         qrels=qrels,
-        fingerprints={str(f): sha256_file(f) for f in files},
         skipped=skipped,
-        notes={"importance": note} if note else {},
+        notes=notes,
     )
-    if "embedding" in nodes.columns:
-        ds.notes["vector_model"] = vector_model or "unnamed (set data.vector_model)"
-    return slice_queries(ds, limit_queries)

@@ -28,13 +28,13 @@ import numpy as np
 import polars as pl
 
 from pipeline.adapters import fields, reme_index, reme_meta, reme_slots
-from pipeline.adapters.common import sha256_file, slice_queries
+from pipeline.adapters.common import EDGE_COLUMNS, finish
 from pipeline.adapters.markdown import slugify
 from pipeline.adapters.workspace import _root, list_notes, note_rows, qrels_table, queries_table
 from pipeline.channels.lexical import stopword_list
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import ConfigError, DataError, require_one_of
-from pipeline.contract.schema import conform, parse_timestamp
+from pipeline.contract.schema import conform, frame, parse_timestamp
 from pipeline.ops.tokenize import reme_words
 
 log = logging.getLogger(__name__)
@@ -339,22 +339,11 @@ def _with_signals(nodes: pl.DataFrame, root: Path, now, notes: dict) -> tuple[pl
     return nodes, fresh
 
 
-def _edges(edge_rows: list[dict], root: Path) -> pl.DataFrame:
-    """The conformed edges table."""
-    schema = {"src": pl.String, "dst": pl.String, "relation": pl.String, "weight": pl.Float32}
-    return conform(pl.DataFrame(edge_rows, schema=schema), "edges", str(root))
-
-
-def _fingerprints(root: Path, files: list[Path], queries, qrels) -> dict[str, str]:
-    """sha256 of every file the dataset was read from (index, meta/*.json, queries, qrels)."""
-    fingerprints = {str(f): sha256_file(f) for f in files}
-    for f in (root / "meta" / n for n in reme_meta.SIGNAL_FILES.values()):
-        if f.is_file():
-            fingerprints[str(f)] = sha256_file(f)
-    for extra in (queries, qrels):
-        if extra:
-            fingerprints[str(extra)] = sha256_file(extra)
-    return fingerprints
+def _read_files(root: Path, files: list[Path]) -> list[Path]:
+    """Every file the dataset was read from before its queries: the index or notes, and the
+    ``meta/*.json`` signal files the store has."""
+    meta = (root / "meta" / n for n in reme_meta.SIGNAL_FILES.values())
+    return [*files, *(f for f in meta if f.is_file())]
 
 
 def _units(root: Path, p: dict, index: str, skipped: Counter, notes: dict):
@@ -434,17 +423,17 @@ def load(
     edge_rows = [e for e in edge_rows if e["src"] in ids and e["dst"] in ids]
     t_now = parse_timestamp(now, "data.now", None, "now") if now else None
     nodes, fresh = _with_signals(nodes, root, t_now, notes)
-    edges = _edges(edge_rows, root)
-    ds = Dataset(
-        name=name,
-        nodes=nodes,
+    edges = frame(edge_rows, "edges", EDGE_COLUMNS, str(root))
+    return finish(
+        name,
+        nodes,
+        queries_table(queries, queries_format),
+        [*_read_files(root, files), queries, qrels],
+        limit_queries,
         edges=edges,
-        queries=queries_table(queries, queries_format),
         qrels=qrels_table(queries, qrels, queries_format, nodes),
-        fingerprints=_fingerprints(root, files, queries, qrels),
         skipped=skipped,
         notes=notes,
         freshness=fresh,
         tables=graph_tables(graph) if graph is not None else {},
     )
-    return slice_queries(ds, limit_queries)

@@ -14,7 +14,7 @@
 - ``keyword_index/*.pkl``: a pickle; never opened (BM25 is rebuilt from the chunk texts, as ReMe's
   own ``_sync_keyword_index_from_chunks`` does).
 
-The ``.zst`` files are read with pyarrow's zstd codec (a dependency already); nothing is unpickled.
+The ``.zst`` files are read by ``common.read_jsonl`` (pyarrow's zstd codec); nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -22,49 +22,17 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.adapters import fields
-from pipeline.adapters.common import inside
+from pipeline.adapters.common import inside, read_jsonl
 from pipeline.contract.errors import DataError
 
 FIX_INDEX = "rebuild ReMe's index (its reindex job), or move metadata/ away to read the notes"
 ANCHOR_RANGE = re.compile(r"^L(\d+)(?:-L?(\d+))?$")
-
-
-def read_jsonl_zst(path: Path) -> list[dict]:
-    """The JSON objects of a zstd-compressed JSON Lines file; a truncated stream is a DataError."""
-    import pyarrow as pa
-
-    try:
-        with pa.CompressedInputStream(pa.OSFile(str(path)), "zstd") as fh:
-            raw = fh.read()
-    except (OSError, pa.ArrowException) as exc:
-        raise DataError(
-            str(path), f"truncated or corrupt zstd stream ({str(exc)[:120]})", FIX_INDEX
-        ) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(str(path), f"not UTF-8 at byte {exc.start}", FIX_INDEX) from None
-    rows = []
-    for i, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                str(path), f"invalid JSON ({exc.msg})", FIX_INDEX, row=f"line {i + 1}"
-            ) from None
-        if not isinstance(obj, dict):
-            raise DataError(str(path), "expected a JSON object", FIX_INDEX, row=f"line {i + 1}")
-        rows.append(obj)
-    return rows
 
 
 def file_nodes(meta: Path, name: str) -> dict[str, dict]:
@@ -73,8 +41,7 @@ def file_nodes(meta: Path, name: str) -> dict[str, dict]:
     if not path.is_file():
         return {}
     out = {}
-    for i, r in enumerate(read_jsonl_zst(path)):
-        fields.check(r, fields.REME_FILE_NODE, str(path), f"line {i + 1}", FIX_INDEX)
+    for i, r in enumerate(read_jsonl(path, fields.REME_FILE_NODE, FIX_INDEX, file_fix=FIX_INDEX)):
         for j, link in enumerate(r.get("links") or []):
             row = f"line {i + 1} links[{j}]"
             fields.check(link, fields.REME_FILE_LINK, str(path), row, FIX_INDEX)
@@ -90,10 +57,7 @@ def chunks_file(meta: Path, name: str, version: str) -> Path:
 def chunks(meta: Path, name: str, version: str) -> list[dict]:
     """The FileChunk records, in file order; a record without its fields is a DataError."""
     path = inside(meta.parent, chunks_file(meta, name, version))
-    rows = read_jsonl_zst(path)
-    for i, r in enumerate(rows):
-        fields.check(r, fields.REME_CHUNK, str(path), f"line {i + 1}", FIX_INDEX)
-    return rows
+    return read_jsonl(path, fields.REME_CHUNK, FIX_INDEX, file_fix=FIX_INDEX)
 
 
 def chunk_vector(rec: dict, where: str) -> np.ndarray | None:

@@ -18,16 +18,32 @@ import polars as pl
 
 from pipeline.adapters import query_files
 from pipeline.adapters.common import (
+    EDGE_COLUMNS,
+    finish,
+    no_queries,
+    read_parquet,
     read_text,
     refuse_symlink,
     require_file,
-    sha256_file,
-    slice_queries,
+    without_empty_columns,
 )
 from pipeline.adapters.markdown import parse_sections, slugify, split_front_matter
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import DataError
-from pipeline.contract.schema import conform, importance_to_10, parse_timestamp
+from pipeline.contract.schema import conform, dtypes, frame, importance_to_10, parse_timestamp
+
+# the contract columns a queries file may give (query_files.contract_rows)
+QUERY_COLUMNS = (
+    "query_id",
+    "text",
+    "context",
+    "viewer",
+    "doc_scope",
+    "group",
+    "query_rewrite",
+    "embedding",
+    "now",
+)
 
 
 def _list(value, where: str, field: str) -> list[str] | None:
@@ -173,42 +189,16 @@ def _resolve_links(
     return edges
 
 
-def _parquet_queries(path: str | Path) -> pl.DataFrame:
-    """The queries table of a ``.parquet`` file, conformed."""
-    where = str(path)
-    try:
-        df = pl.read_parquet(require_file(path, "queries file", "data.queries"))
-    except Exception as exc:  # polars/arrow raise several types for unreadable files
-        raise DataError(
-            where,
-            f"cannot be read as Parquet ({str(exc).splitlines()[0][:200]})",
-            "write the queries table with polars write_parquet",
-        ) from None
-    return conform(df, "queries", where)
-
-
 def load_queries(path: str | Path, fmt: str | None = "auto") -> pl.DataFrame:
     """Queries from a file in a ``query_files.QUERY_FORMATS`` format: query_id, text, and the
     optional contract columns, ``embedding`` (a stored query vector) included."""
     where = str(path)
     fmt = query_files.resolve_format(path, fmt)
     if fmt == "parquet":
-        return _parquet_queries(path)
+        return read_parquet(require_file(path, "queries file", "data.queries"), "queries")
     out = []
     for i, r in enumerate(query_files.contract_rows(path, fmt)):
-        row = {
-            k: r.get(k)
-            for k in (
-                "query_id",
-                "text",
-                "context",
-                "viewer",
-                "doc_scope",
-                "group",
-                "query_rewrite",
-                "embedding",
-            )
-        }
+        row = {k: r.get(k) for k in QUERY_COLUMNS}
         row["query_id"] = None if row["query_id"] is None else str(row["query_id"])
         row["now"] = parse_timestamp(r.get("now"), where, i, "now")
         for key in ("context", "doc_scope"):
@@ -221,29 +211,8 @@ def load_queries(path: str | Path, fmt: str | None = "auto") -> pl.DataFrame:
                     field=key,
                 )
         out.append(row)
-    schema = {
-        "query_id": pl.String,
-        "text": pl.String,
-        "context": pl.List(pl.String),
-        "viewer": pl.String,
-        "doc_scope": pl.List(pl.String),
-        "group": pl.String,
-        "query_rewrite": pl.String,
-        "embedding": pl.List(pl.Float32),
-        "now": pl.Datetime("us", "UTC"),
-    }
-    df = pl.DataFrame(out, schema=schema)
-    return conform(
-        df.drop(
-            [
-                c
-                for c in df.columns
-                if df[c].null_count() == df.height and c not in ("query_id", "text")
-            ]
-        ),
-        "queries",
-        where,
-    )
+    df = pl.DataFrame(out, schema=dtypes("queries", QUERY_COLUMNS))
+    return conform(without_empty_columns(df), "queries", where)
 
 
 def load_qrels(path: str | Path, nodes: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -264,7 +233,7 @@ def load_qrels(path: str | Path, nodes: pl.DataFrame | None = None) -> pl.DataFr
 def queries_table(path: str | None, fmt: str | None = "auto") -> pl.DataFrame:
     """:func:`load_queries` of ``path``, or an empty queries table without one."""
     if not path:
-        return pl.DataFrame(schema={"query_id": pl.String, "text": pl.String})
+        return no_queries()
     return load_queries(path, fmt)
 
 
@@ -313,19 +282,7 @@ def _edges(
     for doc in first_node:
         stems.setdefault(posixpath.basename(doc)[:-3], []).append(doc)
     edge_rows = _resolve_links(links, node_ids, first_node, stems, skipped)
-    return conform(
-        pl.DataFrame(
-            edge_rows,
-            schema={
-                "src": pl.String,
-                "dst": pl.String,
-                "relation": pl.String,
-                "weight": pl.Float32,
-            },
-        ),
-        "edges",
-        where,
-    )
+    return frame(edge_rows, "edges", EDGE_COLUMNS, where)
 
 
 def load(
@@ -347,20 +304,14 @@ def load(
     nodes = conform(pl.DataFrame(rows, infer_schema_length=None), "nodes", str(root))
     nodes, note = importance_to_10(nodes, importance_scale, str(root))  # OKS front matter is 0–1
     edges = _edges(rows, links, set(nodes["node_id"]), skipped, str(root))
-    fingerprints = {str(f): sha256_file(f) for f in files}
-    q = queries_table(queries, queries_format)
-    qr = qrels_table(queries, qrels, queries_format, nodes)
-    for extra in (queries, qrels):
-        if extra:
-            fingerprints[str(extra)] = sha256_file(extra)
-    ds = Dataset(
-        name=name,
-        nodes=nodes,
+    return finish(
+        name,
+        nodes,
+        queries_table(queries, queries_format),
+        [*files, queries, qrels],
+        limit_queries,
         edges=edges,
-        queries=q,
-        qrels=qr,
-        fingerprints=fingerprints,
+        qrels=qrels_table(queries, qrels, queries_format, nodes),
         skipped=skipped,
         notes={"importance": note} if note else {},
     )
-    return slice_queries(ds, limit_queries)

@@ -1,7 +1,9 @@
 """The data contract: column types per table (``TABLES``) and validation at the boundary.
 
 ``conform(df, table, where)`` checks required columns, casts known optional columns to their
-contract type, and raises :class:`DataError` naming the file, row and field of the first problem.
+contract type, and raises :class:`DataError` naming the file, row and field of the first problem;
+``frame(rows, table, columns, where)`` builds an adapter's rows into a table of the contract's
+types and conforms it.
 
 Queries: a null (or absent) ``doc_scope`` means the whole corpus; an empty ``doc_scope`` list is a
 DataError (it would mean "see nothing"; it must never fail open as "see everything"): omit it for the
@@ -11,6 +13,7 @@ whole corpus, or list the doc ids the query may see.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -247,6 +250,19 @@ def conform(df: pl.DataFrame, table: str, where: str) -> pl.DataFrame:
     _check_present_and_finite(df, table, where)
     _check_scope_and_keys(df, table, where)
     return df
+
+
+def dtypes(table: str, columns: Sequence[str]) -> dict[str, pl.DataType]:
+    """``{column: its contract dtype}`` for ``columns`` of ``table`` (:data:`TABLES`), in that
+    order: an adapter names the columns it writes and never retypes them."""
+    spec = {**TABLES[table]["required"], **TABLES[table]["optional"]}
+    return {c: spec[c] for c in columns}
+
+
+def frame(rows: list[dict], table: str, columns: Sequence[str], where: str) -> pl.DataFrame:
+    """``rows`` (dicts) as a conformed ``table``: ``columns`` in that order, of their contract
+    dtypes (:func:`dtypes`)."""
+    return conform(pl.DataFrame(rows, schema=dtypes(table, columns)), table, where)
 
 
 IMPORTANCE_SCALES = ("auto", "10", "1")

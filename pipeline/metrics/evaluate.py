@@ -120,9 +120,20 @@ def evaluate(
     metrics: list[str] = DEFAULT_METRICS,
     corpus: pl.DataFrame | None = None,
 ) -> tuple[dict, pl.DataFrame]:
-    """→ (metrics.json dict, per-query table: query_id, group, <metric>...).
+    """The metrics of a recall against its judgements.
 
-    corpus: the nodes frame; when given, judged items missing from its ``level`` column are counted.
+    Args:
+        recall: query_id, rank, node_id (+ doc_id for doc-level qrels).
+        qrels: query_id, ``level``, relevance.
+        queries: query_id (+ group: the metrics are also averaged per group).
+        level: ``node_id`` or ``doc_id``, the column the judgements name.
+        metrics: the metric names (:func:`trec_key`).
+        corpus: the nodes frame; when given, judged items missing from its ``level`` column are
+            counted (``judged_not_in_corpus``).
+
+    Returns:
+        (the metrics.json dict: flat means, ``n_queries``, ``by_group``; the per-query table:
+        query_id, group, <metric>...).
     """
     metrics = list(metrics)
     table = per_query(recall, qrels, level, metrics)
@@ -172,15 +183,3 @@ def judged_warning(metrics: dict) -> list[str]:
         f"{metrics['n_queries']} queries ({miss['query_share']:.1%}); they count as relevant (trec_eval's "
         "convention), so recall on those queries stays below 1"
     ]
-
-
-def evaluate_run(
-    recall: pl.DataFrame,
-    qrels: pl.DataFrame,
-    queries: pl.DataFrame,
-    level: str,
-    metrics: list[str] = DEFAULT_METRICS,
-    corpus: pl.DataFrame | None = None,
-) -> dict:
-    """recall: query_id, rank, node_id (+ doc_id for doc-level qrels) → flat metrics + by_group."""
-    return evaluate(recall, qrels, queries, level, metrics, corpus)[0]

@@ -31,6 +31,7 @@ from pipeline.adapters.bme_js import unique_strings
 from pipeline.adapters.bme_store import read_graph
 from pipeline.contract.errors import UserError
 from pipeline.contract.io import atomic_write_bytes
+from pipeline.writeback.common import store_root
 
 MAX_RECALL_NODES = 12  # settings-defaults.js recallMaxNodes
 RECENT_RECALL_OWNER_LIMIT = 8  # graph/knowledge-state.js
@@ -111,12 +112,8 @@ def write_back(
 ) -> Path:
     """Reinforce the store a finished ``data=bme`` run read with its recall ``rows``; returns the
     new file's path (``pipeline.cli.feedback.WRITERS``)."""
-    data = cfg.get("data") or {}
-    if data.get("_target_") != "bme":
-        raise UserError(
-            f"{run_dir}: the run did not read an ST-BME store (data=bme); --format bme needs one"
-        )
-    store = Path(data["path"])
+    store = store_root(run_dir, cfg, "bme", "an ST-BME store", "--format bme needs one")
+    data = cfg["data"]
     target = Path(out) if out else Path(run_dir) / "st-bme-graph-feedback.json"
     if target.resolve() == store.resolve():
         raise UserError(

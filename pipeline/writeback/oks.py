@@ -23,6 +23,7 @@ from pipeline.adapters.oks import access_counts
 from pipeline.adapters.oks_pages import split_page
 from pipeline.contract.errors import DataError, UserError
 from pipeline.contract.io import atomic_write_bytes
+from pipeline.writeback.common import store_root
 
 ACCESS = ".oks/access.json"
 NOT_USE = "wrote nothing: for OKS a recall is not a use; pass --use-events FILE of the slugs used"
@@ -67,18 +68,6 @@ def apply(counts: dict[str, int], slugs: list[str]) -> dict[str, int]:
     return out
 
 
-def store_root(cfg: dict, out: str | None) -> Path:
-    """The OKS instance to write into: ``out``, else the run's ``data.path`` (a ``data=oks`` run)."""
-    if out:
-        return Path(out)
-    data = cfg.get("data") or {}
-    if data.get("_target_") != "oks" or not data.get("path"):
-        raise UserError(
-            f"the run read data={data.get('_target_')!r}, not an OKS instance; pass --out <root>"
-        )
-    return Path(data["path"])
-
-
 def write_back(
     run_dir: Path,
     cfg: dict,
@@ -90,7 +79,7 @@ def write_back(
     """Raise the store's use counts by the use events; None (nothing written) without them."""
     if not use_events:
         return None
-    root = store_root(cfg, out)
+    root = store_root(run_dir, cfg, "oks", "an OKS instance", "pass --out <instance root>", out)
     if not (root / "wiki").is_dir():
         raise UserError(f"{root}: not an OKS instance (no wiki/); pass --out <instance root>")
     events = Path(use_events)

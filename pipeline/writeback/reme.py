@@ -31,6 +31,7 @@ from pipeline.adapters import reme_meta
 from pipeline.adapters.common import inside
 from pipeline.contract.errors import DataError, UserError
 from pipeline.contract.io import atomic_write_bytes
+from pipeline.writeback.common import store_root
 
 ACCESS_LOG_VERSION = 1
 WINDOW_DAYS = 30
@@ -99,25 +100,13 @@ def merge(log: dict | None, paths: list[str], now: dt.datetime) -> dict:
     }
 
 
-def store_root(cfg: dict, out: str | None) -> Path:
-    """The ReMe store to write into: ``out``, else the run's ``data.path`` (a ``data=reme`` run)."""
-    if out:
-        return Path(out)
-    data = cfg.get("data") or {}
-    if data.get("_target_") != "reme" or not data.get("path"):
-        raise UserError(
-            f"the run read data={data.get('_target_')!r}, not a ReMe store; pass --out <store root>"
-        )
-    return Path(data["path"])
-
-
 def write_back(
     run_dir: Path, cfg: dict, rows: pl.DataFrame, now: dt.datetime, out: str | None
 ) -> Path:
     """Merge the run's hit paths (``doc_id`` of its recall rows) into the store's access log."""
     if "doc_id" not in rows.columns:
         raise UserError(f"{run_dir}/recall.parquet has no doc_id column; rerun with data=reme")
-    root = store_root(cfg, out)
+    root = store_root(run_dir, cfg, "reme", "a ReMe store", "pass --out <store root>", out)
     if not root.is_dir():
         raise UserError(f"{root}: no such ReMe store; pass --out <store root>")
     dst = inside(root, root / LOG_PATH)
