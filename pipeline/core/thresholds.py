@@ -77,6 +77,7 @@ THRESHOLDS = (
 
 # module-level integer constants that are not sizes a branch compares with, and why
 NOT_SIZES = {
+    "pipeline.cli.main.NAME_WIDTH": "the command column's width in `recall --help` (text layout)",
     "pipeline.adapters.query_files.ST_CONTEXT": "earlier chat messages a SillyTavern query keeps (BME's)",
     "pipeline.hooks.bme.VERSION": "the version of ST-BME's bme_recall card",
     "pipeline.hooks.bme.MAX_NODES": "ST-BME's recallMaxNodes, the nodes a card names",
