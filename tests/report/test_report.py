@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.contract.errors import ConfigError, DataError
 from pipeline.core import common
-from pipeline.metrics.evaluate import first_occurrence
+from pipeline.metrics.evaluate import DEFAULT_METRICS, first_occurrence
 from pipeline.report import (
     compare,
     compare_dir,
@@ -28,17 +28,7 @@ from pipeline.run import runner
 from tests.helpers.paths import REPO, SHARED_DATA
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-METRICS = [
-    "recall@1",
-    "recall@2",
-    "recall@5",
-    "recall@10",
-    "recall@25",
-    "recall@50",
-    "ndcg@10",
-    "mrr",
-    "p@5",
-]
+METRICS = list(DEFAULT_METRICS)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from pipeline.adapters import locomo, sample
+from pipeline.metrics.evaluate import DEFAULT_METRICS
 from pipeline.run import runner
 from tests.helpers.paths import SHARED_DATA, needs_shared, tiny_ws_overrides
 
@@ -61,17 +62,7 @@ def test_sample_best_run_outputs_and_pinned_metrics(compose, tmp_path):
         recall["score"] - (recall["fused"] + 100.0 * recall["graph"])
     ).abs().max() < 1e-4  # best: fused + 100·graph (float32 graph)
     metrics = json.loads((out / "metrics.json").read_text())
-    for key in (
-        "recall@1",
-        "recall@2",
-        "recall@5",
-        "recall@10",
-        "recall@25",
-        "recall@50",
-        "ndcg@10",
-        "mrr",
-        "p@5",
-    ):
+    for key in DEFAULT_METRICS:
         assert 0.0 <= metrics[key] <= 1.0
     assert metrics["n_queries"] == 30 and set(metrics["by_group"]) == {
         "multi-hop",
