@@ -2,9 +2,9 @@
 it, never from a higher one, so the bottom (the data contract) can be read and tested without the
 top (the commands). Every ``import`` — at the top of a file or inside a function — counts
 (:func:`test_import_cycles.import_graph`); a module in no layer fails the test, and a planted upward
-import is found, so the check itself is tested. Every import of a ``pipeline`` module, in ``pipeline/``,
-``tests/`` and ``scripts/``, names a module of this checkout (an installed copy of the package
-elsewhere would otherwise answer an import of a module that was moved)."""
+import is found, so the check itself is tested. Every import of a ``pipeline`` or ``tests`` module, in
+``pipeline/``, ``tests/`` and ``scripts/``, names a module of this checkout (an installed copy of the
+package elsewhere would otherwise answer an import of a module that was moved)."""
 
 import ast
 from pathlib import Path
@@ -131,12 +131,16 @@ def _bound_names(init: Path) -> set[str]:
     return out
 
 
-def stale_imports(root: Path, dirs=("pipeline", "tests", "scripts")) -> list[str]:
-    """Absolute imports of ``pipeline.*`` under ``root``'s ``dirs`` that name no module of
-    ``root/pipeline`` (``from <package> import x``: x is a submodule or a name the package binds)."""
+def stale_imports(
+    root: Path, dirs=("pipeline", "tests", "scripts"), packages=("pipeline", "tests")
+) -> list[str]:
+    """Absolute imports of ``<package>.*`` (each of ``packages``) under ``root``'s ``dirs`` that
+    name no module of ``root/<package>`` (``from <package> import x``: x is a submodule or a name
+    the package binds)."""
     files = {
         ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
-        for p in (root / "pipeline").rglob("*.py")
+        for pkg in packages
+        for p in (root / pkg).rglob("*.py")
     }
     out = []
     for d in dirs:
@@ -159,7 +163,7 @@ def stale_imports(root: Path, dirs=("pipeline", "tests", "scripts")) -> list[str
                 out += [
                     f"{rel}:{node.lineno} {n}"
                     for n in names
-                    if (n == "pipeline" or n.startswith("pipeline.")) and n not in files
+                    if n.split(".")[0] in packages and n not in files
                 ]
     return sorted(out)
 
@@ -178,10 +182,15 @@ def test_a_stale_import_is_found(tmp_path):
         "from pipeline import __version__, runner\n"
         "from pipeline.run import runner as r\n"
         "def f():\n    from pipeline.precompute import precompute\n"
-        "import pipeline.run.runner\nimport pipeline.cli\n",
+        "import pipeline.run.runner\nimport pipeline.cli\n"
+        "from tests.helpers.paths import REPO\nfrom tests.reference import fold_dot\n",
     )
+    _write(tmp_path, "tests/__init__.py")
+    _write(tmp_path, "tests/helpers/__init__.py")
+    _write(tmp_path, "tests/helpers/paths.py", "REPO = None\n")
     assert stale_imports(tmp_path) == [
         "tests/test_x.py:1 pipeline.runner",
         "tests/test_x.py:4 pipeline.precompute",
         "tests/test_x.py:6 pipeline.cli",
+        "tests/test_x.py:8 tests.reference",
     ]
