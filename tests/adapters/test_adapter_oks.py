@@ -32,8 +32,9 @@ from pipeline.inject.formats import soul_boost
 from pipeline.ops.tokenize import fts5_document
 from pipeline.run import runner
 from pipeline.stages import signals
+from tests.helpers.paths import TESTS_DATA
 
-STORE = Path(__file__).parents[1] / "data" / "oks_store"
+STORE = TESTS_DATA / "oks_store"
 NOW = dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)
 COLS = {"title": "title", "body": "text", "tags": "tags", "code_blocks": "code"}
 

@@ -12,10 +12,10 @@ import pytest
 from pipeline.adapters import beir, locomo, musique
 from pipeline.adapters.common import sha256_file
 from pipeline.contract.errors import DataError
+from tests.helpers.paths import REPO, TESTS_DATA
 
-HERE = Path(__file__).resolve().parents[1]
-TINY = HERE / "data"
-REAL = Path(__file__).resolve().parents[3] / "shared" / "data"
+TINY = TESTS_DATA
+REAL = REPO.parent / "shared" / "data"
 needs_real = pytest.mark.skipif(
     not REAL.is_dir(), reason=f"real benchmark data folder {REAL} is missing"
 )

@@ -21,8 +21,9 @@ from pipeline.cli.main import main
 from pipeline.synth.reme_store import chunk_record, write_jsonl_zst
 from tests.adapters.test_adapter_bme import graph as bme_graph
 from tests.adapters.test_adapter_reme import A, B, build
+from tests.helpers.paths import TESTS_DATA
 
-OKS_STORE = Path(__file__).parents[1] / "data" / "oks_store"
+OKS_STORE = TESTS_DATA / "oks_store"
 FIX_INDEX = "rebuild ReMe's index (its reindex job), or move metadata/ away to read the notes"
 FIX_BME = "export the graph again from ST-BME (graph panel → export)"
 FIX_SYNC = "sync the chat again with ST-BME 590da3b (or pass its graph export)"

@@ -19,7 +19,6 @@ import hashlib
 import json
 import logging
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,8 +30,9 @@ from pipeline.synth.reme_store import write_jsonl_zst
 from tests.adapters.test_adapter_bme import T0, by_id, graph, write
 from tests.adapters.test_adapter_reme import TEXT, B, build
 from tests.adapters.test_store_fields import _cli_error
+from tests.helpers.paths import TESTS_DATA
 
-OKS_STORE = Path(__file__).parents[1] / "data" / "oks_store"
+OKS_STORE = TESTS_DATA / "oks_store"
 
 
 def _owner(g: dict) -> dict:

@@ -26,9 +26,10 @@ from pipeline.hooks.source import Source
 from pipeline.run import precompute
 from pipeline.serve import RecallCache, Service
 from pipeline.serve.app import build_app
+from tests.helpers.paths import TESTS_DATA
 from tests.helpers.serve_support import config, reference, rows_of, same_bits
 
-STORE = Path(__file__).parents[1] / "data" / "oks_store"
+STORE = TESTS_DATA / "oks_store"
 NEW = ["rollback plan before a deploy", "jitter for retries"]  # not among the store's queries
 LIMIT = 2
 

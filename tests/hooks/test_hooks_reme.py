@@ -14,13 +14,13 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
 
 from pipeline.hooks.reme import MAX_BODY, add_routes, chunk
 from tests.helpers.hooks_fakes import HIT, REME, ROWS_REME, FakeService, build_app, serving
+from tests.helpers.paths import TESTS_DATA
 
 
 def reme_call(endpoint: str, action: str, payload: dict | None = None) -> dict:
@@ -225,7 +225,7 @@ def test_chunk_lines_come_from_the_store_when_the_row_has_none():
     assert node_lines(FakeService(), ["n.md#intro"]) == {}  # no store table: {}
 
 
-REME_PLUGIN = Path(__file__).parents[1] / "data" / "reme_hermes_agent"
+REME_PLUGIN = TESTS_DATA / "reme_hermes_agent"
 PLUGIN_SCRIPT = """
 import json, logging, sys
 records = []

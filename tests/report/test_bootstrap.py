@@ -9,6 +9,7 @@ from scipy import stats
 
 from pipeline.contract.errors import DataError
 from pipeline.report.bootstrap import bootstrap_ci, bootstrap_means, metric_cis
+from tests.helpers.paths import REPO
 
 
 def test_constant_values_give_a_zero_width_interval():
@@ -80,9 +81,8 @@ def test_missing_metric_and_empty_input_are_clear_errors():
 
 def _load_script(name: str):
     import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"  # name: "lodo", "bench/x"
+    path = REPO / "scripts" / f"{name}.py"  # name: "lodo", "bench/x"
     spec = importlib.util.spec_from_file_location(f"scripts_{name.replace('/', '_')}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -21,9 +21,10 @@ from pipeline.recallcache import keys, recipe
 from pipeline.run import clock, precompute
 from pipeline.serve import Service
 from tests.helpers.isolated import fresh_run
+from tests.helpers.paths import TESTS_DATA
 from tests.helpers.serve_support import config, rows_of, same_bits
 
-STORE = Path(__file__).parents[1] / "data" / "oks_store"
+STORE = TESTS_DATA / "oks_store"
 UTC = dt.timezone.utc
 T1, T2 = "2026-12-04T09:00:00+00:00", "2027-03-01T09:00:00+00:00"
 

@@ -9,6 +9,7 @@ import polars as pl
 
 from pipeline.contract.dataset import Dataset
 from pipeline.run import precompute
+from tests.helpers.paths import TESTS_DATA
 
 SLUGS = ["a", "b", "c", "d"]
 TEXTS = ["alpha apple", "beta berry", "gamma grape", "delta date"]
@@ -118,13 +119,12 @@ def test_oks_instance_without_an_inject_log_precomputes(compose, tmp_path):
     version is the hash of zero rows (sha256 of "0"), and precompute computes every query."""
     import hashlib
     import shutil
-    from pathlib import Path
 
     from pipeline.core.common import call_target
     from pipeline.recallcache import recipe
 
     store = tmp_path / "oks"
-    shutil.copytree(Path(__file__).parents[1] / "data" / "oks_store", store)
+    shutil.copytree(TESTS_DATA / "oks_store", store)
     (store / "records" / "inject.jsonl").unlink()
     cfg = compose(
         [

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 
 from pipeline.adapters import locomo
 from pipeline.channels.collab import slugs
 from pipeline.ops.scope import in_scope
+from tests.helpers.paths import REPO
 
 
 def _script():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "replay_team.py"
+    path = REPO / "scripts" / "replay_team.py"
     spec = importlib.util.spec_from_file_location("scripts_replay_team", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,9 +1,10 @@
 """scripts/bench/side_by_side.py: two bench_pipeline tables merged by (nodes, stage)."""
 
 import importlib.util
-from pathlib import Path
 
-PATH = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "side_by_side.py"
+from tests.helpers.paths import REPO
+
+PATH = REPO / "scripts" / "bench" / "side_by_side.py"
 spec = importlib.util.spec_from_file_location("scripts_side_by_side", PATH)
 sbs = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sbs)

@@ -4,11 +4,12 @@ changed no result)."""
 
 import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "snapshot_outputs.py"
+from tests.helpers.paths import REPO
+
+SCRIPT = REPO / "scripts" / "snapshot_outputs.py"
 
 
 def _load():

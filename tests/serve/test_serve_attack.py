@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import warnings
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -31,6 +30,7 @@ from pipeline.serve.app import build_app
 from pipeline.serve.guard import MAX_ERROR
 from pipeline.serve.mcp_app import _error, recall_tool
 from tests.helpers.hooks_fakes import serving
+from tests.helpers.paths import TESTS_DATA
 from tests.helpers.serve_support import QUERIES, notes_store, reference, rows_of, same_bits
 
 HIT, OPS, TEAM = QUERIES
@@ -392,7 +392,7 @@ def test_an_oks_settings_file_linked_outside_the_store_is_refused(tmp_path):
     from pipeline.adapters import oks
 
     root = tmp_path / "inst"
-    shutil.copytree(Path(__file__).parents[1] / "data" / "oks_store", root)
+    shutil.copytree(TESTS_DATA / "oks_store", root)
     (tmp_path / "outside.txt").write_text("root:$6$secret-hash:19000:0\n")
     (root / "settings" / "recall.yaml").unlink(missing_ok=True)
     (root / "settings" / "recall.yaml").symlink_to(tmp_path / "outside.txt")

@@ -23,6 +23,7 @@ from pipeline.recallcache import layout
 from pipeline.run import precompute
 from pipeline.serve import Service
 from pipeline.serve.app import build_app
+from tests.helpers.paths import TESTS_DATA
 from tests.helpers.serve_support import QUERIES, config, notes_store
 
 HIT, OPS, TEAM = QUERIES
@@ -227,7 +228,7 @@ def test_a_fifo_named_md_is_a_503_not_a_hang(store, tmp_path):
         service.close()
 
 
-OKS_STORE = Path(__file__).parents[1] / "data" / "oks_store"
+OKS_STORE = TESTS_DATA / "oks_store"
 
 
 def test_files_the_recall_does_not_read_are_not_edits(tmp_path):

@@ -15,9 +15,9 @@ import pytest
 
 from tests.adapters.test_adapter_bme_recall import ten_node_graph
 from tests.adapters.test_adapter_reme import build
+from tests.helpers.paths import REPO, TESTS_DATA
 
-REPO = Path(__file__).resolve().parents[2]
-OKS_STORE = Path(__file__).parents[1] / "data" / "oks_store"
+OKS_STORE = TESTS_DATA / "oks_store"
 
 
 def _recall(cwd: Path, *args: str) -> subprocess.CompletedProcess:

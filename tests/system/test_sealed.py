@@ -21,9 +21,9 @@ from omegaconf import OmegaConf
 
 from pipeline.run import precompute
 from tests.helpers.isolated import fresh_run
+from tests.helpers.paths import REPO
 from tests.helpers.sealed_corpus import SCOPES, apply, base, dataset
 
-REPO = Path(__file__).resolve().parents[2]
 PRESETS = sorted(p.stem for p in (REPO / "conf" / "preset").glob("*.yaml"))
 METHODS = ("none", "pedsa", "ppr", "expand")
 # every preset, plus the parts that used to be corpus-wide: in-run signals used in the score,

@@ -12,8 +12,8 @@ from pathlib import Path
 import yaml
 
 from pipeline.core.thresholds import BATCH_KEYS, NOT_SIZES, THRESHOLDS
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 REGISTERED = {f"{t.module}.{t.name}" for t in THRESHOLDS}
 
 

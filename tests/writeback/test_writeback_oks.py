@@ -13,9 +13,9 @@ import pytest
 
 from pipeline.adapters import oks
 from pipeline.run import runner
-from tests.helpers.paths import REPO
+from tests.helpers.paths import REPO, TESTS_DATA
 
-STORE = Path(__file__).parents[1] / "data" / "oks_store"
+STORE = TESTS_DATA / "oks_store"
 
 
 def _hashes(root: Path) -> dict:
