@@ -22,8 +22,8 @@ from hydra import initialize_config_dir
 from pipeline.run import packs, precompute
 from tests.helpers import differential_corpus as corpus
 from tests.helpers.isolated import fresh_cfg, fresh_run
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 COMMON = ["device=cpu", "embed=hashing", "report=false", "k=10"]
 # the OKS presets read the memory curve at each run's start (default_now: start); the two sides of a
 # comparison share the newest-stamp reference time instead (tests/run/test_clock.py checks start)
