@@ -181,11 +181,11 @@ fi
 if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call cut at its limit keeps them
   step GPU tests without model weights
   t 150 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k "not minilm" \
-    tests/test_gpu.py tests/test_dpp.py tests/test_novelty_ops.py tests/test_pairdot.py \
-    tests/test_diffuse_pedsa.py 2>&1 \
+    tests/system/test_gpu.py tests/ops/test_dpp.py tests/ops/test_novelty_ops.py tests/ops/test_pairdot.py \
+    tests/stages/test_diffuse_pedsa.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -15
-  t 90 python3 -m pytest -q -rs -p no:cacheprovider -k cuda tests/test_dense_torch.py \
-    tests/test_resident.py 2>&1 \
+  t 90 python3 -m pytest -q -rs -p no:cacheprovider -k cuda tests/channels/test_dense_torch.py \
+    tests/channels/test_resident.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -5  # the dense channel, resident vectors on cuda: the host bits
   cross_device_step hashing sample,locomo,synth,synth-dup  # before the long CPU benches: kept
   bench_pair "$N_BIG" "$Q" 150
@@ -194,8 +194,8 @@ if [ "$PART" = libs ] || [ "$PART" = all ]; then  # most telling first: a call c
   step sample run, embed=hashing, cpu then cuda
   sample_run hashing 2>&1 | tee -a "$OUT/runs.log"
   step CPU twins of the CuPy guards
-  t 60 python3 -m pytest -q -p no:cacheprovider tests/test_xp_guards.py tests/test_graphalgo.py \
-    tests/test_cross_device.py 2>&1 \
+  t 60 python3 -m pytest -q -p no:cacheprovider tests/ops/test_xp_guards.py tests/ops/test_graphalgo.py \
+    tests/system/test_cross_device.py 2>&1 \
     | tee -a "$OUT/gpu_tests.log" | tail -3
 fi
 
@@ -235,7 +235,7 @@ print(f"MiniLM cpu float32 vs cuda float16 on {len(probe)} texts: max |diff| {d:
 PY
   if python3 -c "import polars, faiss" 2>/dev/null; then
     step MiniLM tests
-    t 150 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k minilm tests/test_gpu.py 2>&1 \
+    t 150 python3 -m pytest -q -rs -p no:cacheprovider -m gpu -k minilm tests/system/test_gpu.py 2>&1 \
       | tee -a "$OUT/gpu_tests.log" | tail -8
     step sample run, embed=minilm, cpu then cuda
     sample_run minilm 2>&1 | tee -a "$OUT/runs.log"

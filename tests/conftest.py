@@ -1,5 +1,5 @@
-"""Shared fixtures: paths to bundled fixtures and to ../shared/data, a session embedding cache,
-and Hydra config composition (CPU, outputs under tmp_path)."""
+"""Shared fixtures: a session embedding cache and Hydra config composition (CPU, outputs under
+tmp_path). The paths they use (and tests import) are in ``tests/helpers/paths.py``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.paths import REPO, SHARED_DATA
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-REPO = Path(__file__).resolve().parents[1]
-TESTS_DATA = REPO / "tests" / "data"
-SHARED_DATA = Path(os.environ.get("RECALL_DATA_DIR", REPO.parent / "shared" / "data"))
-TINY_WS = TESTS_DATA / "workspace_tiny"
 
 
 @pytest.fixture(scope="session")
@@ -44,16 +41,3 @@ def compose(tmp_path, cache_dir):
             )
 
     return _compose
-
-
-def tiny_ws_overrides() -> list[str]:
-    return [
-        "data=workspace",
-        f"data.path={TINY_WS / 'notes'}",
-        f"data.queries={TINY_WS / 'queries.jsonl'}",
-        f"data.qrels={TINY_WS / 'qrels.tsv'}",
-    ]
-
-
-def needs_shared(path: Path):
-    return pytest.mark.skipif(not path.exists(), reason=f"benchmark data not found at {path}")

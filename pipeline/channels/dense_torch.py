@@ -9,7 +9,7 @@ Node vectors are moved to the device once, when the index is built; queries go i
 the vectors already resident here (the channel's ``DenseChannel.vectors``: indices in, scores out), in
 ``ops.pairdot``'s fixed order (a query tied at its cut gets its threshold scan,
 ``channels.dense_range``, here too), so the channel's answer is bit-identical to ``dense.index=flat`` on
-the host, on any device (tests/test_dense_torch.py).
+the host, on any device (tests/channels/test_dense_torch.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the packages it names. A refusal prints one ``error:`` line and exits 2.
 
 Hydra builds its config loader inside ``hydra.main`` (``Hydra.create_main_hydra2``); it takes no
 loader argument, so :func:`guarded` swaps the class that function constructs while the command runs
-(the only hook: tests/test_config_refusal.py fails if a Hydra release moves it). :func:`launch` runs
+(the only hook: tests/cli/test_config_refusal.py fails if a Hydra release moves it). :func:`launch` runs
 a command's Hydra job that way (``recall run``, ``precompute``, ``serve``, ``lookup``, ``mcp``).
 """
 

@@ -2,13 +2,13 @@
 
 A branch on a size (a kernel for small inputs, a block width, a pack that closes) is where a
 result can start to depend on how much data shares a batch. The differential harness
-(``tests/test_differential.py``) runs data that has something on each side of every entry here, and
-``tests/test_thresholds.py`` fails when a module-level integer constant of ``pipeline/`` or a
+(``tests/system/test_differential.py``) runs data that has something on each side of every entry here, and
+``tests/system/test_thresholds.py`` fails when a module-level integer constant of ``pipeline/`` or a
 batch-size key of ``conf/`` is neither listed here nor in :data:`NOT_SIZES` with a reason.
 
 ``crossed`` says how the harness crosses it: ``data`` (the generated data has a case on each side
 of the real value), ``patched`` (the real value costs more than a CI run can spend, so one path
-runs with a smaller value, the way ``tests/test_packs.py`` does), ``config`` (a config key: the
+runs with a smaller value, the way ``tests/run/test_packs.py`` does), ``config`` (a config key: the
 batch-size path sets it small), ``model`` (only the MiniLM encoder reads it; the harness embeds with
 the hashing embedder) or ``cuda`` (only a GPU run takes that branch).
 """
@@ -132,5 +132,5 @@ NOT_SIZES = {
     "conf:cooccur.max_per_batch": "BME's co-occurrence batch: a slice of one query's recall set",
 }
 
-# the keys of conf/ whose name says they size a batch or a block (tests/test_thresholds.py)
+# the keys of conf/ whose name says they size a batch or a block (tests/system/test_thresholds.py)
 BATCH_KEYS = ("batch", "block", "batch_size", "max_per_batch", "chunk", "chunk_size")

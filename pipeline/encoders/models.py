@@ -270,7 +270,7 @@ class SentenceEncoder:
         buckets) and every pass of a width has :meth:`rows` rows of that width, filled with
         filler rows (the empty text; at least one), as cuBLAS picks its kernels by shape; the
         model runs in :meth:`dtype` (float16 by default) and each vector is normalised in
-        float32. Vectors go back to the texts' order. Checked by ``tests/test_embed.py``:
+        float32. Vectors go back to the texts' order. Checked by ``tests/encoders/test_embed.py``:
         alone, in a handful, in a corpus, at the bucket edges.
         """
         if not texts:

@@ -11,5 +11,5 @@ Each hook reads entries through ``source.Source`` (a cache read first, then a re
 ``hermes``, ``source`` and ``client`` import only the standard library and
 ``pipeline.contract.errors`` at the top (``pipeline/__init__.py`` loads nothing else), so the OKS
 and Hermes processes that load them need nothing of the batch engine (a ``pip install --no-deps``)
-unless they read a cache in process (``cache_dir``); ``tests/test_hooks_light.py`` checks it.
+unless they read a cache in process (``cache_dir``); ``tests/hooks/test_hooks_light.py`` checks it.
 """

@@ -7,7 +7,7 @@ dimension; only the k greedy steps are a Python loop. Kernel rows are built lazi
 The two paths, and a batch of one on the lazy path (torch sends it to another kernel), give other
 float bits for the same query. A caller that wants a query's bits to depend on its own pool only
 pads each query to :func:`pool_width` of its own size (which also fixes its path) and batches at
-least :data:`MIN_ROWS` rows (``pipeline.stages.select``; ``tests/test_select.py``).
+least :data:`MIN_ROWS` rows (``pipeline.stages.select``; ``tests/stages/test_select.py``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ another component found may still have a value, a dense cosine). ``weight`` per 
 float or a per-query array (indexed by query).
 
 The bits are those of the polars expressions these functions replaced (kept in
-``tests/test_fusion.py`` as the reference): per-query maxima and minima ignore NaN (as polars' ``max``), quotients
+``tests/stages/test_fusion.py`` as the reference): per-query maxima and minima ignore NaN (as polars' ``max``), quotients
 are true divisions, a weighted term is ``(w · scale[q]) · x``, and the channels' terms are added
 as a balanced tree (``scoring.tree_sum``, polars' ``sum_horizontal`` order).
 """

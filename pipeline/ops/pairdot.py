@@ -14,7 +14,7 @@ element-wise float32 operations, each correctly rounded (IEEE 754) wherever it r
 add kernels, so no fused multiply-add can round differently. numpy on the host and torch on any
 device run the very same sequence (:func:`pair_dots` takes either), and a pair's bits depend on its
 two vectors only, never on the other pairs, the block or the thread that computed it
-(``tests/test_pairdot.py``: a per-element Python reference, numpy against torch, cuda against cpu).
+(``tests/ops/test_pairdot.py``: a per-element Python reference, numpy against torch, cuda against cpu).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ its group's reference time in ``now``, and ``RunContext.segments``/``seg``/``qse
 that counts or links across nodes keeps to a segment: BM25 columns and statistics per segment
 (``channels.segvocab``), dense search per segment, no edge and no hub across segments
 (``graph.build``, ``hubs.build``), and diffusion never crosses a component. A query's rows are
-therefore byte for byte the rows of its group run alone (``tests/test_packs.py``); configs that
+therefore byte for byte the rows of its group run alone (``tests/run/test_packs.py``); configs that
 read anything else across nodes (:func:`packable`) run group by group.
 """
 

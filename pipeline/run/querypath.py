@@ -55,7 +55,7 @@ STAGES = [
 
 def inserted(stage, after: str) -> list:
     """:data:`STAGES` with ``stage`` right after the stage named ``after``: how a new stage is
-    registered (``tests/test_toy_stage.py``; a new module of this package edits the list itself)."""
+    registered (``tests/core/test_toy_stage.py``; a new module of this package edits the list itself)."""
     names = [s.name for s in STAGES]
     at = names.index(after) + 1
     return [*STAGES[:at], stage, *STAGES[at:]]

@@ -5,7 +5,7 @@
 Dense: ``dense.index=torch`` (blocked matrix product + topk, ``channels.dense_torch``) vs FAISS's
 flat scan (faiss-cpu), each followed by ``dense.exact_top`` (the channel's answer), on random unit
 vectors (384-d). BM25: ``lexical.scorer=torch`` (``channels.bm25_device.topk``) vs the host's scipy
-product + ``topk_sparse`` (the default CPU path, bm25s's lucene scores: tests/test_lexical.py), on
+product + ``topk_sparse`` (the default CPU path, bm25s's lucene scores: tests/channels/test_lexical.py), on
 synthetic Zipf term counts (30 tokens a document, 100k terms; queries of 4 mid-frequency terms).
 Each row: wall and CPU seconds (``time.process_time``, all threads), queries/s, and whether the
 answer equals the baseline's bit for bit. A device missing here (no GPU) is a row saying so.

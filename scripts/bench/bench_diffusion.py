@@ -5,9 +5,9 @@ Methods (time per query):
                     float32 seeds in, sparse results out (sparse frontier, sparse × sparse products)
   batched PPR       ``pipeline.ops.ppr.ppr`` over blocks of ``--ppr-block`` queries, damping 0.5, tol 1e-6:
                     sparse seeds in, dense (N, B) float32 scores out (solved on the seeds' components)
-  PEDSA reference   ST-BME's per-query dict loop (``tests/reference.py::pedsa_reference``) with the
+  PEDSA reference   ST-BME's per-query dict loop (``pipeline/bme/propagate.py::pedsa_reference``) with the
                     adjacency lists built once per graph instead of once per call; it is checked against
-                    the literal test function on a few queries
+                    the literal function on a few queries
   igraph PPR        ``Graph.personalized_pagerank(damping=0.5, reset=<seed weights>, weights="weight",
                     directed=False, implementation="prpack")`` per query, as HippoRAG calls it
   scipy PPR         our ``ppr`` with B=1 per query, dense seed vector (each call also pays ppr's setup:
@@ -42,12 +42,11 @@ import polars as pl
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
+from pipeline.bme.propagate import adjacency_lists, pedsa_lists, pedsa_reference  # noqa: E402
 from pipeline.ops.pedsa import pedsa  # noqa: E402
 from pipeline.ops.ppr import ppr  # noqa: E402
 from pipeline.stages import graph  # noqa: E402
-from reference import adjacency_lists, pedsa_lists, pedsa_reference  # noqa: E402
 
 CORPUS = Path("/work/shared/data/hipporag/2wikimultihopqa_corpus.json.gz")
 MAX_BLOCK_ELEMS = 2**26  # N×B float32 per block at most (ppr's dense output)
@@ -245,7 +244,7 @@ def bench_graph(name, n, edges, sizes, subset, n_literal, args, rows, ratios, ch
     checks.append(
         (
             name,
-            f"ref loop (lists built once) vs literal tests/pedsa_reference, {n_literal} queries",
+            f"ref loop (lists built once) vs literal propagate.pedsa_reference, {n_literal} queries",
             d_lit,
             1e-12,
         )
@@ -300,7 +299,7 @@ def bench_graph(name, n, edges, sizes, subset, n_literal, args, rows, ratios, ch
             ),
             (
                 tag,
-                "(info) literal tests/pedsa_reference, rebuilds adjacency per call",
+                "(info) literal propagate.pedsa_reference, rebuilds adjacency per call",
                 f"{n_literal}",
                 loop_ms["literal"],
                 loop_ms["literal"] * q_total / 1e3,

@@ -127,7 +127,7 @@ def _queries(ws: Path, question: tuple | None, case: str) -> list[dict]:
 def _byo_store(ws: Path, dst: Path, embed) -> None:
     """A copy of ``ws`` whose chunk vectors are float16(embed(truncated text)) (no npz cache)."""
     from pipeline.adapters import reme_index
-    from reme_store import write_jsonl_zst
+    from pipeline.synth.reme_store import write_jsonl_zst
 
     if dst.exists():
         shutil.rmtree(dst)
@@ -312,7 +312,6 @@ def _report(totals: dict) -> None:
 def reme(args) -> int:
     """The ``reme`` subcommand (see the module docstring)."""
     sys.path.insert(0, str(REPO))
-    sys.path.insert(0, str(REPO / "tests"))
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     hash_embed = _oracle_module(Path(args.oracles)).hash_embed

@@ -1,0 +1,1 @@
+"""What tests share besides fixtures: paths, fakes, references and harnesses."""
