@@ -4,7 +4,7 @@ The config is composed as ``recall run`` composes it: the same overrides, checke
 ``pipeline.cli.main.check_overrides`` (a mistyped option is the same one-line ``UserError``), then
 Hydra's compose of ``conf/config.yaml`` under the same guarded loader (``pipeline.cli.hydra_guard``),
 then the same ``pipeline.run.runner.run``. So ``recall(...)`` and ``recall run ...`` with the same
-overrides write the same ``recall.parquet`` bytes (tests/test_api.py runs both).
+overrides write the same ``recall.parquet`` bytes (tests/system/test_api.py runs both).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pipeline.adapters import beir, reme_index
 from pipeline.adapters.common import finish, read_jsonl, read_text
 from pipeline.contract.errors import DataError
 from pipeline.contract.schema import frame
-from reme_store import chunk_record, write_jsonl_zst
+from pipeline.synth.reme_store import chunk_record, write_jsonl_zst
 
 # a value holding U+2028, U+2029 and U+0085 (JSON.stringify and ensure_ascii=False leave them
 # raw): not line ends; a CRLF line end; blank lines

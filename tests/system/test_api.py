@@ -15,12 +15,12 @@ import polars as pl
 import pytest
 
 import pipeline
-from conftest import REPO, TINY_WS
 from pipeline.adapters import sample
 from pipeline.api import compose, overrides_of
 from pipeline.cli.main import main
 from pipeline.contract.dataset import Dataset
 from pipeline.contract.errors import ConfigError, DataError, UserError
+from tests.helpers.paths import REPO, TINY_WS
 
 PUBLIC = "recall RecallResult RecallCache served injections Dataset UserError __version__".split()
 HEAVY = ("omegaconf", "hydra", "torch", "polars", "numpy", "pyarrow", "starlette")
@@ -160,7 +160,7 @@ def test_best_on_the_sample_gives_the_pinned_metrics_and_keeps_no_directory(
     assert ran_in.parent == tmp_path and ran_in.name.startswith("recall-") and not ran_in.exists()
     assert res.recall.height == 30 * 50 and res.recall["query_id"].n_unique() == 30
     assert res.injection is None  # inject.format none
-    # the pins of tests/test_e2e.py (PINNED_BEST), and recall@5 re-derived from the frame
+    # the pins of tests/system/test_e2e.py (PINNED_BEST), and recall@5 re-derived from the frame
     assert res.metrics["recall@5"] == pytest.approx(0.8000, abs=1e-4)
     assert res.metrics["ndcg@10"] == pytest.approx(0.7335, abs=1e-4)
     assert res.metrics["recall@5"] == pytest.approx(
