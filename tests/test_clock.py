@@ -16,7 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from isolated import fresh_run
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.ops.scope import run_groups
 from pipeline.recallcache import keys, recipe
 from pipeline.run import clock, precompute

@@ -4,8 +4,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import REPO
-from pipeline.contract.registry import TARGETS
-from pipeline.core.common import call_target
+from pipeline.contract.registry import TARGETS, call_target
 
 GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir())
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((REPO / "conf" / g).glob("*.yaml"))]

@@ -121,7 +121,7 @@ def test_a_gpu_built_cache_and_cpu_misses_give_the_rows_of_one_cpu_run(tmp_path,
     from omegaconf import OmegaConf
 
     from pipeline.channels import dense
-    from pipeline.core.common import call_target
+    from pipeline.contract.registry import call_target
     from pipeline.recallcache import keys
     from pipeline.run import precompute
     from pipeline.serve import RecallCache, Service

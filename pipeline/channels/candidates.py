@@ -318,7 +318,7 @@ KEPT_MATRICES = 4  # BM25 matrices a node table's memo keeps (segmentations × s
 
 def kept(memo: dict | None, key, compute):
     """``compute()``, kept in ``memo`` under ``key`` for a later call (``memo`` None: computed
-    each time). The channels stage passes one memo per node table (``common.corpus_step``): the
+    each time). The channels stage passes one memo per node table (``memo.corpus_step``): the
     query groups that see the same nodes at other reference times share its tokens, BM25 matrix
     and the matrix's copy on the device."""
     if memo is None:

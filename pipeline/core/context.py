@@ -15,12 +15,12 @@ from omegaconf import DictConfig
 @dataclass
 class RunState:
     """What a run computes once and every group slices: config, embeddings of all nodes and of
-    every query part (``query.plan``), the memo of ``common.corpus_step`` and the stage log."""
+    every query part (``query.plan``), the memo of ``memo.corpus_step`` and the stage log."""
 
     cfg: DictConfig
     ds: object
     device: str
-    log: object  # common.StageLog
+    log: object  # stagelog.StageLog
     memo: dict | None = None
     encoder: object = None
     cache: object = None

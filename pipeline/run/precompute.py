@@ -48,8 +48,9 @@ from pipeline.contract import io
 from pipeline.contract.dataset import Dataset, require_queries
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.ingest import drop_empty
+from pipeline.contract.registry import call_target
 from pipeline.core import backend
-from pipeline.core.common import StageLog, call_target
+from pipeline.core.stagelog import StageLog
 from pipeline.inject import formats
 from pipeline.ops.scope import scope_groups
 from pipeline.recallcache import keys as serve_keys

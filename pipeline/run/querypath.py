@@ -19,8 +19,8 @@ import polars as pl
 
 from pipeline.adapters import oks_settings
 from pipeline.core import backend
-from pipeline.core.common import memo_scope
 from pipeline.core.context import RunContext, RunState
+from pipeline.core.memo import memo_scope
 from pipeline.core.progress import progress
 from pipeline.ops.scope import EdgeIndex, run_groups
 from pipeline.run import autopreset, clock, packs
@@ -213,7 +213,7 @@ def recall_queries(
 ) -> Recalled:
     """Recall of ``queries`` against ``nodes`` (both after ingest): embed once, run every group,
     gather the rows in query order. ``memo`` keeps per-node-table work between calls (a Ray worker
-    holds one; ``common.memo_scope`` keeps it to this config and these edges); ``until`` stops
+    holds one; ``memo.memo_scope`` keeps it to this config and these edges); ``until`` stops
     each group after that stage (``recall analyze``: ``novelty``)."""
     state = RunState(cfg, ds, device, log, memo_scope(memo, cfg, ds.edges), until=until)
     if ds.settings and (note := oks_settings.backend_note(ds.settings, cfg.lexical.tokenizer)):

@@ -40,7 +40,7 @@ from omegaconf import DictConfig
 
 from pipeline.contract.errors import ConfigError, DataError, UserError, require_one_of
 from pipeline.contract.ingest import drop_empty
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.ops.scope import scope_rows, visible
 from pipeline.recallcache import keys, recipe
 from pipeline.recallcache.reader import RecallCache

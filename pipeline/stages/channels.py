@@ -17,7 +17,7 @@ from pipeline.channels.candidates import generate
 from pipeline.channels.collab import CollabParams
 from pipeline.contract import io
 from pipeline.contract.errors import require_one_of
-from pipeline.core.common import corpus_step, key_prefix, stage_key
+from pipeline.core.memo import corpus_step, key_prefix, stage_key
 from pipeline.core.stage import Params, Stage
 
 

@@ -23,8 +23,9 @@ import polars as pl
 from omegaconf import DictConfig, open_dict
 
 from pipeline.contract.errors import ConfigError
+from pipeline.contract.registry import call_target
 from pipeline.core.backend import fallback
-from pipeline.core.common import call_target, corpus_step
+from pipeline.core.memo import corpus_step
 from pipeline.encoders.models import EmbeddingCache, cache_tag, embed_cached
 from pipeline.stages import query
 

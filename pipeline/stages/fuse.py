@@ -25,8 +25,7 @@ from omegaconf import OmegaConf
 
 from pipeline.contract.errors import ConfigError, require_one_of
 from pipeline.core import backend
-from pipeline.core.backend import fallback
-from pipeline.core.common import host_column
+from pipeline.core.backend import fallback, host_column
 from pipeline.core.stage import Stage
 from pipeline.ops import fusion
 from pipeline.ops.topk import int_order

@@ -285,7 +285,7 @@ def directed_topn(
 def run_stage(ctx, p: GraphParams) -> object:
     """The group's weighted edges (explicit among its nodes, temporal, mentions, kNN) and, when
     diffusion runs, its entity hubs; both memoised per node table."""
-    from pipeline.core.common import corpus_step
+    from pipeline.core.memo import corpus_step
     from pipeline.encoders.models import embed_cached
     from pipeline.stages import hubs
 

@@ -20,7 +20,7 @@ import polars as pl
 
 from pipeline.contract.errors import ConfigError
 from pipeline.core import backend
-from pipeline.core.common import host_column
+from pipeline.core.backend import host_column
 from pipeline.core.stage import Stage
 from pipeline.ops import scoring, speakers
 

@@ -1,98 +1,16 @@
-"""Helpers every layer shares and that import no stage: calling a registered target, the stage
-log (seconds and row counts), memoised per-node-table work, stage cache keys, versions, memory."""
+"""Memo and cache keys: a table's ordered digest, the per-node-table memo of a run (and its
+scope: one recipe, one set of edges, one signals file), and the stage cache keys."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
-import logging
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.contract import io, registry
-from pipeline.core import backend, version
-
-log = logging.getLogger("pipeline.run.runner")
-VERSIONS = (
-    "recall-pipeline",
-    "numpy",
-    "polars",
-    "pyarrow",
-    "torch",
-    "bm25s",
-    "rjieba",
-    "jieba",
-    "pytrec-eval-terrier",
-    "sentence-transformers",
-    "hydra-core",
-)
-
-
-def call_target(spec: DictConfig | dict, where: str | None = None, **extra):
-    """Call the registered callable named by ``spec._target_`` (``pipeline.contract.registry``) with the
-    remaining keys as kwargs; ``where`` names the config key for errors (default: the node's key)."""
-    if where is None:
-        where = (spec._get_full_key(None) if isinstance(spec, DictConfig) else None) or "config"
-    spec = OmegaConf.to_container(spec, resolve=True) if isinstance(spec, DictConfig) else spec
-    return registry.call(spec, where, **extra)
-
-
-def host_column(name: str, values, valid=None) -> pl.Series:
-    """A Float64 column of ``values`` (numpy, or CuPy brought to the host in one transfer), null
-    where ``valid`` (the same namespace, or None: every value defined) is False."""
-    out = pl.Series(name, backend.to_host(values), dtype=pl.Float64)
-    if valid is None:
-        return out
-    ok = backend.to_host(valid)
-    return out if ok.all() else pl.select(pl.when(pl.Series(ok)).then(out)).to_series()
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (MiB; Linux reports ru_maxrss in KiB)."""
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def versions() -> dict[str, str]:
-    """Versions of the main packages, and of the FAISS / CuPy / cuGraph distributions actually imported."""
-    out = backend.distributions()
-    for name in VERSIONS:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    out["recall-pipeline-code"] = version.code_version()  # package version + hash of the source
-    return out
-
-
-class StageLog:
-    """Seconds per stage and row counts of a run (the manifest's ``timings_s`` and ``rows``)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self.rows: dict[str, int] = {}
-
-    @contextmanager
-    def stage(self, name: str):
-        """Time the body as stage ``name``; a stage that runs once per query group adds up."""
-        io.fault_point(f"stage:{name}")
-        t0 = time.perf_counter()
-        log.info("stage %s ...", name)
-        yield
-        self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - t0, 4)
-
-    def add(self, name: str, n: int) -> None:
-        """A per-query count: summed over groups (and over Ray shards)."""
-        self.rows[name] = self.rows.get(name, 0) + int(n)
-
-    def most(self, name: str, n: int) -> None:
-        """A per-group size (graph edges, hubs): the largest group's, whichever way queries were split."""
-        self.rows[name] = max(self.rows.get(name, 0), int(n))
+from pipeline.contract import io
+from pipeline.core import version
 
 
 def table_digest(frame: pl.DataFrame) -> bytes:
