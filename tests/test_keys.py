@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from isolated import fresh_cfg, fresh_run
 from pipeline.contract.dataset import Dataset
-from pipeline.core.memo import corpus_step, memo_scope, stage_key, table_digest
+from pipeline.core.memo import corpus_step, stage_key, table_digest
 from pipeline.run import runner
+from pipeline.run.querypath import scoped_memo
 from pipeline.synth.workspaces import make
 
 COMMON = ["preset=best", "embed=hashing", "report=false", "k=5", "graph.hubs.max_df=0.5"]
@@ -104,7 +105,7 @@ def test_keys_change_when_rows_are_permuted(case):
     moved = nodes[order]
     queries = distinct_rows(3)
     assert table_digest(moved) != table_digest(nodes)
-    key = lambda nd, q: stage_key(None, None, nd, q, [], prefix=b"p")  # noqa: E731
+    key = lambda nd, q: stage_key(b"p", nd, q)  # noqa: E731
     assert key(moved, queries) != key(nodes, queries)
     assert key(nodes, queries[[2, 0, 1]]) != key(nodes, queries)
     calls = []
@@ -121,7 +122,7 @@ def test_keys_are_equal_for_equal_inputs(n, segments):
     copy = pl.DataFrame(nodes.to_dicts(), schema=nodes.schema)  # rebuilt row by row
     queries = distinct_rows(2)
     seg = tuple((s, 1) for s in segments)
-    key = lambda nd, s: stage_key(None, None, nd, queries, [], b"p", s)  # noqa: E731
+    key = lambda nd, s: stage_key(b"p", nd, queries, s)  # noqa: E731
     assert table_digest(copy) == table_digest(nodes)
     assert key(copy, seg) == key(nodes, seg)
     if seg:
@@ -136,9 +137,9 @@ def test_memo_scope_separates_configs_and_edges(compose):
     memo: dict = {}
     cfg, other = compose(COMMON), compose([*COMMON, "graph.knn_k=3"])
     edges = pl.DataFrame({"src": ["a", "b"], "dst": ["b", "c"]})
-    one = memo_scope(memo, cfg, edges)
-    assert memo_scope(memo, cfg, edges.clone()) is one
-    assert memo_scope(memo, other, edges) is not one
-    assert memo_scope(memo, cfg, edges.reverse()) is not one
-    assert memo_scope(memo, cfg, None) is not one
-    assert memo_scope(None, cfg, edges) is None
+    one = scoped_memo(memo, cfg, edges)
+    assert scoped_memo(memo, cfg, edges.clone()) is one
+    assert scoped_memo(memo, other, edges) is not one
+    assert scoped_memo(memo, cfg, edges.reverse()) is not one
+    assert scoped_memo(memo, cfg, None) is not one
+    assert scoped_memo(None, cfg, edges) is None

@@ -22,19 +22,20 @@ def table_digest(frame: pl.DataFrame) -> bytes:
     return h.digest()
 
 
-def memo_scope(memo: dict | None, cfg: DictConfig, edges: pl.DataFrame | None) -> dict | None:
-    """The part of a caller's ``memo`` that belongs to this config, these explicit edges and the
-    bytes of a ``signals.path`` table (what the per-node-table steps read besides their node
-    table): a memo kept across runs or Ray shards never serves a value computed under another
-    recipe, graph or signals file. None stays None."""
+def memo_scope(
+    memo: dict | None, recipe: str, edges: pl.DataFrame | None, signals_path: str | None
+) -> dict | None:
+    """The part of a caller's ``memo`` that belongs to this ``recipe`` (a hash of the run's config,
+    ``querypath.scoped_memo``), these explicit edges and the bytes of the ``signals_path`` table
+    (what the per-node-table steps read besides their node table): a memo kept across runs or Ray
+    shards never serves a value computed under another recipe, graph or signals file. None stays
+    None."""
     if memo is None:
         return None
-    conf = OmegaConf.to_container(cfg, resolve=True)
-    conf = {k: v for k, v in conf.items() if k not in ("out_dir", "report")}
-    sig = cfg.signals.get("path") if cfg.signals.get("enabled") else None
+    sig = signals_path
     key = (
         "scope",
-        io.config_hash(conf),
+        recipe,
         b"" if edges is None else table_digest(edges),
         hashlib.sha256(Path(sig).read_bytes()).digest() if sig and Path(sig).is_file() else b"",
     )
@@ -55,20 +56,13 @@ def corpus_step(memo: dict | None, name: str, nodes: pl.DataFrame, compute):
 
 
 def stage_key(
-    cfg: DictConfig,
-    ds,
-    nodes: pl.DataFrame,
-    queries: pl.DataFrame,
-    keys: list[str],
-    prefix: bytes | None = None,
-    segments: tuple = (),
+    prefix: bytes, nodes: pl.DataFrame, queries: pl.DataFrame, segments: tuple = ()
 ) -> str:
-    """Fingerprint of a stage's inputs: the config keys it reads, the input files, the node and
-    query tables (every column, rows in order: :func:`table_digest`), how a pack cuts them into
-    segments (``segments``: the node and query counts of each), the code and polars versions.
-    Finished stages are cached under it and reused by a rerun. ``prefix`` is :func:`key_prefix`
-    of (cfg, ds, keys) when the caller has it already."""
-    h = hashlib.sha256(key_prefix(cfg, ds, keys) if prefix is None else prefix)
+    """Fingerprint of a stage's inputs: ``prefix`` (:func:`key_prefix`: the config keys it reads,
+    the input files, the code and polars versions), the node and query tables (every column, rows
+    in order: :func:`table_digest`) and how a pack cuts them into segments (``segments``: the node
+    and query counts of each). Finished stages are cached under it and reused by a rerun."""
+    h = hashlib.sha256(prefix)
     for frame in (nodes, queries):  # in row order: the cached value holds row positions
         h.update(table_digest(frame))
     h.update(repr(segments).encode())

@@ -108,7 +108,8 @@ class ShardWorker:
         from pipeline.contract.dataset import Dataset
         from pipeline.contract.ingest import drop_empty
         from pipeline.core import backend
-        from pipeline.core.memo import corpus_step, memo_scope
+        from pipeline.core.memo import corpus_step
+        from pipeline.run.querypath import scoped_memo
         from pipeline.stages.embed import embed_nodes
 
         os.chdir(cwd)  # relative paths in the config (cache_dir, data) mean the driver's
@@ -125,7 +126,7 @@ class ShardWorker:
             ds = self.ds
             nodes = drop_empty(Dataset(ds.name, ds.nodes, ds.queries, None, None, {}, Counter()))[0]
             corpus_step(
-                memo_scope(self.memo, self.cfg, ds.edges),
+                scoped_memo(self.memo, self.cfg, ds.edges),
                 "embed",
                 nodes,
                 lambda: embed_nodes(self.cfg, nodes, self.device),

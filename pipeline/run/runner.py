@@ -18,7 +18,7 @@ from pipeline.core import backend
 from pipeline.core.stagelog import StageLog
 from pipeline.run import clock, querypath
 from pipeline.run.outputs import write_outputs
-from pipeline.stages.embed import keyword_store
+from pipeline.run.querypath import keyword_store
 
 
 def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = None) -> dict:

@@ -178,7 +178,7 @@ class Service:
         self.watch = DataWatch(lambda: input_files(cfg), float(opts.get("check_interval", 0.5)))
         self._lock = threading.Lock()
         self.state = self._load(self.watch.seen)
-        self.namespace = keys.namespace(cfg, self.state.ds.name)
+        self.namespace = keys.namespace(self.state.ds.name, **recipe.namespace_parts(cfg))
         self.cache = RecallCache(
             cfg.cache_dir, self.namespace, float(opts.get("cache_check", 0.05))
         )

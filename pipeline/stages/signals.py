@@ -33,7 +33,7 @@ ARCHIVE_BELOW = 0.15  # ReMe: archived = recency_score < 0.15
 TIERS = ((0.7, "hot"), (0.4, "warm"), (0.15, "cold"))  # else "evictable"
 
 
-@dataclass
+@dataclass(frozen=True)
 class SignalsParams(Params):
     """Signals settings: Leiden resolution and seed, age window, a precomputed table."""
 
