@@ -1,4 +1,5 @@
-"""The ``channels`` stage's parameters: the dense (FAISS) and lexical (BM25) channels.
+"""The ``channels`` stage: the dense (FAISS) and lexical (BM25) channels' parameters, the stage's
+own (:class:`ChannelsParams`) and its run, which caches each group's candidates under its stage key.
 
 The array code that turns them into candidates is ``pipeline.channels`` (``candidates.generate``).
 """
