@@ -46,7 +46,7 @@ import polars as pl
 
 from pipeline.adapters import locomo
 from pipeline.channels import collab as collab_channel
-from pipeline.channels.candidates import generate
+from pipeline.channels.candidates import ChannelSettings, generate
 from pipeline.contract.dataset import Dataset
 from pipeline.core.stage import group_yaml
 from pipeline.inject.team import cf_boosts
@@ -211,7 +211,7 @@ def main() -> None:
         nodes, queries, rel = workload(args.workload, args.seed, args.noise)
         lex = LexicalParams.defaults(stopwords=None, candidates=10)
         left_out = ""
-    first = generate(nodes, queries, ["lexical"], None, None, None, lex)
+    first = generate(nodes, queries, ChannelSettings(("lexical",), lexical=lex))
     parts = scope_groups(nodes, queries)
     slug = np.array(collab_channel.slugs(nodes), dtype=object)
     qids = queries["query_id"].to_list()

@@ -318,7 +318,7 @@ KEPT_MATRICES = 4  # BM25 matrices a node table's memo keeps (segmentations × s
 
 def kept(memo: dict | None, key, compute):
     """``compute()``, kept in ``memo`` under ``key`` for a later call (``memo`` None: computed
-    each time). The channels stage passes one memo per node table (``common.corpus_step``): the
+    each time). The channels stage passes one memo per node table (``memo.corpus_step``): the
     query groups that see the same nodes at other reference times share its tokens, BM25 matrix
     and the matrix's copy on the device."""
     if memo is None:
@@ -450,64 +450,87 @@ def _plugins(enabled: list[str]) -> dict:
     return plugins
 
 
+@dataclass(frozen=True)
+class ChannelSettings:
+    """What the recipe decides about candidate generation: the enabled channels (the ``channels``
+    list, in its order) and their settings: ``dense``, ``lexical``, ``collab`` (the ``channels``
+    stage's ``DenseParams``, ``LexicalParams`` and ``CollabParams``; None for a channel that is not
+    enabled), the FAISS ``seed`` and whether archived nodes are searched (``include_archived``)."""
+
+    enabled: tuple[str, ...]
+    dense: object = None
+    lexical: object = None
+    collab: object = None
+    seed: int = 13
+    include_archived: bool = False
+
+
+@dataclass
+class CandidateInputs:
+    """What a group brings to candidate generation besides its node and query tables.
+
+    ``xb``: the node vectors; ``xq``: one vector per query, or, with ``part_q`` (query of each row)
+    and ``part_w`` (its weight), several per query (``pipeline.stages.query.plan``), whose hits
+    merge by max of w·cos. ``parts``: the scope groups [(key, node indices, query indices)]
+    (None: ``scope_groups`` of the tables); each query's candidates come from its group's nodes
+    only. ``log``: the injection log the ``collab`` channel reads. ``resident``: ``xb`` on the
+    device (``dense.resident``), where the dense channel then scans, rescores and scores pairs.
+    ``tokens_cache``: the folder of the nodes' cached field tokens (``channels.token_cache``; None:
+    tokenised afresh). ``memo``: where the lexical channel keeps its index of these nodes for the
+    next group over them (:func:`kept`; None: nothing kept). ``device``: where the work runs."""
+
+    xb: np.ndarray | None = None
+    xq: np.ndarray | None = None
+    part_q: np.ndarray | None = None
+    part_w: np.ndarray | None = None
+    parts: list | None = None
+    log: pl.DataFrame | None = None
+    resident: object = None
+    tokens_cache: Path | None = None
+    memo: dict | None = None
+    device: str = "cpu"
+
+
 def generate(
     nodes: pl.DataFrame,
     queries: pl.DataFrame,
-    enabled: list[str],
-    xb: np.ndarray | None,
-    xq: np.ndarray | None,
-    dense_p,
-    lex_p,
-    device: str = "cpu",
-    seed: int = 13,
-    include_archived: bool = False,
-    part_q: np.ndarray | None = None,
-    part_w: np.ndarray | None = None,
-    parts: list | None = None,
-    collab_p=None,
-    log: pl.DataFrame | None = None,
-    resident=None,
-    tokens_cache: Path | None = None,
-    memo: dict | None = None,
+    settings: ChannelSettings,
+    inputs: CandidateInputs | None = None,
 ) -> pl.DataFrame:
-    """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel;
-    ``dense_p`` and ``lex_p`` are the ``channels`` stage's ``DenseParams`` and ``LexicalParams``.
-
-    ``xq`` holds one vector per query, or — with ``part_q`` (query of each row) and ``part_w`` (its
-    weight) — several per query (``pipeline.stages.query.plan``): their hits merge by max of w·cos.
-    ``parts`` are the scope groups [(key, node indices, query indices)] (default: ``scope_groups``
-    of the tables); each query's candidates come from its group's nodes only. ``collab_p`` and
-    ``log`` (the injection log) serve the ``collab`` channel, which needs another channel.
-    ``resident``: ``xb`` on the device (``dense.resident``), where the dense channel then scans,
-    rescores and scores pairs. ``tokens_cache``: the folder of the nodes' cached field tokens
-    (``channels.token_cache``; None: tokenised afresh). ``memo``: where the lexical channel keeps
-    its index of these nodes for the next group over them (:func:`kept`; None: nothing kept).
-    """
+    """Candidates with columns query_idx, node_idx, <channel> score and <channel>_rank per channel
+    of ``settings.enabled`` (:class:`ChannelSettings`), from the group's ``inputs``
+    (:class:`CandidateInputs`: vectors, scope groups, caches; default: none, for a lexical-only
+    call). The ``collab`` channel reads the injection log (``inputs.log``) and needs another
+    channel."""
+    s, a = settings, inputs if inputs is not None else CandidateInputs()
+    enabled = list(s.enabled)
+    xb, xq, part_q, part_w = a.xb, a.xq, a.part_q, a.part_w
     if xq is not None and part_q is None:
         part_q, part_w = np.arange(len(xq)), np.ones(len(xq))
     plugins = _plugins(enabled)
     dch = (
-        DenseChannel(xb, xq, part_q, part_w, dense_p, seed, device, resident)
+        DenseChannel(xb, xq, part_q, part_w, s.dense, s.seed, a.device, a.resident)
         if "dense" in enabled
         else None
     )
-    if dch is not None and dense_p.cosine == "float16":
+    if dch is not None and s.dense.cosine == "float16":
         dch.f16 = _float16(nodes, queries, xb, xq, part_q, part_w)
-        dch.f16.tie = store_order(nodes) if dense_p.ties == "store" else None
+        dch.f16.tie = store_order(nodes) if s.dense.ties == "store" else None
     lch = (
-        LexicalChannel.tokenise(nodes, queries, lex_p, device, tokens_cache, memo)
+        LexicalChannel.tokenise(nodes, queries, s.lexical, a.device, a.tokens_cache, a.memo)
         if "lexical" in enabled
         else None
     )
+    parts = a.parts
     if parts is None:
-        parts = scope_groups(nodes, queries, include_archived)
+        parts = scope_groups(nodes, queries, s.include_archived)
     parts = [(k, r, q) for k, r, q in parts if len(r) and len(q)]
     cols = {"query_idx": pl.Int64, "node_idx": pl.Int64}
     for ch in enabled:
         cols |= {f"{ch}_rank": pl.Int32, ch: pl.Float32}
     if not parts:
         return pl.DataFrame(schema=cols)
-    seconds = _seconds(enabled, plugins, nodes, queries, parts, log, collab_p)
+    seconds = _seconds(enabled, plugins, nodes, queries, parts, a.log, s.collab)
     cand = _candidates(Segments.of(parts), dch, lch, seconds)
     return cand.select(list(cols)).cast(cols).sort(["query_idx", "node_idx"])
 

@@ -26,7 +26,7 @@ from pipeline.ops import collab
 BASKETS = {"agent": ["agent_id"], "session": ["session_id"], "injection": ["session_id", "turn"]}
 
 
-@dataclass
+@dataclass(frozen=True)
 class CollabParams(Params):
     """Collab channel settings: similarity, basket, Swing constants, hit pages read, list size."""
 

@@ -79,16 +79,16 @@ def runs_in_torch(kind: str, device: str) -> bool:
     return kind == "torch" or (kind == "flat" and device == "cuda" and backend.faiss_gpus() == 0)
 
 
-def resident(ctx):
+def resident(ctx, index: str):
     """The node vectors a group's pair scores and gathers read: ``ctx.xb`` on the host, or, when
-    the dense channel scans in torch (:func:`runs_in_torch`), its copy resident on the run's
+    the dense channel's ``index`` (``dense.index``) scans in torch (:func:`runs_in_torch`), its copy resident on the run's
     device, made once: the run's one copy when the group holds the whole corpus in order (the
     1M-node case), else the group's own. Pair scores (``ops.pairdot``: the same bits on any
     device) and DPP's gathers then run where the vectors are, and only indices go over."""
     xb, state = ctx.xb, ctx.run
     if ctx.xb_resident is not None:
         return ctx.xb_resident
-    if xb is None or not runs_in_torch(ctx.cfg.dense.index, state.device):
+    if xb is None or not runs_in_torch(index, state.device):
         return xb
     from pipeline.channels.dense_torch import to_device
 

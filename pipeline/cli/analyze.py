@@ -14,9 +14,10 @@ from pipeline.cli.main import parser
 from pipeline.contract import io, rundir
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.ingest import nodes_and_queries
+from pipeline.contract.registry import call_target
 from pipeline.core import backend
-from pipeline.core.common import StageLog, call_target
 from pipeline.core.stage import group_yaml
+from pipeline.core.stagelog import StageLog
 from pipeline.run import querypath
 from pipeline.run.outputs import write_frames
 

@@ -83,7 +83,7 @@ def lookup(cfg: DictConfig, own: dict) -> int:
     """Print the entry of ``text`` (in ``scope``) of the dataset's namespace as JSON; 1 if none."""
     from pipeline.recallcache import keys
     from pipeline.recallcache.reader import RecallCache
-    from pipeline.recallcache.recipe import recipe_hash
+    from pipeline.recallcache.recipe import namespace_parts, recipe_hash
     from pipeline.run import clock
 
     if not own.get("text"):
@@ -91,7 +91,7 @@ def lookup(cfg: DictConfig, own: dict) -> int:
     keys.require_utf8(own["text"][0], "text=")  # an argument's non-UTF-8 bytes: one line
     scope = own.get("scope")
     scope = scope[0] if scope and len(scope) == 1 else scope
-    ns = keys.namespace(cfg, str(cfg.data.name))
+    ns = keys.namespace(str(cfg.data.name), **namespace_parts(cfg))
     cache = RecallCache(cfg.cache_dir, ns)
     if ns not in cache.namespaces():
         raise ConfigError(

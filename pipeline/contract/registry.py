@@ -11,11 +11,13 @@ import importlib
 import inspect
 from typing import Callable
 
+from omegaconf import DictConfig, OmegaConf
+
 from pipeline.contract.errors import ConfigError
 
 # name → (module inside this package, attribute): a fixed table written here, never read from a
 # config; the module is imported when its target is first called (so importing the registry, and
-# pipeline.core.common with it, loads no adapter and no stage)
+# call_target with it, loads no adapter and no stage)
 TARGETS: dict[str, tuple[str, str]] = {
     # data adapters (conf/data/*.yaml): path, name, limit_queries, ... → Dataset
     "beir": ("pipeline.adapters.beir", "load"),
@@ -74,3 +76,12 @@ def resolve(name: object, where: str) -> Callable:
         f"{where}._target_={name!r} is not a registered target (targets are names, not import "
         f"paths); choose from {sorted(TARGETS)}"
     )
+
+
+def call_target(spec: DictConfig | dict, where: str | None = None, **extra):
+    """Call the registered callable named by ``spec._target_`` (:data:`TARGETS`) with the
+    remaining keys as kwargs; ``where`` names the config key for errors (default: the node's key)."""
+    if where is None:
+        where = (spec._get_full_key(None) if isinstance(spec, DictConfig) else None) or "config"
+    spec = OmegaConf.to_container(spec, resolve=True) if isinstance(spec, DictConfig) else spec
+    return call(spec, where, **extra)

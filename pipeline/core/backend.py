@@ -183,6 +183,18 @@ def to_host(a):
     return numpy.asarray(a.get() if hasattr(a, "get") else a)
 
 
+def host_column(name: str, values, valid=None):
+    """A polars Float64 column of ``values`` (numpy, or CuPy brought to the host in one transfer),
+    null where ``valid`` (the same namespace, or None: every value defined) is False."""
+    import polars as pl
+
+    out = pl.Series(name, to_host(values), dtype=pl.Float64)
+    if valid is None:
+        return out
+    ok = to_host(valid)
+    return out if ok.all() else pl.select(pl.when(pl.Series(ok)).then(out)).to_series()
+
+
 def scatter_extreme(out, index, values, how: str) -> None:
     """``out[index[j]] = max(out[index[j]], values[j])`` for every j (``how="max"``; ``"min"``
     alike), repeated indices included: ``numpy.maximum.at`` on the host, ``cupyx.scatter_max``

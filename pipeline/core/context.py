@@ -15,12 +15,12 @@ from omegaconf import DictConfig
 @dataclass
 class RunState:
     """What a run computes once and every group slices: config, embeddings of all nodes and of
-    every query part (``query.plan``), the memo of ``common.corpus_step`` and the stage log."""
+    every query part (``query.plan``), the memo of ``memo.corpus_step`` and the stage log."""
 
     cfg: DictConfig
     ds: object
     device: str
-    log: object  # common.StageLog
+    log: object  # stagelog.StageLog
     memo: dict | None = None
     encoder: object = None
     cache: object = None
@@ -60,7 +60,7 @@ class RunContext:
     xq: np.ndarray | None = None
     edges: pl.DataFrame | None = None  # explicit edges with both ends in the group (None: ds.edges)
     cand: pl.DataFrame | None = None  # channels: one row per (query, node) candidate
-    fusion: dict | None = None  # fuse: the fusion settings the later components are fused with
+    fusion: object = None  # fuse: its FuseParams (scaled), what later components are fused with
     graph: pl.DataFrame | None = None  # graph: the group's weighted edges
     hub_graph: object = None  # graph: the entity hubs (stages.hubs.Hubs) or None
     hub_params: object = None  # graph: the hub layer's parameters (stages.hubs.HubParams)
@@ -106,11 +106,6 @@ class RunContext:
                 )
                 first = j + 1
         return out
-
-    @property
-    def cfg(self) -> DictConfig:
-        """The run's resolved config (``run.cfg``)."""
-        return self.run.cfg
 
     @property
     def vectors(self) -> tuple:

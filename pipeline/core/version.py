@@ -1,4 +1,5 @@
-"""The code version every cache key carries: the package version plus a hash of the source files.
+"""The code version every cache key carries (the package version plus a hash of the source files),
+and the versions of the main packages a manifest records (:func:`versions`).
 
 A cached entry (candidates, recall cache, embeddings) is only as valid as the code that made it; a
 version string alone does not change when the source is edited in place (an editable install).
@@ -10,6 +11,8 @@ import functools
 import hashlib
 import importlib.metadata
 from pathlib import Path
+
+from pipeline.core import backend
 
 ROOT = Path(__file__).resolve().parents[1]  # the pipeline package
 __version__ = (
@@ -65,3 +68,30 @@ def code_version() -> str:
     """``<package version>+<hash of every pipeline/**/*.py loaded from>+<library_versions()>``,
     computed once per process: every stage key, recipe and run-directory memo carries it."""
     return f"{package_version()}+{source_hash(ROOT.rglob('*.py'))}+{library_versions()}"
+
+
+VERSIONS = (
+    "recall-pipeline",
+    "numpy",
+    "polars",
+    "pyarrow",
+    "torch",
+    "bm25s",
+    "rjieba",
+    "jieba",
+    "pytrec-eval-terrier",
+    "sentence-transformers",
+    "hydra-core",
+)
+
+
+def versions() -> dict[str, str]:
+    """Versions of the main packages, and of the FAISS / CuPy / cuGraph distributions actually imported."""
+    out = backend.distributions()
+    for name in VERSIONS:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    out["recall-pipeline-code"] = code_version()  # package version + hash of the source
+    return out

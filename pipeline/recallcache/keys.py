@@ -45,11 +45,9 @@ import hashlib
 import json
 import re
 
-from omegaconf import DictConfig, OmegaConf
-
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.schema import SCENE_QUERY_COLUMNS
-from pipeline.recallcache.recipe import recipe_hash, scope_id, scope_of
+from pipeline.recallcache.recipe import scope_id, scope_of
 
 __all__ = ["normalise", "text_key", "query_key", "scope_id", "scope_of", "scope_tuple", "namespace"]
 
@@ -100,14 +98,13 @@ def query_key(text: str, fields: dict | None = None) -> str:
     return hashlib.sha256(f"{normalise(text)}\n{extra}".encode("utf-8")).hexdigest()
 
 
-def dataset_identity(cfg: DictConfig, name: str) -> dict:
-    """What names a dataset: its name and its resolved ``data`` config."""
-    return {"name": name, "data": OmegaConf.to_container(cfg.data, resolve=True)}
-
-
-def namespace(cfg: DictConfig, dataset_name: str) -> str:
-    """The cache namespace of a dataset under this recipe (``namespace=`` when set)."""
-    given = cfg.get("namespace")
+def namespace(
+    dataset_name: str, data: dict, recipe: str, inject: dict, given: str | None = None
+) -> str:
+    """The cache namespace of a dataset under a recipe: ``given`` (the ``namespace=`` option) when
+    set, else ``<dataset name>-<12 hex>`` of the dataset's identity (its name and resolved ``data``
+    config), ``recipe`` (``recipe_hash(cfg, versions=False)``) and the resolved ``inject``
+    settings (``recipe.namespace_parts`` gives these four of a config)."""
     if given:
         if not NAME_OK.match(str(given)):
             raise ConfigError(
@@ -115,8 +112,7 @@ def namespace(cfg: DictConfig, dataset_name: str) -> str:
                 "starting with a letter or digit"
             )
         return str(given)
-    ident = {**dataset_identity(cfg, dataset_name), "recipe": recipe_hash(cfg, versions=False)}
-    ident["inject"] = OmegaConf.to_container(cfg.inject, resolve=True)  # what the blocks hold
+    ident = {"name": dataset_name, "data": data, "recipe": recipe, "inject": inject}
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset_name).strip("._-")[:48] or "data"
     return f"{slug}-{digest[:12]}"

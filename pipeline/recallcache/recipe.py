@@ -65,6 +65,17 @@ def recipe_hash(cfg: DictConfig, versions: bool = True) -> str:
     return _sha(json.dumps(conf, sort_keys=True, default=str).encode())
 
 
+def namespace_parts(cfg: DictConfig) -> dict:
+    """What of a config names its cache namespace (``keys.namespace``'s keyword arguments): the
+    resolved ``data`` and ``inject`` nodes, :func:`recipe_hash` without versions, ``namespace=``."""
+    return {
+        "data": OmegaConf.to_container(cfg.data, resolve=True),
+        "recipe": recipe_hash(cfg, versions=False),
+        "inject": OmegaConf.to_container(cfg.inject, resolve=True),
+        "given": cfg.get("namespace"),
+    }
+
+
 def scope_of(doc_scope) -> tuple[str, ...] | None:
     """A query's ``doc_scope`` as a sorted tuple of unique scopes; None (no scope) stays None."""
     return (

@@ -303,7 +303,7 @@ def _load_truth(dirs: list[Path], manifests: dict[Path, dict]) -> Truth:
 
 
 def _truth_of(run_dir: Path, spec: dict) -> Truth:
-    from pipeline.core.common import call_target
+    from pipeline.contract.registry import call_target
     from pipeline.report.trec import read_qrels
 
     if spec.get("qrels_file"):

@@ -142,7 +142,7 @@ def group_state(state, ctx):
     auto = state.cfg.get("auto")
     if not auto or not auto.get("enabled"):
         return state
-    from pipeline.core.common import corpus_step
+    from pipeline.core.memo import corpus_step
 
     feats = corpus_step(
         state.memo, "auto_features", ctx.nodes, lambda: corpus_features(ctx.nodes, ctx.edges)

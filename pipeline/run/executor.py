@@ -7,7 +7,7 @@ nodes, only that shard's queries) — the same function a local run calls: each 
 (``ops.scope.run_groups``) runs the stages on its own nodes at its own reference time,
 so a shard's answer does not depend on the other shards. Work that does not depend on the
 queries (node embeddings with their encoder; per group's node table: the graph, the hubs, the
-signals) is computed once per actor through ``common.corpus_step`` — the embeddings in ``__init__``, the rest on its first
+signals) is computed once per actor through ``memo.corpus_step`` — the embeddings in ``__init__``, the rest on its first
 shard — and reused for the shards that follow. The driver merges the
 recall rows in query order; export, evaluation and the manifest then run once on the driver
 (``outputs.write_outputs``), exactly as for the local executor.
@@ -108,14 +108,15 @@ class ShardWorker:
         from pipeline.contract.dataset import Dataset
         from pipeline.contract.ingest import drop_empty
         from pipeline.core import backend
-        from pipeline.core.common import corpus_step, memo_scope
+        from pipeline.core.memo import corpus_step
+        from pipeline.run.querypath import scoped_memo
         from pipeline.stages.embed import embed_nodes
 
         os.chdir(cwd)  # relative paths in the config (cache_dir, data) mean the driver's
         self.cfg = OmegaConf.create(cfg)
         self.ds = import_ray().get(dataset_ref[0])
         self.device = backend.resolve_device(self.cfg.device)
-        # common.corpus_step: embeddings, graph, hubs, signals, once per worker and node table;
+        # memo.corpus_step: embeddings, graph, hubs, signals, once per worker and node table;
         # keyed by each table's ordered digest, so a shard whose pack holds the same nodes in
         # another order computes its own
         self.memo: dict = {}
@@ -125,7 +126,7 @@ class ShardWorker:
             ds = self.ds
             nodes = drop_empty(Dataset(ds.name, ds.nodes, ds.queries, None, None, {}, Counter()))[0]
             corpus_step(
-                memo_scope(self.memo, self.cfg, ds.edges),
+                scoped_memo(self.memo, self.cfg, ds.edges),
                 "embed",
                 nodes,
                 lambda: embed_nodes(self.cfg, nodes, self.device),
@@ -136,7 +137,7 @@ class ShardWorker:
         novelty and signals tables as IPC bytes and the counts the driver's manifest merges."""
         from pipeline.contract.ingest import drop_empty
         from pipeline.core import backend
-        from pipeline.core.common import StageLog, peak_rss_mb
+        from pipeline.core.stagelog import StageLog, peak_rss_mb
         from pipeline.run import querypath
 
         ds = self.ds

@@ -159,7 +159,7 @@ def feedback_run(
     """Write the next signals revision for a finished run; returns its path."""
     from pipeline.contract import io
     from pipeline.contract.ingest import drop_empty
-    from pipeline.core.common import call_target
+    from pipeline.contract.registry import call_target
 
     run_dir = Path(run_dir)
     cfg, rows = run_inputs(run_dir, injected)

@@ -12,7 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.contract import io, rundir
 from pipeline.core import backend
-from pipeline.core.common import StageLog, peak_rss_mb, versions
+from pipeline.core.stagelog import StageLog, peak_rss_mb
+from pipeline.core.version import versions
 
 
 def write_frames(out_dir: Path, frames: dict[str, pl.DataFrame]) -> None:

@@ -48,15 +48,16 @@ from pipeline.contract import io
 from pipeline.contract.dataset import Dataset, require_queries
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.ingest import drop_empty
+from pipeline.contract.registry import call_target
 from pipeline.core import backend
-from pipeline.core.common import StageLog, call_target
+from pipeline.core.stagelog import StageLog
 from pipeline.inject import formats
 from pipeline.ops.scope import scope_groups
 from pipeline.recallcache import keys as serve_keys
 from pipeline.recallcache import layout, partitions, recipe
 from pipeline.recallcache.partitions import ENTRY_COLUMNS, KEY_COLUMNS, KEY_INDEX, read_keys
 from pipeline.run import clock, precompute_tiers, querypath
-from pipeline.stages.embed import keyword_store
+from pipeline.run.querypath import keyword_store
 from pipeline.stages.select import with_node_text
 
 __all__ = ["precompute", "served", "injections", "live", "KEY_COLUMNS", "ENTRY_COLUMNS"]
@@ -207,7 +208,7 @@ def precompute(cfg: DictConfig, dataset: Dataset | None = None) -> dict:
     cfg = clock.resolve(cfg)  # default_now: start → this run's start, recorded in the manifest
     ds = dataset if dataset is not None else call_target(cfg.data)
     require_queries(cfg.data.name, ds.queries)
-    namespace = serve_keys.namespace(cfg, ds.name)
+    namespace = serve_keys.namespace(ds.name, **recipe.namespace_parts(cfg))
     ns_dir = layout.namespace_dir(cfg.cache_dir, namespace)
     with layout.locked(ns_dir):
         return _build(cfg, ds, namespace, ns_dir)

@@ -11,16 +11,19 @@ gives the same answer. Recall rows come back in query order, whatever the groupi
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
+from omegaconf import OmegaConf, open_dict
 
 from pipeline.adapters import oks_settings
+from pipeline.contract import io
 from pipeline.core import backend
-from pipeline.core.common import memo_scope
 from pipeline.core.context import RunContext, RunState
+from pipeline.core.memo import memo_scope
 from pipeline.core.progress import progress
 from pipeline.ops.scope import EdgeIndex, run_groups
 from pipeline.run import autopreset, clock, packs
@@ -36,7 +39,7 @@ from pipeline.stages import (
     select,
     signals,
 )
-from pipeline.stages.embed import embed_run
+from pipeline.stages.embed import embed_run, keyword_channels
 
 # the stages of a query group, in order (docs/architecture.md); each is a pipeline.core.stage.Stage
 STAGES = [
@@ -201,6 +204,32 @@ def in_query_order(frames: list, queries: pl.DataFrame, then: list[str]) -> pl.D
     return out.drop("_pos")
 
 
+def keyword_store(cfg, ds):
+    """``cfg`` without the dense channel when ``stages.embed.keyword_channels`` drops it (preset
+    reme over a store indexed without vectors), else ``cfg`` itself."""
+    channels = list(cfg.channels)
+    kept = keyword_channels(
+        channels, cfg.dense.get("no_query_vector"), ds.notes.get("store_vectors")
+    )
+    if kept is channels:
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        cfg.channels = kept
+    return cfg
+
+
+def scoped_memo(memo: dict | None, cfg, edges: pl.DataFrame | None) -> dict | None:
+    """The part of ``memo`` that belongs to this run's config (all of it but ``out_dir`` and
+    ``report``), ``edges`` and the ``signals.path`` table (``memo.memo_scope``); None stays None."""
+    if memo is None:
+        return None
+    conf = OmegaConf.to_container(cfg, resolve=True)
+    conf = {k: v for k, v in conf.items() if k not in ("out_dir", "report")}
+    sig = cfg.signals.get("path") if cfg.signals.get("enabled") else None
+    return memo_scope(memo, io.config_hash(conf), edges, sig)
+
+
 def recall_queries(
     cfg,
     ds,
@@ -213,9 +242,9 @@ def recall_queries(
 ) -> Recalled:
     """Recall of ``queries`` against ``nodes`` (both after ingest): embed once, run every group,
     gather the rows in query order. ``memo`` keeps per-node-table work between calls (a Ray worker
-    holds one; ``common.memo_scope`` keeps it to this config and these edges); ``until`` stops
+    holds one; :func:`scoped_memo` keeps it to this config and these edges); ``until`` stops
     each group after that stage (``recall analyze``: ``novelty``)."""
-    state = RunState(cfg, ds, device, log, memo_scope(memo, cfg, ds.edges), until=until)
+    state = RunState(cfg, ds, device, log, scoped_memo(memo, cfg, ds.edges), until=until)
     if ds.settings and (note := oks_settings.backend_note(ds.settings, cfg.lexical.tokenizer)):
         backend.fallback(note)
     n_embedded = embed_run(state, nodes, queries)

@@ -13,16 +13,17 @@ from omegaconf import DictConfig
 from pipeline.contract import rundir
 from pipeline.contract.dataset import require_queries
 from pipeline.contract.ingest import nodes_and_queries
+from pipeline.contract.registry import call_target
 from pipeline.core import backend
-from pipeline.core.common import StageLog, call_target
+from pipeline.core.stagelog import StageLog
 from pipeline.run import clock, querypath
 from pipeline.run.outputs import write_outputs
-from pipeline.stages.embed import keyword_store
+from pipeline.run.querypath import keyword_store
 
 
 def run(cfg: DictConfig, out_dir: str | Path, dataset=None, memo: dict | None = None) -> dict:
     """Run every stage; ``dataset`` (a ``Dataset``) replaces ``cfg.data`` when given (tests, API use);
-    ``memo`` keeps the per-node-table steps between runs over the same nodes (``common.corpus_step``).
+    ``memo`` keeps the per-node-table steps between runs over the same nodes (``memo.corpus_step``).
     Returns {out_dir, metrics, manifest}."""
     cfg = clock.resolve(cfg)  # default_now: start → this run's start (the manifest's config)
     out_dir = Path(out_dir)

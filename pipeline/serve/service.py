@@ -40,7 +40,7 @@ from omegaconf import DictConfig
 
 from pipeline.contract.errors import ConfigError, DataError, UserError, require_one_of
 from pipeline.contract.ingest import drop_empty
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.ops.scope import scope_rows, visible
 from pipeline.recallcache import keys, recipe
 from pipeline.recallcache.reader import RecallCache
@@ -178,7 +178,7 @@ class Service:
         self.watch = DataWatch(lambda: input_files(cfg), float(opts.get("check_interval", 0.5)))
         self._lock = threading.Lock()
         self.state = self._load(self.watch.seen)
-        self.namespace = keys.namespace(cfg, self.state.ds.name)
+        self.namespace = keys.namespace(self.state.ds.name, **recipe.namespace_parts(cfg))
         self.cache = RecallCache(
             cfg.cache_dir, self.namespace, float(opts.get("cache_check", 0.05))
         )

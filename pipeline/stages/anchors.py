@@ -29,7 +29,7 @@ DERIVED = [
 ]  # graph-stage edges: BME's cross recall walks stored edges only
 
 
-@dataclass
+@dataclass(frozen=True)
 class AnchorParams(Params):
     """Exact-name anchor settings (the ``anchors`` group) and the run's ``include_archived``."""
 
@@ -40,7 +40,7 @@ class AnchorParams(Params):
     include_archived: bool = field(default=False, metadata={"runtime": True})
 
 
-@dataclass
+@dataclass(frozen=True)
 class CrossRecallParams(Params):
     """Cross recall settings (the ``cross_recall`` group)."""
 

@@ -1,4 +1,5 @@
-"""The ``channels`` stage's parameters: the dense (FAISS) and lexical (BM25) channels.
+"""The ``channels`` stage: the dense (FAISS) and lexical (BM25) channels' parameters, the stage's
+own (:class:`ChannelsParams`) and its run, which caches each group's candidates under its stage key.
 
 The array code that turns them into candidates is ``pipeline.channels`` (``candidates.generate``).
 """
@@ -13,15 +14,15 @@ from typing import ClassVar
 import polars as pl
 
 from pipeline.channels import dense
-from pipeline.channels.candidates import generate
+from pipeline.channels.candidates import CandidateInputs, ChannelSettings, generate
 from pipeline.channels.collab import CollabParams
 from pipeline.contract import io
 from pipeline.contract.errors import require_one_of
-from pipeline.core.common import corpus_step, key_prefix, stage_key
+from pipeline.core.memo import corpus_step, key_prefix, stage_key
 from pipeline.core.stage import Params, Stage
 
 
-@dataclass
+@dataclass(frozen=True)
 class DenseParams(Params):
     """Dense (FAISS) channel settings: index type and its knobs, candidates per query, BME's per-part cut."""
 
@@ -48,7 +49,7 @@ class DenseParams(Params):
         require_one_of("dense.ties", self.ties, ("node", "store"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class LexicalParams(Params):
     """Lexical (BM25) channel settings: candidates, k1/b, idf variant, tokenizer, stopwords and field weights."""
 
@@ -88,59 +89,69 @@ KEYS = [
 ]  # what the stage key covers
 
 
-def run_stage(ctx, p: tuple) -> object:
+@dataclass(frozen=True)
+class ChannelsParams(Params):
+    """The ``channels`` stage's parameters: the enabled channels and their groups (``dense``,
+    ``lexical``, ``collab``) with the run's ``seed`` and ``include_archived``
+    (``candidates.ChannelSettings``), the ``cache_dir`` the candidates and tokens are kept in, and
+    the config part of the stage key (``memo.key_prefix`` of :data:`KEYS`)."""
+
+    settings: ChannelSettings
+    cache_dir: str
+    key_prefix: bytes
+
+    @classmethod
+    def of(cls, run) -> ChannelsParams:
+        """The parameters of a run (a ``RunState``: its config and dataset)."""
+        cfg = run.cfg
+        return cls(
+            ChannelSettings(
+                tuple(cfg.channels),
+                DenseParams.from_cfg(cfg.dense, "dense"),
+                LexicalParams.from_cfg(cfg.lexical, "lexical"),
+                CollabParams.from_cfg(cfg.collab, "collab"),
+                cfg.seed,
+                cfg.include_archived,
+            ),
+            str(cfg.cache_dir),
+            key_prefix(cfg, run.ds, KEYS),
+        )
+
+
+def run_stage(ctx, p: ChannelsParams) -> object:
     """Candidates of the group's queries from every enabled channel; cached on disk under the stage
     key and reused by a rerun (``ctx.reused``)."""
-    state, cfg = ctx.run, ctx.cfg
+    state, enabled = ctx.run, p.settings.enabled
     key = stage_key(
-        cfg,
-        state.ds,
+        p.key_prefix,
         ctx.nodes,
         ctx.queries,
-        KEYS,
-        state.const("key:channels", lambda: key_prefix(cfg, state.ds, KEYS)),
-        segments=()
-        if ctx.segments is None
-        else tuple((len(r), len(q)) for _k, r, q in ctx.segments),
+        () if ctx.segments is None else tuple((len(r), len(q)) for _k, r, q in ctx.segments),
     )
-    log = state.ds.use_log() if "collab" in cfg.channels else None
+    log = state.ds.use_log() if "collab" in enabled else None
     if log is not None:  # the collab channel's statistics: the log's exact rows
         key = hashlib.sha256((key + log.write_json()).encode()).hexdigest()[:20]
-    path = Path(cfg.cache_dir) / "candidates" / f"{key}.parquet"
+    path = Path(p.cache_dir) / "candidates" / f"{key}.parquet"
     if path.exists():
         ctx.cand = pl.read_parquet(path)
         ctx.reused.append("channels")
     else:
-        ctx.cand = generate(
-            ctx.nodes,
-            ctx.queries,
-            list(cfg.channels),
+        inputs = CandidateInputs(
             ctx.xb,
             ctx.xparts,
-            *p[:2],
-            state.device,
-            cfg.seed,
-            cfg.include_archived,
             ctx.part_q,
             ctx.part_w,
             ctx.segments,
-            *p[2:],
             log,
-            dense.resident(ctx),
-            Path(cfg.cache_dir) / "tokens",
+            dense.resident(ctx, p.settings.dense.index),
+            Path(p.cache_dir) / "tokens",
             corpus_step(state.memo, "lexical", ctx.nodes, dict),  # kept for the next groups
+            state.device,
         )
+        ctx.cand = generate(ctx.nodes, ctx.queries, p.settings, inputs)
         io.write_parquet(path, ctx.cand)
     state.log.add("candidates", ctx.cand.height)
     return ctx
 
 
-STAGE = Stage(
-    "channels",
-    run_stage,
-    params=lambda run: (
-        DenseParams.from_cfg(run.cfg.dense, "dense"),
-        LexicalParams.from_cfg(run.cfg.lexical, "lexical"),
-        CollabParams.from_cfg(run.cfg.collab, "collab"),
-    ),
-)
+STAGE = Stage("channels", run_stage, params=ChannelsParams.of)

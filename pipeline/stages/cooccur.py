@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 SCHEMA = {"query_idx": pl.Int64, "node_idx": pl.Int64, "cooccur": pl.Float64}
 
 
-@dataclass
+@dataclass(frozen=True)
 class CooccurParams(Params):
     """Co-occurrence boost settings: anchors, neighbours and the boost scale."""
 

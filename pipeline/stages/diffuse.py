@@ -38,7 +38,7 @@ SOLVERS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class DiffusionParams(Params):
     """Graph diffusion settings: method, seeds and the walk's constants."""
 

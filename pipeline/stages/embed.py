@@ -15,16 +15,15 @@ silent mix of two vector spaces; query vectors without node vectors are refused 
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import numpy as np
 import polars as pl
-from omegaconf import DictConfig, open_dict
 
 from pipeline.contract.errors import ConfigError
+from pipeline.contract.registry import call_target
 from pipeline.core.backend import fallback
-from pipeline.core.common import call_target, corpus_step
+from pipeline.core.memo import corpus_step
 from pipeline.encoders.models import EmbeddingCache, cache_tag, embed_cached
 from pipeline.stages import query
 
@@ -110,26 +109,22 @@ def embed_nodes(cfg, nodes: pl.DataFrame, device: str):
     return encoder, cache, xb, n
 
 
-def keyword_store(cfg: DictConfig, ds) -> DictConfig:
-    """``cfg`` without the dense channel when ``dense.no_query_vector=keyword`` (preset reme) meets
-    a store its system indexed without an embedding model (``Dataset.notes["store_vectors"] ==
-    "none"``: a ReMe index whose chunks carry no vector and no embedding cache): ReMe searches such
-    a store by keyword only (``search.py``: ``vector_search`` returns nothing without an embedding
-    store), so no vector is encoded here either; a ``fallbacks`` entry says so. Else ``cfg``."""
-    if (
-        ds.notes.get("store_vectors") != "none"
-        or "dense" not in cfg.channels
-        or cfg.dense.get("no_query_vector") != "keyword"
-    ):
-        return cfg
+def keyword_channels(
+    channels: list[str], no_query_vector: str | None, store_vectors: str | None
+) -> list[str]:
+    """``channels`` without ``dense`` when ``dense.no_query_vector=keyword`` (``no_query_vector``,
+    preset reme) meets a store its system indexed without an embedding model (``store_vectors``:
+    ``Dataset.notes["store_vectors"]``, ``none`` for a ReMe index whose chunks carry no vector and
+    no embedding cache): ReMe searches such a store by keyword only (``search.py``:
+    ``vector_search`` returns nothing without an embedding store), so no vector is encoded here
+    either; a ``fallbacks`` entry says so. Else ``channels`` itself."""
+    if store_vectors != "none" or "dense" not in channels or no_query_vector != "keyword":
+        return channels
     fallback(
         "the store holds no vectors (indexed without an embedding model): keyword search only, "
         "as ReMe (dense.no_query_vector=keyword); the dense channel is off"
     )
-    cfg = copy.deepcopy(cfg)
-    with open_dict(cfg):
-        cfg.channels = [c for c in cfg.channels if c != "dense"]
-    return cfg
+    return [c for c in channels if c != "dense"]
 
 
 def embed_run(state, nodes: pl.DataFrame, queries: pl.DataFrame) -> int:

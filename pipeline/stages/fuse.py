@@ -16,8 +16,10 @@ columns out of the candidate frame, sends them there, and puts ``fused`` back.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
@@ -25,9 +27,8 @@ from omegaconf import OmegaConf
 
 from pipeline.contract.errors import ConfigError, require_one_of
 from pipeline.core import backend
-from pipeline.core.backend import fallback
-from pipeline.core.common import host_column
-from pipeline.core.stage import Stage
+from pipeline.core.backend import fallback, host_column
+from pipeline.core.stage import Params, Stage
 from pipeline.ops import fusion
 from pipeline.ops.topk import int_order
 
@@ -209,26 +210,57 @@ def script_scaled(
     return {**params, "channel_scale": {"dense": scale}}
 
 
-def run_stage(ctx, p: dict) -> object:
+@dataclass(frozen=True)
+class FuseParams(Params):
+    """The ``fuse`` stage's parameters: the ``fuse`` group's ``method`` and its other keys
+    (``options``: ``weights``, ``k``, ``norm``…; another method's are ignored, :func:`fuse`), and
+    what the run adds: the enabled ``channels`` (in the ``channels`` list's order),
+    ``embed.english_only`` and ``include_archived`` (:func:`script_scaled`), and ``dense.index``
+    (where a later component's new pairs read the node vectors, ``dense.resident``). The stage
+    leaves them, scaled, on ``ctx.fusion``: every later component is fused with them."""
+
+    GROUP: ClassVar[str] = "fuse"
+    method: str
+    options: dict
+    channels: tuple
+    english_only: bool
+    include_archived: bool
+    dense_index: str | None
+
+    @classmethod
+    def of(cls, run) -> FuseParams:
+        """The parameters of a run (a ``RunState``)."""
+        cfg = run.cfg
+        conf = OmegaConf.to_container(cfg.fuse, resolve=True)
+        method = conf.pop("method")
+        return cls(
+            method,
+            conf,
+            tuple(cfg.channels),
+            bool(cfg.embed.get("english_only", False)),
+            bool(cfg.include_archived),
+            cfg.dense.get("index"),
+        )
+
+    def apply(self, cand: pl.DataFrame, device: str) -> pl.DataFrame:
+        """:func:`fuse` of ``cand`` with these settings on ``device``."""
+        return fuse(cand, list(self.channels), self.method, device, **self.options)
+
+
+def run_stage(ctx, p: FuseParams) -> object:
     """Fuse the channel scores into ``fused``; keeps the settings for the components added later."""
-    cfg = ctx.cfg
-    ctx.fusion = script_scaled(
-        p,
-        bool(cfg.embed.get("english_only", False))
+    scaled = script_scaled(
+        p.options,
+        p.english_only
         and "embedding" not in ctx.nodes.columns
-        and "dense" in cfg.channels,  # no dense channel: nothing to scale, nothing to report
+        and "dense" in p.channels,  # no dense channel: nothing to scale, nothing to report
         ctx.nodes,
         ctx.queries,
-        cfg.include_archived,
+        p.include_archived,
         ctx.segments,
     )
-    ctx.cand = fuse(
-        ctx.cand,
-        list(cfg.channels),
-        ctx.fusion["method"],
-        ctx.run.device,
-        **{k: v for k, v in ctx.fusion.items() if k != "method"},
-    )
+    ctx.fusion = p if scaled is p.options else dataclasses.replace(p, options=scaled)
+    ctx.cand = ctx.fusion.apply(ctx.cand, ctx.run.device)
     return ctx
 
 
@@ -268,23 +300,16 @@ def _join_block(ctx, cand: pl.DataFrame, hits: pl.DataFrame, column: str) -> pl.
     from pipeline.channels import dense
     from pipeline.channels.candidates import dense_pairs
 
-    enabled = list(ctx.cfg.channels)
+    settings = ctx.fusion
     out = _join_pairs(cand, hits)
-    if "dense" in enabled:
+    if "dense" in settings.channels:
         new = out["dense"].is_null().to_numpy()
         if new.any():
             qi, ni = out["query_idx"].to_numpy()[new], out["node_idx"].to_numpy()[new]
             d = out["dense"].to_numpy().copy()
-            d[new] = dense_pairs(*ctx.vectors, dense.resident(ctx), qi, ni)
+            d[new] = dense_pairs(*ctx.vectors, dense.resident(ctx, settings.dense_index), qi, ni)
             out = out.with_columns(dense=pl.Series(d, dtype=pl.Float32))
-    settings = ctx.fusion
-    out = fuse(
-        out.drop("fused"),
-        enabled,
-        settings["method"],
-        ctx.run.device,
-        **{k: v for k, v in settings.items() if k != "method"},
-    )
+    out = settings.apply(out.drop("fused"), ctx.run.device)
     return out.with_columns(pl.col(column).fill_null(0.0))
 
 
@@ -355,6 +380,4 @@ def _packable(cand: pl.DataFrame, hits: pl.DataFrame, on: list[str]) -> bool:
     return True
 
 
-STAGE = Stage(
-    "fuse", run_stage, params=lambda run: OmegaConf.to_container(run.cfg.fuse, resolve=True)
-)
+STAGE = Stage("fuse", run_stage, params=FuseParams.of)

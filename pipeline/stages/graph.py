@@ -7,10 +7,11 @@ sparse matrices diffusion uses (BME: every edge counts in both directions, paral
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -28,7 +29,7 @@ EDGE_SCHEMA = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class GraphParams(Params):
     """Graph settings: explicit, temporal, mention and kNN edges and their weights."""
 
@@ -48,6 +49,27 @@ class GraphParams(Params):
     knn_threshold: float
     knn_weight: float
     hubs: dict  # virtual hub layers (pipeline.stages.hubs.HubParams)
+    # the run's, filled by :meth:`of`: the hub layer's parameters when diffusion runs (None: no
+    # hubs are built), whether hubs may embed (the dense channel is on), where their cache lives
+    hub_params: Any = field(default=None, metadata={"runtime": True})
+    embed: bool = field(default=False, metadata={"runtime": True})
+    cache_dir: str = field(default="", metadata={"runtime": True})
+
+    @classmethod
+    def of(cls, run) -> GraphParams:
+        """The ``graph`` group with the run's hub settings (``graph.hubs``, read when
+        ``diffuse.method`` is not ``none``), dense channel and ``cache_dir``."""
+        from pipeline.stages import hubs
+
+        cfg = run.cfg
+        p = cls.from_cfg(cfg.graph, "graph")
+        diffuses = cfg.diffuse.method != "none"
+        return dataclasses.replace(
+            p,
+            hub_params=hubs.HubParams.from_cfg(p.hubs, "graph.hubs") if diffuses else None,
+            embed="dense" in cfg.channels,
+            cache_dir=str(cfg.cache_dir),
+        )
 
 
 def explicit_edges(
@@ -285,11 +307,11 @@ def directed_topn(
 def run_stage(ctx, p: GraphParams) -> object:
     """The group's weighted edges (explicit among its nodes, temporal, mentions, kNN) and, when
     diffusion runs, its entity hubs; both memoised per node table."""
-    from pipeline.core.common import corpus_step
+    from pipeline.core.memo import corpus_step
     from pipeline.encoders.models import embed_cached
     from pipeline.stages import hubs
 
-    state, cfg = ctx.run, ctx.cfg
+    state = ctx.run
     explicit = (
         state.ds.edges if ctx.edges is None else ctx.edges
     )  # dangling/self-loop edges: counted once per run
@@ -300,19 +322,19 @@ def run_stage(ctx, p: GraphParams) -> object:
         ctx.nodes,
         lambda: build(ctx.nodes, explicit, p, ctx.xb, Counter(), ctx.seg),
     )
-    if cfg.diffuse.method != "none":
+    if p.hub_params is not None:
         embed = (
             (lambda t: embed_cached(state.encoder, t, state.cache, state.device)[0])
-            if "dense" in cfg.channels
+            if p.embed
             else None
         )
-        hub_p = state.const("hubs", lambda: hubs.HubParams.from_cfg(p.hubs, "graph.hubs"))
+        hub_p = p.hub_params
         ctx.hub_params = hub_p
         ctx.hub_graph = corpus_step(
             state.memo,
             f"hubs{tag}",
             ctx.nodes,
-            lambda: hubs.build(ctx.nodes, hub_p, embed, ctx.seg, Path(cfg.cache_dir) / "entities"),
+            lambda: hubs.build(ctx.nodes, hub_p, embed, ctx.seg, Path(p.cache_dir) / "entities"),
         )
     state.log.most("graph_edges", _largest(ctx.seg, ctx.graph["src"].to_numpy()))
     hub_seg = None if ctx.hub_graph is None else _hub_segments(ctx.hub_graph, ctx.seg)
@@ -338,5 +360,5 @@ STAGE = Stage(
     "graph",
     run_stage,
     enabled=lambda cfg: cfg.diffuse.method != "none" or bool(cfg.signals.enabled),
-    params=lambda run: GraphParams.from_cfg(run.cfg.graph, "graph"),
+    params=GraphParams.of,
 )

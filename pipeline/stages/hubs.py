@@ -28,7 +28,7 @@ from pipeline.core.stage import Params
 from pipeline.ops import entities, entity_cache
 
 
-@dataclass
+@dataclass(frozen=True)
 class HubParams(Params):
     """Hub layer settings: entity, synonym and group hubs and their weights."""
 

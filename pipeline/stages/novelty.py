@@ -24,7 +24,7 @@ from pipeline.ops.scope import scope_groups
 from pipeline.ops.topk import topk_long
 
 
-@dataclass
+@dataclass(frozen=True)
 class NoveltyParams(Params):
     """Novelty gate settings: NMF basis, FISTA residual and thresholds."""
 

@@ -27,7 +27,7 @@ with its page title, and a ``native`` one is not goal-reordered, as OKS's hook s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -52,12 +52,13 @@ NO_FTS5 = {  # fusion without a lexical channel: fts5 found nothing
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class OksBackendParams(Params):
     """Which OKS search backend ranks: ``none`` (off), ``settings`` (the instance's), or one."""
 
     GROUP: ClassVar[str] = "oks_backend"
     search_backend: str
+    k: int = field(default=10, metadata={"runtime": True})  # the run's k (each page: 2·k hits)
 
     def __post_init__(self) -> None:
         require_one_of("oks_backend.search_backend", self.search_backend, CHOICES)
@@ -173,7 +174,7 @@ def run_stage(ctx, p: OksBackendParams) -> object:
     backend = resolve(p.search_backend, ctx.run.ds.settings if ctx.run.ds is not None else None)
     if backend == "fts5" or ctx.queries.height == 0 or ctx.nodes.height == 0:
         return ctx
-    k = int(ctx.cfg.k)
+    k = p.k
     native = pl.concat(
         [_native_part(ctx, n, q, 2 * k) for n, q in _parts(ctx)], how="diagonal_relaxed"
     )
@@ -208,6 +209,8 @@ def run_stage(ctx, p: OksBackendParams) -> object:
 STAGE = Stage(
     "oks_backend",
     run_stage,
-    params=lambda run: OksBackendParams.from_cfg(run.cfg.oks_backend, "oks_backend"),
+    params=lambda run: OksBackendParams.from_cfg(
+        run.cfg.oks_backend, "oks_backend", k=int(run.cfg.k)
+    ),
     enabled=lambda cfg: cfg.oks_backend.search_backend != "none",
 )

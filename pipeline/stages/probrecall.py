@@ -9,11 +9,24 @@ generator seeded by (seed, query_id), so it does not depend on the other queries
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
 
+from pipeline.core.stage import Params
 from pipeline.ops.scope import scope_groups
+
+
+@dataclass(frozen=True)
+class ProbRecallParams(Params):
+    """The ``prob_recall`` group: on or off, the append probability and the importance floor."""
+
+    GROUP: ClassVar[str] = "prob_recall"
+    enabled: bool
+    p: float
+    min_importance: float
 
 
 def _rng(seed: int, query_id: str) -> np.random.Generator:

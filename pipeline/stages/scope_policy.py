@@ -44,7 +44,7 @@ NODE_COLS = SCOPE_NODE_COLUMNS  # the node columns the policy reads (pipeline.co
 QUERY_COLS = SCENE_QUERY_COLUMNS  # the query columns (the scene state)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScopeParams(Params):
     """Scope policy settings: bucket weights, cue words and sorting."""
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import polars as pl
 
 from pipeline.contract.errors import ConfigError
 from pipeline.core import backend
-from pipeline.core.common import host_column
-from pipeline.core.stage import Stage
+from pipeline.core.backend import host_column
+from pipeline.core.stage import Params, Stage
 from pipeline.ops import scoring, speakers
 
 TERMS: dict[str, Callable[[pl.DataFrame], pl.Expr | pl.Series]] = {}
@@ -308,17 +308,38 @@ def scores(
     return out, Scored(score, valid)
 
 
-def run_stage(ctx, p: tuple) -> object:
+@dataclass(frozen=True)
+class ScoreParams(Params):
+    """The ``score`` group (``terms``: weight per term, ``factors``, ``normalize``) and the scope
+    policy's settings (``scope_policy``: ``stages.scope_policy.ScopeParams``)."""
+
+    GROUP: ClassVar[str] = "score"
+    terms: dict
+    factors: list
+    normalize: bool
+    scope: Any = field(default=None, metadata={"runtime": True})  # scope_policy.ScopeParams
+
+    @classmethod
+    def of(cls, run) -> ScoreParams:
+        """The parameters of a run (a ``RunState``)."""
+        from pipeline.stages import scope_policy
+
+        cfg = run.cfg
+        scope = scope_policy.ScopeParams.from_cfg(cfg.scope_policy, "scope_policy")
+        return cls.from_cfg(cfg.score, "score", scope=scope)
+
+
+def run_stage(ctx, p: ScoreParams) -> object:
     """Attach the score terms and factors, apply the scope policy, compute ``score``."""
     from pipeline.stages import scope_policy
 
-    terms, factors, normalize, scope_p = p
+    terms, factors = p.terms, list(p.factors)
     nodes = ctx.scored_nodes if ctx.scored_nodes is not None else ctx.nodes
     names = [n for n, w in terms.items() if w] + factors
     cand = attach(ctx.cand, nodes, ctx.queries, ctx.signals, names, ctx.now)
-    ctx.policy = scope_policy.apply(cand, nodes, ctx.queries, scope_p)
+    ctx.policy = scope_policy.apply(cand, nodes, ctx.queries, p.scope)
     frame, ctx.scored = scores(
-        ctx.policy.cand, terms, factors + ctx.policy.factors, normalize, ctx.run.device
+        ctx.policy.cand, terms, factors + ctx.policy.factors, p.normalize, ctx.run.device
     )
     # on the host the score is a column at once; from a device only the rows select keeps come
     # back (``stages.select.run_stage``)
@@ -337,16 +358,4 @@ def term_columns(terms: dict, factors: list[str]) -> list[str]:
     return [n for n in names if n in TERMS or n in FACTORS]
 
 
-def _params(run) -> tuple:
-    from pipeline.stages import scope_policy
-
-    cfg = run.cfg
-    return (
-        dict(cfg.score.terms),
-        list(cfg.score.factors),
-        bool(cfg.score.normalize),
-        scope_policy.ScopeParams.from_cfg(cfg.scope_policy, "scope_policy"),
-    )
-
-
-STAGE = Stage("score", run_stage, params=_params)
+STAGE = Stage("score", run_stage, params=ScoreParams.of)

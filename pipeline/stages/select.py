@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -31,7 +31,7 @@ METHODS = ("topk", "dpp", "mmr")
 GAIN_DTYPE = {"float32": pl.Float32, "float64": pl.Float64}
 
 
-@dataclass
+@dataclass(frozen=True)
 class SelectParams(Params):
     """Selection settings: method (topk, dpp, mmr), pool and per-document limits."""
 
@@ -56,6 +56,35 @@ class SelectParams(Params):
     sort_by: tuple = field(
         default=(), metadata={"runtime": True}
     )  # the scope policy's priority columns, set by the score stage
+    # the run's, filled by :meth:`of` (the select stage reads nothing else):
+    k: int = field(default=10, metadata={"runtime": True})  # results per query
+    channels: tuple = field(default=(), metadata={"runtime": True})  # the enabled channels
+    columns: tuple = field(default=(), metadata={"runtime": True})  # the registered score terms'
+    prob_recall: Any = field(default=None, metadata={"runtime": True})  # ProbRecallParams or None
+    seed: int = field(default=0, metadata={"runtime": True})  # probabilistic recall's seed
+    include_archived: bool = field(default=False, metadata={"runtime": True})
+    dense_index: str | None = field(default=None, metadata={"runtime": True})  # dense.resident
+
+    @classmethod
+    def of(cls, run) -> SelectParams:
+        """The ``select`` group with the run's ``k``, channels, score term columns, probabilistic
+        recall (``prob_recall``, when enabled), ``seed``, ``include_archived`` and ``dense.index``."""
+        from pipeline.stages.probrecall import ProbRecallParams
+        from pipeline.stages.score import term_columns
+
+        cfg = run.cfg
+        prob = cfg.prob_recall
+        return cls.from_cfg(
+            cfg.select,
+            "select",
+            k=int(cfg.k),
+            channels=tuple(cfg.channels),
+            columns=tuple(term_columns(dict(cfg.score.terms), list(cfg.score.factors))),
+            prob_recall=ProbRecallParams.from_cfg(prob, "prob_recall") if prob.enabled else None,
+            seed=cfg.seed,
+            include_archived=cfg.include_archived,
+            dense_index=cfg.dense.get("index"),
+        )
 
     def __post_init__(
         self,
@@ -335,9 +364,7 @@ def run_stage(ctx, p: SelectParams) -> object:
     """Select each query's ``k`` (with the scope policy's priority columns), append probabilistic
     recall, and turn the rows into the recall table."""
     from pipeline.stages import probrecall
-    from pipeline.stages.score import term_columns
 
-    cfg = ctx.cfg
     nodes = ctx.scored_nodes if ctx.scored_nodes is not None else ctx.nodes
     doc_idx = (
         nodes["doc_id"].fill_null(nodes["node_id"]).rank("dense").to_numpy()
@@ -346,7 +373,7 @@ def run_stage(ctx, p: SelectParams) -> object:
     )
     cand, p = ctx.cand, dataclasses.replace(p, sort_by=tuple(ctx.policy.sort_by))
     if "score" not in cand.columns:  # scored on a device: its head comes back
-        cand = scored_rows(cand, ctx.scored, int(cfg.k), p)
+        cand = scored_rows(cand, ctx.scored, p.k, p)
     if ctx.policy.factors and cand.height:  # BME's DPP quality is finalScore: before scope weights
         cand = cand.with_columns(
             quality=pl.col("score")
@@ -354,36 +381,30 @@ def run_stage(ctx, p: SelectParams) -> object:
         )
     sel = select(
         cand,
-        int(cfg.k),
+        p.k,
         p,
-        dense.resident(ctx),
+        dense.resident(ctx, p.dense_index),
         ctx.run.device,
         doc_idx,
     )
-    prob = cfg.prob_recall
-    if prob.enabled:
+    prob = p.prob_recall
+    if prob is not None:
         sel = probrecall.append(
             sel,
             nodes,
             ctx.queries,
-            int(cfg.k),
+            p.k,
             p=prob.p,
             min_importance=prob.min_importance,
-            seed=cfg.seed,
-            include_archived=cfg.include_archived,
+            seed=p.seed,
+            include_archived=p.include_archived,
         )
-    extra = (
-        term_columns(dict(cfg.score.terms), list(cfg.score.factors))
-        + ctx.policy.factors
-        + ctx.policy.sort_by
-    )
+    extra = list(p.columns) + ctx.policy.factors + ctx.policy.sort_by
     extra += ["cooccur"] if "cooccur" in sel.columns else []
     ctx.recall = recall_rows(
-        sel, nodes, ctx.queries, list(cfg.channels), extra, bool(cfg.select.top_chunks_per_doc)
+        sel, nodes, ctx.queries, list(p.channels), extra, bool(p.top_chunks_per_doc)
     )
     return ctx
 
 
-STAGE = Stage(
-    "select", run_stage, params=lambda run: SelectParams.from_cfg(run.cfg.select, "select")
-)
+STAGE = Stage("select", run_stage, params=SelectParams.of)

@@ -33,7 +33,7 @@ ARCHIVE_BELOW = 0.15  # ReMe: archived = recency_score < 0.15
 TIERS = ((0.7, "hot"), (0.4, "warm"), (0.15, "cold"))  # else "evictable"
 
 
-@dataclass
+@dataclass(frozen=True)
 class SignalsParams(Params):
     """Signals settings: Leiden resolution and seed, age window, a precomputed table."""
 
@@ -322,7 +322,7 @@ def for_group(nodes: pl.DataFrame, edges: pl.DataFrame, now: dt.datetime, params
 def run_stage(ctx, p: SignalsParams) -> object:
     """Per-node signals of the group at its reference time (memoised per node table); the table
     carries ``group_key`` (see :func:`merge_groups`) and score/select read the overlaid nodes."""
-    from pipeline.core.common import corpus_step
+    from pipeline.core.memo import corpus_step
 
     ctx.scored_nodes, table, ctx.freshness = corpus_step(
         ctx.run.memo,

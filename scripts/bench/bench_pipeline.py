@@ -57,7 +57,7 @@ from hydra import compose, initialize_config_dir
 
 from pipeline.contract.ingest import nodes_and_queries
 from pipeline.core import backend
-from pipeline.core.common import StageLog
+from pipeline.core.stagelog import StageLog
 from pipeline.run import querypath
 from pipeline.stages import query
 from pipeline.synth.corpus import make
@@ -144,7 +144,7 @@ def keep_only(root: Path, names: str) -> None:
 def encoded(cfg, ds) -> tuple[np.ndarray, np.ndarray]:
     """(node vectors, query vectors) of ``cfg.embed.encoder`` over the texts the embed stage
     encodes (nodes: ``embed_texts``; queries: their text), in the generator's row order."""
-    from pipeline.core.common import call_target
+    from pipeline.contract.registry import call_target
     from pipeline.stages.embed import embed_texts
 
     enc = call_target(cfg.embed.encoder)

@@ -33,7 +33,7 @@ import polars as pl
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.recallcache import keys
 from pipeline.run import precompute, runner
 from pipeline.serve import RecallCache, Service

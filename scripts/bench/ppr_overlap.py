@@ -98,8 +98,9 @@ def main() -> int:
     from hydra import compose, initialize_config_dir
 
     from pipeline.contract.ingest import nodes_and_queries
+    from pipeline.contract.registry import call_target
     from pipeline.core import backend
-    from pipeline.core.common import StageLog, call_target
+    from pipeline.core.stagelog import StageLog
     from pipeline.run import querypath
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):

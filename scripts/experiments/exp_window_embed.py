@@ -49,7 +49,7 @@ def pooled(cfg, nodes, device):
     """``embed.embed_nodes`` with every node's vector pooled from its windows."""
     from pathlib import Path
 
-    from pipeline.core.common import call_target
+    from pipeline.contract.registry import call_target
     from pipeline.encoders.models import EmbeddingCache
 
     encoder = call_target(cfg.embed.encoder)

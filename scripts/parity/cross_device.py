@@ -31,7 +31,7 @@ from pathlib import Path
 import polars as pl
 from hydra import compose, initialize_config_dir
 
-from pipeline.core.common import StageLog
+from pipeline.core.stagelog import StageLog
 from pipeline.report import crossdevice
 
 REPO = Path(__file__).resolve().parents[2]

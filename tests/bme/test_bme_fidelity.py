@@ -49,8 +49,8 @@ def test_owner_pov_goes_in_front_of_the_first_twelve():
 
 
 def test_vector_score_is_the_best_among_the_parts_that_hit():
-    from pipeline.channels.candidates import generate
-    from pipeline.stages.channels import DenseParams, LexicalParams
+    from pipeline.channels.candidates import CandidateInputs, ChannelSettings, generate
+    from pipeline.stages.channels import DenseParams
 
     # part A (0.7) = e0, part B (0.3) = e1; node x = e0, node y = (e0 + e1)/√2
     xb = np.array([[1, 0], [2**-0.5, 2**-0.5]], dtype=np.float32)
@@ -60,13 +60,8 @@ def test_vector_score_is_the_best_among_the_parts_that_hit():
     out = generate(
         nodes,
         queries,
-        ["dense"],
-        xb,
-        xp,
-        DenseParams.defaults(candidates=2, per_part=1, min_score=0.0),
-        LexicalParams.defaults(),
-        part_q=np.array([0, 0]),
-        part_w=np.array([0.7, 0.3]),
+        ChannelSettings(("dense",), DenseParams.defaults(candidates=2, per_part=1, min_score=0.0)),
+        CandidateInputs(xb, xp, part_q=np.array([0, 0]), part_w=np.array([0.7, 0.3])),
     )
     got = dict(zip(out["node_idx"].to_list(), out["dense"].to_list()))
     # A's top 1 is x (0.7·1); y is only in B's top 1: 0.3·(1/√2), not A's 0.7·(1/√2)

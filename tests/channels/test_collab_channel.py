@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.channels import collab as collab_channel
-from pipeline.channels.candidates import generate
+from pipeline.channels.candidates import CandidateInputs, ChannelSettings, generate
 from pipeline.channels.collab import CollabParams
 from pipeline.stages.channels import LexicalParams
 
@@ -50,13 +50,8 @@ def _run(log_rows, sim="itemcf"):
     return generate(
         NODES,
         QUERIES,
-        ["lexical", "collab"],
-        None,
-        None,
-        None,
-        lex,
-        collab_p=cp,
-        log=_log(log_rows),
+        ChannelSettings(("lexical", "collab"), lexical=lex, collab=cp),
+        CandidateInputs(log=_log(log_rows)),
     )
 
 

@@ -37,31 +37,30 @@ def _ctx(state: RunState, xb: np.ndarray) -> RunContext:
     return ctx
 
 
-def _state(index: str, device: str = "cpu") -> RunState:
+def _state(device: str = "cpu") -> RunState:
     rng = np.random.default_rng(3)
-    cfg = OmegaConf.create({"dense": {"index": index}})
-    state = RunState(cfg, None, device, None)
+    state = RunState(OmegaConf.create({}), None, device, None)
     state.xb = rng.normal(size=(50, 8)).astype(np.float32)
     return state
 
 
 def test_host_index_reads_the_host_array():
-    state = _state("flat")
+    state = _state()
     ctx = _ctx(state, state.xb)
-    assert dense.resident(ctx) is state.xb
+    assert dense.resident(ctx, "flat") is state.xb
     assert "xb_resident" not in state.consts
 
 
 def test_whole_corpus_groups_share_one_copy_and_others_have_their_own():
-    state = _state("torch")
+    state = _state()
     a, b = _ctx(state, state.xb), _ctx(state, state.xb)
-    ta = dense.resident(a)
+    ta = dense.resident(a, "torch")
     assert isinstance(ta, torch.Tensor) and ta.dtype == torch.float32
-    assert dense.resident(b) is ta and dense.resident(a) is ta  # one copy for the run
+    assert dense.resident(b, "torch") is ta and dense.resident(a, "torch") is ta  # one copy
     assert np.array_equal(ta.numpy().view(np.uint32), state.xb.view(np.uint32))
     rows = np.array([7, 3, 40])
     sub = _ctx(state, np.ascontiguousarray(state.xb[rows]))
-    ts = dense.resident(sub)
+    ts = dense.resident(sub, "torch")
     assert ts is not ta and np.array_equal(ts.numpy(), state.xb[rows])
 
 

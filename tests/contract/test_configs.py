@@ -3,8 +3,7 @@
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.contract.registry import TARGETS
-from pipeline.core.common import call_target
+from pipeline.contract.registry import TARGETS, call_target
 from tests.helpers.paths import REPO
 
 GROUPS = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir())

@@ -8,7 +8,7 @@ import importlib.metadata
 import polars as pl
 import pytest
 
-from pipeline.channels.candidates import generate
+from pipeline.channels.candidates import ChannelSettings, generate
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.registry import CHANNEL_GROUP, installed_channels
 from pipeline.stages.channels import LexicalParams
@@ -39,7 +39,8 @@ def installed(monkeypatch):
 def test_installed_channel_joins_the_candidates(installed):
     assert list(installed_channels()) == ["toy"]
     lex = LexicalParams.defaults(stopwords=None)
-    out = generate(NODES, QUERIES, ["lexical", "toy"], None, None, None, lex).sort("node_idx")
+    out = generate(NODES, QUERIES, ChannelSettings(("lexical", "toy"), lexical=lex))
+    out = out.sort("node_idx")
     assert out["node_idx"].to_list() == [0, 2]
     assert out["lexical_rank"].to_list() == [1, None]
     assert out["toy_rank"].to_list() == [None, 1]
@@ -49,4 +50,4 @@ def test_installed_channel_joins_the_candidates(installed):
 def test_an_unregistered_channel_name_is_refused():
     lex = LexicalParams.defaults(stopwords=None)
     with pytest.raises(ConfigError, match="installed channel"):
-        generate(NODES, QUERIES, ["lexical", "pkg.module:fn"], None, None, None, lex)
+        generate(NODES, QUERIES, ChannelSettings(("lexical", "pkg.module:fn"), lexical=lex))

@@ -141,7 +141,7 @@ def test_every_registered_target_resolves_to_a_callable_of_this_package():
 
 
 def test_the_shared_helpers_import_no_stage_and_no_adapter():
-    """pipeline.core.common (call_target, stage keys, the stage log) loads the registry, which names its
+    """The shared helpers (call_target, stage keys, the stage log) load the registry, which names its
     targets without importing them: no stage, no adapter comes with it."""
     import subprocess
     import sys
@@ -149,7 +149,7 @@ def test_the_shared_helpers_import_no_stage_and_no_adapter():
     from tests.helpers.paths import REPO
 
     probe = (
-        "import sys, pipeline.core.common\n"
+        "import sys, pipeline.contract.registry, pipeline.core.memo, pipeline.core.stagelog\n"
         "print(sorted(m for m in sys.modules if m.startswith(('pipeline.stages', 'pipeline.adapters'))))"
     )
     out = subprocess.run(

@@ -19,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.contract.dataset import Dataset
-from pipeline.core import common
+from pipeline.core.memo import corpus_step, stage_key, table_digest
 from pipeline.run import runner
+from pipeline.run.querypath import scoped_memo
 from pipeline.synth.workspaces import make
 from tests.helpers.isolated import fresh_cfg, fresh_run
 
@@ -103,14 +104,14 @@ def test_keys_change_when_rows_are_permuted(case):
     nodes = distinct_rows(n)
     moved = nodes[order]
     queries = distinct_rows(3)
-    assert common.table_digest(moved) != common.table_digest(nodes)
-    key = lambda nd, q: common.stage_key(None, None, nd, q, [], prefix=b"p")  # noqa: E731
+    assert table_digest(moved) != table_digest(nodes)
+    key = lambda nd, q: stage_key(b"p", nd, q)  # noqa: E731
     assert key(moved, queries) != key(nodes, queries)
     assert key(nodes, queries[[2, 0, 1]]) != key(nodes, queries)
     calls = []
     memo: dict = {}
     for frame in (nodes, moved):
-        common.corpus_step(memo, "graph", frame, lambda f=frame: calls.append(f.height) or f)
+        corpus_step(memo, "graph", frame, lambda f=frame: calls.append(f.height) or f)
     assert len(calls) == 2  # the permuted table is computed, not served the first one's value
 
 
@@ -121,14 +122,14 @@ def test_keys_are_equal_for_equal_inputs(n, segments):
     copy = pl.DataFrame(nodes.to_dicts(), schema=nodes.schema)  # rebuilt row by row
     queries = distinct_rows(2)
     seg = tuple((s, 1) for s in segments)
-    key = lambda nd, s: common.stage_key(None, None, nd, queries, [], b"p", s)  # noqa: E731
-    assert common.table_digest(copy) == common.table_digest(nodes)
+    key = lambda nd, s: stage_key(b"p", nd, queries, s)  # noqa: E731
+    assert table_digest(copy) == table_digest(nodes)
     assert key(copy, seg) == key(nodes, seg)
     if seg:
         assert key(nodes, seg) != key(nodes, ())  # a pack's segmentation is part of the key
     memo, calls = {}, []
     for frame in (nodes, copy):
-        common.corpus_step(memo, "graph", frame, lambda: calls.append(1) or len(calls))
+        corpus_step(memo, "graph", frame, lambda: calls.append(1) or len(calls))
     assert calls == [1]  # the equal table is served from the memo
 
 
@@ -136,9 +137,9 @@ def test_memo_scope_separates_configs_and_edges(compose):
     memo: dict = {}
     cfg, other = compose(COMMON), compose([*COMMON, "graph.knn_k=3"])
     edges = pl.DataFrame({"src": ["a", "b"], "dst": ["b", "c"]})
-    one = common.memo_scope(memo, cfg, edges)
-    assert common.memo_scope(memo, cfg, edges.clone()) is one
-    assert common.memo_scope(memo, other, edges) is not one
-    assert common.memo_scope(memo, cfg, edges.reverse()) is not one
-    assert common.memo_scope(memo, cfg, None) is not one
-    assert common.memo_scope(None, cfg, edges) is None
+    one = scoped_memo(memo, cfg, edges)
+    assert scoped_memo(memo, cfg, edges.clone()) is one
+    assert scoped_memo(memo, other, edges) is not one
+    assert scoped_memo(memo, cfg, edges.reverse()) is not one
+    assert scoped_memo(memo, cfg, None) is not one
+    assert scoped_memo(None, cfg, edges) is None

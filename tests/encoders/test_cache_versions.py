@@ -4,8 +4,8 @@ in every cache key, so changing any of them is a miss (and leaving them alone is
 import numpy as np
 import pytest
 
-from pipeline.contract import ingest
-from pipeline.core import common, version
+from pipeline.contract import ingest, registry
+from pipeline.core import memo, version
 from pipeline.encoders import models
 from pipeline.encoders.models import EmbeddingCache, SentenceEncoder, embed_cached
 from pipeline.recallcache import recipe
@@ -52,13 +52,14 @@ def test_embedding_key_changes_with_model_path_settings_files_and_code(
 
 def test_candidate_and_recipe_keys_change_with_the_code_version(compose, monkeypatch):
     cfg = compose(["embed=hashing", "preset=dense"])
-    ds = common.call_target(cfg.data)
+    ds = registry.call_target(cfg.data)
     nodes, queries = ingest.drop_empty(ds)
     keys = ["channels", "dense", "embed"]
-    before = common.stage_key(cfg, ds, nodes, queries, keys), recipe.recipe_hash(cfg)
-    assert before == (common.stage_key(cfg, ds, nodes, queries, keys), recipe.recipe_hash(cfg))
+    key = lambda: memo.stage_key(memo.key_prefix(cfg, ds, keys), nodes, queries)  # noqa: E731
+    before = key(), recipe.recipe_hash(cfg)
+    assert before == (key(), recipe.recipe_hash(cfg))
     monkeypatch.setattr(version, "code_version", lambda: "0.1.0+edited")
-    after = common.stage_key(cfg, ds, nodes, queries, keys), recipe.recipe_hash(cfg)
+    after = key(), recipe.recipe_hash(cfg)
     assert after[0] != before[0] and after[1] != before[1]
 
 

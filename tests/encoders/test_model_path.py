@@ -10,7 +10,7 @@ from pipeline.encoders.models import SentenceEncoder
 
 
 def test_missing_model_folder_is_a_config_error_before_anything_loads(compose, tmp_path):
-    from pipeline.core.common import call_target
+    from pipeline.contract.registry import call_target
 
     cfg = compose([f"embed.model_path={tmp_path / 'no-such-model'}"])
     assert cfg.embed.encoder.model_path == str(tmp_path / "no-such-model")

@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 from starlette.testclient import TestClient
 
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.hooks.bme import write_bme_cards
 from pipeline.hooks.hermes import RecallMemoryProvider
 from pipeline.hooks.oks import RecallSearchBackend

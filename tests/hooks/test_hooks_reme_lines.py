@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from starlette.testclient import TestClient
 
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.serve import Service
 from pipeline.serve.app import build_app
 from tests.helpers.paths import TINY_WS

@@ -229,7 +229,7 @@ def _reference(ranking: list[str], rel: dict[str, int], metric: str) -> float:
 def test_agrees_with_plain_python_reference_on_50_scifact_queries(compose, tmp_path):
     import json
 
-    from pipeline.core import common
+    from pipeline.contract import registry
     from pipeline.metrics.evaluate import DEFAULT_METRICS
     from pipeline.run import runner
 
@@ -239,7 +239,7 @@ def test_agrees_with_plain_python_reference_on_50_scifact_queries(compose, tmp_p
     )
     out = tmp_path / "run"
     manifest = json.loads((out / "manifest.json").read_text())
-    ds = common.call_target(manifest["config"]["data"])
+    ds = registry.call_target(manifest["config"]["data"])
     level = ds.qrels_level
     rel: dict[str, dict[str, int]] = {}
     for q, t, r in ds.qrels.select("query_id", level, "relevance").iter_rows():

@@ -8,8 +8,8 @@ import warnings
 import polars as pl
 import pytest
 
+from pipeline.contract import registry
 from pipeline.contract.errors import ConfigError, DataError
-from pipeline.core import common
 from pipeline.metrics.evaluate import DEFAULT_METRICS, first_occurrence
 from pipeline.report import (
     compare,
@@ -177,7 +177,7 @@ def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_pat
     from pipeline.cli.main import main
     from pipeline.metrics.evaluate import trec_key
 
-    ds = common.call_target(
+    ds = registry.call_target(
         json.loads((sample_runs["dense"] / "manifest.json").read_text())["config"]["data"]
     )
     assert ds.qrels_level == "doc_id"
@@ -215,7 +215,7 @@ def test_export_trec_then_trec_eval_reproduces_metrics_json(sample_runs, tmp_pat
 
 
 def test_import_run_reproduces_metrics_and_compares_with_native_run(sample_runs, tmp_path):
-    ds = common.call_target(
+    ds = registry.call_target(
         json.loads((sample_runs["bm25"] / "manifest.json").read_text())["config"]["data"]
     )
     recall = pl.read_parquet(sample_runs["bm25"] / "recall.parquet")

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.ops.scope import run_groups
 from pipeline.recallcache import keys, recipe
 from pipeline.run import clock, precompute
@@ -127,7 +127,11 @@ def test_precompute_records_the_time_and_serve_computes_misses_at_it(runs, monke
         # a later precompute: the same namespace, a new time; the service follows it
         monkeypatch.setattr(clock, "wall_clock", lambda: T2)
         second = precompute.precompute(cfg)
-        assert second["namespace"] == first["namespace"] == keys.namespace(cfg, ds.name)
+        assert (
+            second["namespace"]
+            == first["namespace"]
+            == keys.namespace(ds.name, **recipe.namespace_parts(cfg))
+        )
         assert second["misses"] == 5  # every entry recomputed at the new time
         assert service.recall(ds.queries["text"][0])["cache"] == "hit"
         assert service.cfg.default_now == T2

@@ -120,7 +120,7 @@ def test_oks_instance_without_an_inject_log_precomputes(compose, tmp_path):
     import hashlib
     import shutil
 
-    from pipeline.core.common import call_target
+    from pipeline.contract.registry import call_target
     from pipeline.recallcache import recipe
 
     store = tmp_path / "oks"

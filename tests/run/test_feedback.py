@@ -8,8 +8,7 @@ import sys
 import polars as pl
 import pytest
 
-from pipeline.contract import ingest
-from pipeline.core import common
+from pipeline.contract import ingest, registry
 from pipeline.run import feedback, runner
 from pipeline.stages import signals
 from tests.helpers.paths import tiny_ws_overrides
@@ -163,7 +162,7 @@ def test_injected_counts_only_injected_rows(compose, tmp_path):
     )
     runner.run(cfg, run_dir)
     table = pl.read_parquet(feedback.feedback_run(run_dir, injected=True, now=NOW))
-    nodes, _q = ingest.drop_empty(common.call_target(cfg.data))
+    nodes, _q = ingest.drop_empty(registry.call_target(cfg.data))
     base = table.select("node_id").join(
         nodes.select("node_id", "access_count")
         if "access_count" in nodes.columns

@@ -8,9 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.contract import ingest
+from pipeline.contract import ingest, registry
 from pipeline.contract.errors import ConfigError
-from pipeline.core import common
 from pipeline.ops.scope import run_groups
 from pipeline.run import executor, runner
 from tests.core.test_keys import COMMON as KEYS_COMMON
@@ -149,7 +148,7 @@ def test_worker_builds_corpus_work_once(ray_cluster, compose, tmp_path, monkeypa
     from pipeline.stages import embed, graph
 
     cfg = compose(["embed=hashing", "report=false", "preset=best"])
-    ds = common.call_target(cfg.data)
+    ds = registry.call_target(cfg.data)
     calls = Counter()
     for mod, name in ((embed, "embed_nodes"), (graph, "build")):
         fn = getattr(mod, name)

@@ -24,7 +24,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from pipeline.contract.errors import ConfigError
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.run import precompute
 from pipeline.serve import RecallCache
 from pipeline.serve.access import BearerGate, check_bind, is_loopback

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.recallcache import keys
 from pipeline.run import precompute
 from pipeline.serve import RecallCache, Service

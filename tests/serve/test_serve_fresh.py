@@ -94,7 +94,7 @@ def test_a_precompute_during_serving_never_gives_an_error_or_a_mixed_answer(stor
 
 def test_two_precomputes_into_one_namespace_are_serialised_by_its_lock(store):
     data, cfg = store
-    ns = precompute.serve_keys.namespace(cfg, "parquet")
+    ns = precompute.serve_keys.namespace("parquet", **precompute.recipe.namespace_parts(cfg))
     ns_dir = layout.namespace_dir(cfg.cache_dir, ns)
     done = {}
     with layout.locked(ns_dir):  # someone else holds the namespace

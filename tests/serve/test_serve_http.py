@@ -14,7 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from pipeline.cli.serve import empty_namespace_warning
-from pipeline.core.common import call_target
+from pipeline.contract.registry import call_target
 from pipeline.run import precompute
 from pipeline.serve import Service
 from pipeline.serve.app import MAX_BODY, build_app

@@ -176,9 +176,10 @@ def test_join_component_in_query_blocks_equals_one_join(block, monkeypatch):
     hits = hits.with_columns(graph=pl.Series(rng.random(hits.height), dtype=pl.Float32))
     ctx = SimpleNamespace(
         cand=cand,
-        cfg=SimpleNamespace(channels=["dense", "lexical"], dense=SimpleNamespace(index="flat")),
         run=SimpleNamespace(device="cpu"),
-        fusion=fusion,
+        fusion=fuse_mod.FuseParams(
+            "wsum", {"weights": fusion["weights"]}, ("dense", "lexical"), False, False, "flat"
+        ),
         vectors=(xq, np.arange(12), np.ones(12)),
         xb=xb,
         xb_resident=None,

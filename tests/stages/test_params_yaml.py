@@ -15,7 +15,10 @@ from pipeline.stages.diffuse import DiffusionParams
 from pipeline.stages.graph import GraphParams
 from pipeline.stages.hubs import HubParams
 from pipeline.stages.novelty import NoveltyParams
+from pipeline.stages.oks_backend import OksBackendParams
+from pipeline.stages.probrecall import ProbRecallParams
 from pipeline.stages.scope_policy import ScopeParams
+from pipeline.stages.score import ScoreParams
 from pipeline.stages.select import SelectParams
 from pipeline.stages.signals import SignalsParams
 
@@ -32,6 +35,9 @@ PARAMS = [
     CooccurParams,
     AnchorParams,
     CrossRecallParams,
+    ScoreParams,
+    ProbRecallParams,
+    OksBackendParams,
 ]
 OPTIONS = [
     (cls, path.stem) for cls in PARAMS for path in sorted((CONF_DIR / cls.GROUP).glob("*.yaml"))

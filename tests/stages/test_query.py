@@ -106,8 +106,8 @@ def test_dense_pairs_take_max_of_weighted_cosine():
 
 
 def test_bme_prefilter_per_part_top_n_positive_then_merged_by_max():
-    from pipeline.channels.candidates import generate
-    from pipeline.stages.channels import DenseParams, LexicalParams
+    from pipeline.channels.candidates import CandidateInputs, ChannelSettings, generate
+    from pipeline.stages.channels import DenseParams
 
     # nodes e0 e1 e2 e3; query 0 = part A (weight 0.7) = e0, part B (0.3) = 0.6·e1 + 0.8·e2
     xb = np.eye(4, dtype=np.float32)
@@ -119,13 +119,8 @@ def test_bme_prefilter_per_part_top_n_positive_then_merged_by_max():
         out = generate(
             nodes,
             queries,
-            ["dense"],
-            xb,
-            xp,
-            DenseParams.defaults(**kw),
-            LexicalParams.defaults(),
-            part_q=np.array([0, 0]),
-            part_w=np.array([0.7, 0.3]),
+            ChannelSettings(("dense",), DenseParams.defaults(**kw)),
+            CandidateInputs(xb, xp, part_q=np.array([0, 0]), part_w=np.array([0.7, 0.3])),
         )
         return dict(
             zip(
@@ -180,8 +175,8 @@ def test_anchors_are_case_sensitive_titles_visible_to_the_viewer_and_cross_recal
 
 
 def test_rocchio_feedback_adds_the_bisector_of_query_and_top_hits():
-    from pipeline.channels.candidates import generate
-    from pipeline.stages.channels import DenseParams, LexicalParams
+    from pipeline.channels.candidates import CandidateInputs, ChannelSettings, generate
+    from pipeline.stages.channels import DenseParams
 
     # nodes: e0, e0+e1 (at 45°), e1, e2; the query is e0
     r = np.sqrt(0.5)
@@ -193,11 +188,8 @@ def test_rocchio_feedback_adds_the_bisector_of_query_and_top_hits():
         out = generate(
             nodes,
             queries,
-            ["dense"],
-            xb,
-            np.array([[1, 0, 0]], np.float32),
-            DenseParams.defaults(candidates=4, **kw),
-            LexicalParams.defaults(),
+            ChannelSettings(("dense",), DenseParams.defaults(candidates=4, **kw)),
+            CandidateInputs(xb, np.array([[1, 0, 0]], np.float32)),
         )
         return dict(zip(out["node_idx"].to_list(), out["dense"].to_list()))
 

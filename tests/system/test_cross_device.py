@@ -121,15 +121,16 @@ def test_a_gpu_built_cache_and_cpu_misses_give_the_rows_of_one_cpu_run(tmp_path,
     from omegaconf import OmegaConf
 
     from pipeline.channels import dense
-    from pipeline.core.common import call_target
-    from pipeline.recallcache import keys
+    from pipeline.contract.registry import call_target
+    from pipeline.recallcache import keys, recipe
     from pipeline.run import precompute
     from pipeline.serve import RecallCache, Service
     from tests.helpers.serve_support import config, reference, rows_of, same_bits
 
     cpu = config(tmp_path, "data=sample")
     gpu = OmegaConf.merge(cpu, {"device": "cuda"})
-    assert keys.namespace(gpu, "sample") == keys.namespace(cpu, "sample")
+    ns = lambda c: keys.namespace("sample", **recipe.namespace_parts(c))  # noqa: E731
+    assert ns(gpu) == ns(cpu)
     with monkeypatch.context() as m:
         m.setattr(backend, "resolve_device", lambda name: "cpu")
         m.setattr(dense, "runs_in_torch", lambda kind, device: True)

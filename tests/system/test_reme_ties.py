@@ -90,7 +90,7 @@ def test_precompute_of_a_store_without_vectors_equals_the_run(compose, tmp_path)
     """The keyword-only fallback applies on every path: a precomputed entry (precompute.recall_rows,
     the path of serve's misses too) holds the run's rows, and the namespace is the given recipe's
     (what ``recall lookup`` / serve compute without the dataset)."""
-    from pipeline.recallcache import keys
+    from pipeline.recallcache import keys, recipe
     from pipeline.run import precompute
     from tests.run.test_precompute import _cached, _plain
 
@@ -106,7 +106,9 @@ def test_precompute_of_a_store_without_vectors_equals_the_run(compose, tmp_path)
     cfg = compose([*over, f"cache_dir={tmp_path / 'cache'}"])
     res = precompute.precompute(cfg)
     assert res["misses"] == 2
-    assert res["namespace"] == keys.namespace(cfg, "reme")  # what lookup and serve look for
+    assert res["namespace"] == keys.namespace(
+        "reme", **recipe.namespace_parts(cfg)
+    )  # what lookup and serve look for
     plain = _plain(compose([*over, "report=false"]), tmp_path)
     assert plain["channel"].unique().to_list() == ["lexical"]
     assert _cached(tmp_path).select(plain.columns).equals(plain)
