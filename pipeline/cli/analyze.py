@@ -37,7 +37,7 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     the run did not write it; then the manifest's output list and the report are brought up to date.
     Returns the names of the files written."""
     from pipeline.stages import analyze
-    from pipeline.stages.embed import embed_nodes
+    from pipeline.stages.embed import EmbedParams, embed_nodes
 
     run_dir = Path(run_dir)
     if not (run_dir / "manifest.json").is_file():
@@ -49,7 +49,7 @@ def analyze_run(run_dir: str | Path) -> list[str]:
     device = backend.resolve_device(cfg.device)
     ds = call_target(cfg.data, f"{run_dir / 'manifest.json'}: config.data")
     nodes, queries = nodes_and_queries(ds, cfg.get("query_part"))
-    xb = embed_nodes(cfg, nodes, device)[2]
+    xb = embed_nodes(EmbedParams.of_run(cfg), nodes, device)[2]
     a = cfg.get("analyze", {"topics": 20, "top": 5, "mode": "abs"})
     frames = analyze.analyze(
         nodes,

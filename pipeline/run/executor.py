@@ -110,7 +110,7 @@ class ShardWorker:
         from pipeline.core import backend
         from pipeline.core.memo import corpus_step
         from pipeline.run.querypath import scoped_memo
-        from pipeline.stages.embed import embed_nodes
+        from pipeline.stages.embed import EmbedParams, embed_nodes
 
         os.chdir(cwd)  # relative paths in the config (cache_dir, data) mean the driver's
         self.cfg = OmegaConf.create(cfg)
@@ -129,7 +129,7 @@ class ShardWorker:
                 scoped_memo(self.memo, self.cfg, ds.edges),
                 "embed",
                 nodes,
-                lambda: embed_nodes(self.cfg, nodes, self.device),
+                lambda: embed_nodes(EmbedParams.of_run(self.cfg), nodes, self.device),
             )
 
     def run_shard(self, shard: int, qidx: np.ndarray) -> dict:
@@ -291,10 +291,10 @@ def run_shards(cfg: DictConfig, ds, nodes: pl.DataFrame, queries: pl.DataFrame, 
     }
     xb = None
     if cfg.analyze.enabled and "dense" in cfg.channels:  # the topic analysis runs on the driver
-        from pipeline.stages.embed import embed_nodes
+        from pipeline.stages.embed import EmbedParams, embed_nodes
 
         with log.stage("embed"):
-            xb = embed_nodes(cfg, nodes, device)[2]
+            xb = embed_nodes(EmbedParams.of_run(cfg), nodes, device)[2]
     return querypath.Recalled(
         recall=recall,
         novelty=querypath.in_query_order(tables["novelty"], queries, [])

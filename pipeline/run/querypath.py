@@ -39,7 +39,7 @@ from pipeline.stages import (
     select,
     signals,
 )
-from pipeline.stages.embed import embed_run, keyword_channels
+from pipeline.stages.embed import EmbedParams, embed_run, keyword_channels
 
 # the stages of a query group, in order (docs/architecture.md); each is a pipeline.core.stage.Stage
 STAGES = [
@@ -247,7 +247,7 @@ def recall_queries(
     state = RunState(cfg, ds, device, log, scoped_memo(memo, cfg, ds.edges), until=until)
     if ds.settings and (note := oks_settings.backend_note(ds.settings, cfg.lexical.tokenizer)):
         backend.fallback(note)
-    n_embedded = embed_run(state, nodes, queries)
+    n_embedded = embed_run(state, EmbedParams.of_run(cfg), nodes, queries)
     if ds.edges is not None and (cfg.diffuse.method != "none" or cfg.signals.enabled):
         graph.explicit_edges(
             ds.edges, nodes["node_id"], {}, ds.skipped

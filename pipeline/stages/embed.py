@@ -15,15 +15,18 @@ silent mix of two vector spaces; query vectors without node vectors are refused 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+from omegaconf import OmegaConf
 
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.registry import call_target
 from pipeline.core.backend import fallback
 from pipeline.core.memo import corpus_step
+from pipeline.core.stage import Params
 from pipeline.encoders.models import EmbeddingCache, cache_tag, embed_cached
 from pipeline.stages import query
 
@@ -80,26 +83,68 @@ def node_vectors(nodes: pl.DataFrame) -> np.ndarray | None:
     return xb
 
 
-def embed_nodes(cfg, nodes: pl.DataFrame, device: str):
+@dataclass(frozen=True)
+class EmbedParams(Params):
+    """The embed stage's parameters, built once per run by :meth:`of_run`: the encoder's registry
+    spec (``embed.encoder``, resolved), ``embed.include_title`` and ``embed.cache``, the run's
+    ``cache_dir``, whether the dense channel runs and on a blocked index (``dense.index``),
+    ``dense.no_query_vector`` and the query plan's settings (``query``: blend, intent split,
+    weights, max segments). The ``embed`` options differ in their keys (an encoder's own), so
+    these are taken by name, not checked against one YAML."""
+
+    encoder: dict
+    include_title: bool
+    cache: bool
+    cache_dir: str
+    dense: bool
+    blocked: bool
+    no_query_vector: str | None
+    blend: bool
+    intent_split: bool
+    weights: tuple
+    max_segments: int
+
+    @classmethod
+    def of_run(cls, cfg) -> "EmbedParams":
+        """The embed stage's parameters from a run's config."""
+        q = cfg.query
+        return cls(
+            encoder=OmegaConf.to_container(cfg.embed.encoder, resolve=True),
+            include_title=bool(cfg.embed.include_title),
+            cache=bool(cfg.embed.cache),
+            cache_dir=str(cfg.cache_dir),
+            dense="dense" in cfg.channels,
+            blocked=cfg.dense.get("index") == "blocked",
+            no_query_vector=cfg.dense.get("no_query_vector"),
+            blend=bool(q.blend),
+            intent_split=bool(q.intent_split),
+            weights=tuple(q.weights),
+            max_segments=int(q.max_segments),
+        )
+
+    def plan(self, queries: pl.DataFrame) -> pl.DataFrame:
+        """The query parts to embed (:func:`pipeline.stages.query.plan` with these settings)."""
+        return query.plan(queries, self.blend, self.intent_split, self.weights, self.max_segments)
+
+
+def embed_nodes(p: EmbedParams, nodes: pl.DataFrame, device: str):
     """(encoder, cache, node embeddings (n, d), number of texts actually encoded); stored
     vectors (an ``embedding`` column) are used as they are and encode nothing."""
-    encoder = call_target(cfg.embed.encoder)
+    encoder = call_target(p.encoder, "embed.encoder")
     cache = (
-        EmbeddingCache(Path(cfg.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim)
-        if cfg.embed.cache
+        EmbeddingCache(Path(p.cache_dir) / f"emb-{encoder.model_id}.sqlite", encoder.dim)
+        if p.cache
         else None
     )
     xb = node_vectors(nodes)
     if xb is not None:
         return encoder, cache, xb, 0
-    texts = embed_texts(nodes, cfg.embed.include_title)
-    if (
-        cfg.dense.get("index") == "blocked"
-    ):  # kept on disk as a memmapped .npy, keyed by content hash
+    texts = embed_texts(nodes, p.include_title)
+    if p.blocked:  # kept on disk as a memmapped .npy, keyed by content hash
         from pipeline.channels.blocked import memmap_cached
 
         xb, n = memmap_cached(
-            Path(cfg.cache_dir),
+            Path(p.cache_dir),
             cache_tag(encoder, device),
             texts,
             lambda t: embed_cached(encoder, t, cache, device),
@@ -127,18 +172,17 @@ def keyword_channels(
     return [c for c in channels if c != "dense"]
 
 
-def embed_run(state, nodes: pl.DataFrame, queries: pl.DataFrame) -> int:
+def embed_run(state, p: EmbedParams, nodes: pl.DataFrame, queries: pl.DataFrame) -> int:
     """The run-wide embed stage: node embeddings (once, content-hash cached) and every query part's
     (``query.plan``) onto ``state`` (a ``context.RunState``); returns the number of texts encoded."""
-    cfg = state.cfg
-    if "dense" not in cfg.channels:
+    if not p.dense:
         return 0
     with state.log.stage("embed"):
         state.encoder, state.cache, state.xb, n1 = corpus_step(
-            state.memo, "embed", nodes, lambda: embed_nodes(cfg, nodes, state.device)
+            state.memo, "embed", nodes, lambda: embed_nodes(p, nodes, state.device)
         )
-        qplan = query.plan_for(cfg, queries)
-        state.xparts, n2 = embed_parts(state, nodes, queries, qplan)
+        qplan = p.plan(queries)
+        state.xparts, n2 = embed_parts(state, p, nodes, queries, qplan)
         state.part_q, state.part_w = qplan["query_idx"].to_numpy(), qplan["weight"].to_numpy()
     state.log.rows["query_parts"] = qplan.height
     return n1 + n2
@@ -163,7 +207,9 @@ def _own_model(state, width: int, why: str) -> None:
         )
 
 
-def embed_parts(state, nodes: pl.DataFrame, queries: pl.DataFrame, qplan: pl.DataFrame):
+def embed_parts(
+    state, p: EmbedParams, nodes: pl.DataFrame, queries: pl.DataFrame, qplan: pl.DataFrame
+):
     """(vectors of every query part, number of texts encoded): a query's stored ``embedding`` for
     its ``current`` part, the encoder for the rest (see the module docstring for the checks)."""
     xq, have = stored(queries, "query", "query_id")
@@ -189,7 +235,7 @@ def embed_parts(state, nodes: pl.DataFrame, queries: pl.DataFrame, qplan: pl.Dat
     todo = np.flatnonzero(~own)
     if not len(todo):
         return out, 0
-    if state.cfg.dense.get("no_query_vector") == "keyword" and not _encodes(state, width):
+    if p.no_query_vector == "keyword" and not _encodes(state, width):
         fallback(
             f"the nodes carry stored {width}-d vectors of "
             f"{state.ds.notes.get('vector_model', 'an unnamed model')!r} and embed.encoder is "

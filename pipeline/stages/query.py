@@ -70,12 +70,6 @@ def js_round3(x: float) -> float:
     return math.floor(x * 1000 + 0.5) / 1000
 
 
-def plan_for(cfg, queries: pl.DataFrame) -> pl.DataFrame:
-    """:func:`plan` with the run config's ``query`` settings (the embed stage's query parts)."""
-    q = cfg.query
-    return plan(queries, q.blend, q.intent_split, tuple(q.weights), q.max_segments)
-
-
 def plan(
     queries: pl.DataFrame,
     blend: bool = False,

@@ -59,7 +59,6 @@ from pipeline.contract.ingest import nodes_and_queries
 from pipeline.core import backend
 from pipeline.core.stagelog import StageLog
 from pipeline.run import querypath
-from pipeline.stages import query
 from pipeline.synth.corpus import make
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -98,11 +97,10 @@ def given_vectors(xb: np.ndarray, node_ids: pl.Series, xq: np.ndarray, query_ids
     each array by one gather (as a run reads them from its embedding cache)."""
     real = querypath.embed_run
 
-    def embed_run(state, nodes, queries) -> int:
-        cfg = state.cfg
+    def embed_run(state, p, nodes, queries) -> int:
         with state.log.stage("embed"):
             state.xb = xb[rows_of(nodes["node_id"], node_ids)]
-            plan = query.plan_for(cfg, queries)
+            plan = p.plan(queries)
             part = rows_of(queries["query_id"], query_ids)[plan["query_idx"].to_numpy()]
             state.xparts = xq[part]
             state.part_q, state.part_w = plan["query_idx"].to_numpy(), plan["weight"].to_numpy()

@@ -11,12 +11,14 @@ import ast
 import dataclasses
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from pipeline.contract.registry import call_target
 from pipeline.core.context import RunContext, RunState
 from pipeline.core.stage import Params
 from pipeline.run import querypath
+from pipeline.stages.embed import EmbedParams
 
 STAGES_DIR = Path(querypath.__file__).resolve().parents[1] / "stages"
 PRESETS = ["dense", "bm25", "best", "bme", "reme", "oks", "hipporag"]
@@ -50,14 +52,15 @@ def test_the_run_values_reach_the_params(compose):
 
 def config_reads(source: str) -> list[tuple[int, str]]:
     """(line, function) of each config read in a function that gets a query group's context (a
-    parameter named ``ctx``): any ``.cfg`` attribute there (``ctx.cfg``, ``ctx.run.cfg``, or
-    through a name bound to ``ctx.run``); also ``ctx.cfg`` anywhere else in the module."""
+    parameter named ``ctx``) or the run state (``state``, the run-wide embed stage): any ``.cfg``
+    attribute there (``ctx.cfg``, ``ctx.run.cfg``, ``state.cfg``, or through a name bound to
+    ``ctx.run``); also ``ctx.cfg`` anywhere else in the module."""
     tree = ast.parse(source)
     found: dict[int, str] = {}
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             args = fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs
-            if any(a.arg == "ctx" for a in args):
+            if any(a.arg in ("ctx", "state") for a in args):
                 name = getattr(fn, "name", "<lambda>")
                 for node in ast.walk(fn):
                     if isinstance(node, ast.Attribute) and node.attr == "cfg":
@@ -101,6 +104,36 @@ def test_no_stage_reads_the_config_from_its_context():
     assert len(files) > 10
     reads = {f.name: config_reads(f.read_text()) for f in files}
     assert {name: r for name, r in reads.items() if r} == {}
+
+
+def test_the_embed_stage_takes_its_params_from_the_run(compose):
+    cfg = compose(
+        [
+            "data=sample",
+            "preset=bme",
+            "embed=hashing",
+            "query.blend=true",
+            "query.intent_split=false",
+            "query.max_segments=3",
+            "dense.index=blocked",
+            "cache_dir=/tmp/x",
+        ]
+    )
+    p = EmbedParams.of_run(cfg)
+    assert type(p).__dataclass_params__.frozen and EmbedParams.of_run(cfg) == p
+    assert (p.blend, p.intent_split, p.max_segments, p.blocked) == (True, False, 3, True)
+    assert p.weights == (0.7, 0.2, 0.1) and p.cache_dir == "/tmp/x" and p.dense
+    assert p.encoder["_target_"] == "hashing_embedder" and p.include_title is True
+    queries = pl.DataFrame({"text": ["now", "q"], "context": [["u0", "a1"], None]})
+    plan = p.plan(queries)  # the blend: the assistant's last turn and the user's before it
+    assert plan.select("query_idx", "text", "weight").rows() == [
+        (0, "now", 0.7),
+        (0, "a1", 0.2),
+        (0, "u0", 0.1),
+        (1, "q", 1.0),
+    ]
+    off = EmbedParams.of_run(compose(["data=sample", "preset=bm25", "embed=hashing"]))
+    assert not off.dense  # no dense channel: nothing is embedded
 
 
 def test_a_context_has_no_config_to_read():
