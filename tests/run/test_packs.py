@@ -12,7 +12,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from pipeline.contract.dataset import Dataset
@@ -125,7 +125,10 @@ def test_packed_run_equals_one_group_at_a_time(
         m.setattr(packs, "slice_pack", lambda *a: calls.append(len(a[3])) or real(*a))
         m.setattr(dpp, "pool_width", lambda n: pools.append(n) or width(n))
         packed = _recall(compose, tmp_path / f"packed-{tag}", PACKABLE[recipe], ds)
-    assert calls and min(calls) > 1 or wide and max(calls) > 1  # groups did share a pack
+    # an example whose groups all overlap or each fill a pack (seed 5245, target 20: groups of
+    # 296, 149, 6, 451, ... nodes, neighbours sharing nodes) packs nothing: it says nothing of packs
+    assume(calls)
+    assert min(calls) > 1 or wide and max(calls) > 1  # groups did share a pack
     if wide:  # both kernel paths ran (in one pack when it held both big workspaces)
         assert min(pools) <= dpp.GRAM_MAX_P < max(pools), pools
     with monkeypatch.context() as m:
