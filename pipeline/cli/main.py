@@ -310,8 +310,10 @@ def _dispatch(argv: list[str] | None) -> int:
             return entry(["--help"])
         except SystemExit as exc:  # argparse exits after printing the help
             return int(exc.code or 0)
-    overrides = getattr(module, "overrides", list)
-    # every command's key=value arguments are checked as Hydra overrides (the argparse ones too)
+    # a Hydra command's key=value arguments are checked as overrides (a module may say which of
+    # its arguments are, ``overrides(args)``); an argparse command's arguments are its own (a
+    # run directory may be named ``runs/lr=0.3``)
+    overrides = getattr(module, "overrides", list if command.hydra else (lambda args: []))
     status = reported(lambda: check_overrides(overrides(rest)))
     if status:
         return status

@@ -149,3 +149,19 @@ def test_a_closed_pipe_ends_help_quietly():
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 141
     assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_an_argparse_commands_arguments_are_not_hydra_overrides(compose, tmp_path, capsys):
+    """``recall export-trec runs/lr=0.3 out.trec``: a path with ``=`` is a run directory, not an
+    override (it was refused as ``unknown option 'runs/lr'``); a Hydra command still checks them."""
+    from pipeline.run import runner
+
+    run_dir = tmp_path / "runs" / "lr=0.3"
+    runner.run(compose(["data=sample", "preset=bm25", "embed=hashing"]), run_dir)
+    out = tmp_path / "out.trec"
+    assert main(["export-trec", str(run_dir), str(out)]) == 0
+    first = out.read_text().splitlines()[0].split()
+    assert first[:2] == ["q01", "Q0"] and first[3] == "1"  # qid Q0 docid rank score tag
+    capsys.readouterr()
+    assert main(["run", "data.pth=x"]) == 2
+    assert "unknown option 'data.pth'" in capsys.readouterr().err
