@@ -49,6 +49,18 @@ def require_one_of(name: str, value: str, options) -> None:
     raise ConfigError(f"{name}={value!r} is not valid{hint}; choose from {opts}")
 
 
+def require_int(name: str, value: object, minimum: int | None = None) -> int:
+    """``value`` as an int, or a ConfigError naming ``name`` and the fix (a bool, a float or a
+    string is not a whole number, nor is one below ``minimum``)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name}={value!r} is not a whole number; give {name}=<an integer>")
+    if minimum is not None and value < minimum:
+        raise ConfigError(
+            f"{name}={value} is below {minimum}; give {name}=<an integer ≥ {minimum}>"
+        )
+    return value
+
+
 def reported(call: Callable[[], int | None]) -> int:
     """Run ``call`` (a command's body) and return its exit status: a UserError prints one line
     ``error: …`` on stderr and gives its ``exit_code`` (2), never a traceback. The one error handler

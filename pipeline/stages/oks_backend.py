@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.adapters import oks_settings
-from pipeline.contract.errors import require_one_of
+from pipeline.contract.errors import require_int, require_one_of
 from pipeline.core.stage import Params, Stage
 from pipeline.ops import oks_native as ops
 from pipeline.stages import oks_native
@@ -210,7 +210,7 @@ STAGE = Stage(
     "oks_backend",
     run_stage,
     params=lambda run: OksBackendParams.from_cfg(
-        run.cfg.oks_backend, "oks_backend", k=int(run.cfg.k)
+        run.cfg.oks_backend, "oks_backend", k=require_int("k", run.cfg.k, 1)
     ),
     enabled=lambda cfg: cfg.oks_backend.search_backend != "none",
 )

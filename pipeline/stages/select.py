@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.channels import dense
-from pipeline.contract.errors import ConfigError, require_one_of
+from pipeline.contract.errors import ConfigError, require_int, require_one_of
 from pipeline.core import backend
 from pipeline.core.stage import Params, Stage
 from pipeline.ops import scoring
@@ -77,7 +77,7 @@ class SelectParams(Params):
         return cls.from_cfg(
             cfg.select,
             "select",
-            k=int(cfg.k),
+            k=require_int("k", cfg.k, 1),
             channels=tuple(cfg.channels),
             columns=tuple(term_columns(dict(cfg.score.terms), list(cfg.score.factors))),
             prob_recall=ProbRecallParams.from_cfg(prob, "prob_recall") if prob.enabled else None,

@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from pipeline.contract.errors import ConfigError
 from pipeline.contract.registry import call_target
 from pipeline.core.context import RunContext, RunState
 from pipeline.core.stage import Params
@@ -138,3 +139,40 @@ def test_the_embed_stage_takes_its_params_from_the_run(compose):
 
 def test_a_context_has_no_config_to_read():
     assert not hasattr(RunContext, "cfg")
+
+
+@pytest.mark.parametrize(
+    "k, line",
+    [
+        ("abc", "k='abc' is not a whole number; give k=<an integer>"),
+        ("true", "k=True is not a whole number; give k=<an integer>"),
+        ("2.5", "k=2.5 is not a whole number; give k=<an integer>"),
+        ("0", "k=0 is below 1; give k=<an integer ≥ 1>"),
+    ],
+)
+def test_a_bad_k_is_one_error_line(k, line, compose, tmp_path, capsys):
+    """``recall run k=abc`` ended in a ValueError traceback from ``int(cfg.k)``; the stages that
+    take the run's k (select, oks_backend) now refuse it in one line."""
+    from pipeline.cli.main import main
+
+    cfg = compose(["data=sample", "preset=oks", "embed=hashing", f"k={k}"])
+    state = RunState(cfg, call_target(cfg.data), "cpu", None)
+    for stage in querypath.STAGES:
+        if stage.name in ("select", "oks_backend"):
+            with pytest.raises(ConfigError) as got:
+                stage.params(state)
+            assert str(got.value) == line
+    out = tmp_path / "run"
+    try:  # the Hydra job of `recall run` ends the process with the status
+        status = main(["run", "data=sample", "embed=hashing", f"k={k}", f"out_dir={out}"])
+    except SystemExit as done:
+        status = done.code
+    assert status == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"error: {line}"
+
+
+def test_the_oks_presets_k_is_an_integer(compose):
+    for fmt, k in (("oks", 10), ("none", 5)):
+        cfg = compose(["data=sample", "preset=oks", "embed=hashing", f"inject.format={fmt}"])
+        state = RunState(cfg, call_target(cfg.data), "cpu", None)
+        assert {s.name: s.params(state) for s in querypath.STAGES}["select"].k == k
