@@ -15,15 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from pipeline.cli.hydra_guard import guarded
-from pipeline.cli.main import CONF_DIR, check_overrides
+from pipeline.cli import hydra_guard
+from pipeline.cli.main import check_overrides
 from pipeline.contract.dataset import Dataset, require_queries
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.schema import conform
@@ -125,8 +123,7 @@ def compose(args: list[str]) -> DictConfig:
     outer = GlobalHydra.instance().hydra  # a Hydra app calling recall(): its state is put back
     GlobalHydra.instance().clear()
     try:
-        with guarded(), initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            return hydra_compose("config", overrides=args)
+        return hydra_guard.compose(args)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(" ".join(str(exc).split())) from None
     finally:

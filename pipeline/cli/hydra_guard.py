@@ -67,6 +67,18 @@ def _or_exit(check) -> None:
         raise SystemExit(status)
 
 
+def compose(overrides: list[str]) -> DictConfig:
+    """``conf/config.yaml`` composed with ``overrides`` through the guarded loader (Hydra's
+    compose API: no job, no run directory); the one place outside a command's job that composes."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from pipeline.contract.paths import CONF_DIR
+
+    with guarded(), initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose("config", overrides=overrides)
+
+
 @contextlib.contextmanager
 def guarded() -> Iterator[None]:
     """While inside, ``hydra.main`` composes with :class:`GuardedConfigLoader`."""

@@ -230,16 +230,14 @@ def check_overrides(args: list[str]) -> None:
 def _composed(choices: list[str]):
     """The config Hydra composes with only the group choices ``choices`` (no other override);
     None where Hydra is in use already or refuses it (Hydra then reports the problem itself)."""
-    from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from pipeline.cli.hydra_guard import guarded
+    from pipeline.cli.hydra_guard import compose
 
     if GlobalHydra.instance().is_initialized():
         return None
     try:
-        with guarded(), initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            return compose("config", overrides=choices)
+        return compose(choices)
     except Exception:  # noqa: BLE001 — any composition problem is Hydra's to report
         return None
 
